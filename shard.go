@@ -1,0 +1,46 @@
+// Package shard decides which shard owns a key.
+//
+// Every strategy implements [Sharder]: Locate maps a key to a shard number in [0, Shards()),
+// Resize changes the number of shards, and each strategy documents which keys a resize moves.
+// The strategies range from plain modulo to consistent-hash rings that place keys exactly as
+// Jedis and Cassandra do, rendezvous hashing, jump hash, a bit trie, fixed partitions (Redis
+// Cluster's 16384 slots among them) and co-location by ID prefix.
+//
+// Placement never depends on the process: every hash is fixed and seedless (never
+// hash/maphash), and golden vectors in testdata pin the outputs, so every process that routes
+// with the same strategy and shard count agrees on every key.
+package shard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sharder maps keys to shards numbered 0..Shards()-1.
+//
+// Locate never allocates, never panics and is safe for concurrent use by many goroutines,
+// also while another goroutine calls Resize: implementations publish an immutable lookup
+// table atomically and take no lock on the lookup path. Resize calls are serialized; a lookup
+// that runs concurrently with a Resize sees either the old or the new placement, never a mix.
+//
+// Growing adds shards at the end; shrinking removes the highest-numbered ones. A Resize that
+// fails returns an error and leaves the sharder exactly as it was.
+type Sharder interface {
+	Locate(key string) int // the shard that owns key, in [0, Shards())
+	Resize(n int) error    // change the number of shards to n
+	Shards() int           // the current number of shards
+}
+
+// ErrShardCount reports a shard count that a strategy cannot address: below 1, or above the
+// strategy's own maximum. Errors returned by constructors and Resize wrap it, so callers can
+// test for it with errors.Is.
+var ErrShardCount = errors.New("shard count out of range")
+
+// checkCount returns nil if n is in [1, max], else an error wrapping ErrShardCount that
+// names the strategy, the value and the allowed range.
+func checkCount(strategy string, n, max int) error {
+	if n >= 1 && n <= max {
+		return nil
+	}
+	return fmt.Errorf("shard: %s: %d shards: allowed range is [1, %d]: %w", strategy, n, max, ErrShardCount)
+}
