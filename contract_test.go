@@ -1,0 +1,242 @@
+package shard
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// This file holds the checks every Sharder must pass, so each strategy's test states only
+// what is its own: its golden vectors and which movement guarantees it makes.
+
+var update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+
+// checkRegress compares got with testdata/name. Regress files pin what this library
+// computes, so that no change of placement goes unnoticed: a difference fails the test, and
+// only a deliberate run with -update rewrites the file. (Vectors from reference
+// implementations are never rewritten by -update.)
+func checkRegress(t *testing.T, name string, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run %s -update to create it", t.Name())
+	require.Equal(t, string(want), got,
+		"placement changed: if on purpose, rerun with -update and say so in the commit message")
+}
+
+// randomKeys returns count random keys of length n, seeded so every run sees the same ones.
+func randomKeys(seed uint64, count, n int) []string {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:"
+	keys := make([]string, count)
+	b := make([]byte, n)
+	for i := range keys {
+		for j := range b {
+			b[j] = alphabet[r.IntN(len(alphabet))]
+		}
+		keys[i] = string(b)
+	}
+	return keys
+}
+
+// adversarialKeys are keys that break careless code: empty, NUL bytes, invalid UTF-8, high
+// bytes (which Java reads as negative), hash-tag and prefix look-alikes, and a very long key.
+func adversarialKeys() []string {
+	return []string{
+		"", "\x00", "\x00\x00\x00\x00", "\xff", "\xff\xfe\xfd", "\x80\x81\x82\x83\x84\x85\x86\x87\x88",
+		"\xc3\x28", "\xed\xa0\x80", "日本語", "a\x00b", "{", "}", "{}", "{}{}", "-", "--", "1-", "-1",
+		"18446744073709551616-x", strings.Repeat("k", 1<<16), strings.Repeat("\xff", 1000),
+	}
+}
+
+// contract says which guarantees a strategy makes beyond the common ones.
+type contract struct {
+	name string
+	// newSharder builds the strategy with n shards.
+	newSharder func(n int) (Sharder, error)
+	// sizes are shard counts to check; the largest valid one should be near the strategy's
+	// maximum when that is small (first-byte SHA-1).
+	sizes []int
+	// tooMany is a count above the strategy's maximum, or 0 if only memory limits it.
+	tooMany int
+	// resizeIsFresh: after Resize(n) the sharder places every key as a new one with n
+	// shards does (true for every stateless strategy; not for history-dependent ones).
+	resizeIsFresh bool
+	// minimalGrow: on n -> n+1 keys move only to the new shard, about 1/(n+1) of them.
+	minimalGrow bool
+	// minimalShrink: on n+1 -> n only the removed shard's keys move.
+	minimalShrink bool
+}
+
+func checkContract(t *testing.T, c contract) {
+	t.Helper()
+	keys := append(randomKeys(1, 20000, 16), adversarialKeys()...)
+
+	t.Run("range and determinism", func(t *testing.T) {
+		for _, n := range c.sizes {
+			a, err := c.newSharder(n)
+			require.NoError(t, err)
+			b, err := c.newSharder(n)
+			require.NoError(t, err)
+			require.Equal(t, n, a.Shards())
+			for _, k := range keys {
+				got := a.Locate(k)
+				require.Truef(t, got >= 0 && got < n, "%s(%d).Locate(%q) = %d, want in [0, %d)", c.name, n, k, got, n)
+				require.Equalf(t, got, a.Locate(k), "%s(%d).Locate(%q) not deterministic", c.name, n, k)
+				require.Equalf(t, got, b.Locate(k), "%s(%d).Locate(%q) differs between two instances", c.name, n, k)
+			}
+		}
+	})
+
+	t.Run("bad counts", func(t *testing.T) {
+		bad := []int{0, -1, math.MinInt}
+		if c.tooMany > 0 {
+			bad = append(bad, c.tooMany, math.MaxInt)
+		}
+		for _, n := range bad {
+			_, err := c.newSharder(n)
+			require.ErrorIsf(t, err, ErrShardCount, "%s(%d)", c.name, n)
+			assert.Containsf(t, err.Error(), "shard: ", "error %q lacks the package prefix", err)
+			assert.Containsf(t, err.Error(), fmt.Sprint(n), "error %q does not name the value", err)
+		}
+		s, err := c.newSharder(c.sizes[0])
+		require.NoError(t, err)
+		before := placement(s, keys)
+		for _, n := range bad {
+			require.ErrorIs(t, s.Resize(n), ErrShardCount)
+			require.Equal(t, c.sizes[0], s.Shards(), "failed Resize(%d) changed Shards", n)
+			require.Equal(t, before, placement(s, keys), "failed Resize(%d) changed placement", n)
+		}
+	})
+
+	t.Run("no allocations", func(t *testing.T) {
+		for _, n := range c.sizes {
+			s, err := c.newSharder(n)
+			require.NoError(t, err)
+			for _, k := range []string{"", "user:1000", strings.Repeat("x", 4096)} {
+				allocs := testing.AllocsPerRun(100, func() { _ = s.Locate(k) })
+				require.Zerof(t, allocs, "%s(%d).Locate(%.20q) allocates", c.name, n, k)
+			}
+		}
+	})
+
+	if c.resizeIsFresh {
+		t.Run("resize equals fresh", func(t *testing.T) {
+			s, err := c.newSharder(c.sizes[0])
+			require.NoError(t, err)
+			for _, n := range append(c.sizes[1:], c.sizes[0]) {
+				require.NoError(t, s.Resize(n))
+				fresh, err := c.newSharder(n)
+				require.NoError(t, err)
+				require.Equalf(t, placement(fresh, keys), placement(s, keys), "%s: Resize(%d) differs from a new sharder", c.name, n)
+			}
+		})
+	}
+
+	t.Run("movement", func(t *testing.T) {
+		for _, n := range c.sizes {
+			if c.tooMany > 0 && n+1 >= c.tooMany {
+				continue
+			}
+			s, err := c.newSharder(n)
+			require.NoError(t, err)
+			before := placement(s, keys)
+			require.NoError(t, s.Resize(n+1))
+			grown := placement(s, keys)
+			moved := 0
+			for i := range keys {
+				if before[i] != grown[i] {
+					moved++
+					if c.minimalGrow {
+						require.Equalf(t, n, grown[i], "%s: %d -> %d moved %q to shard %d, not to the new shard", c.name, n, n+1, keys[i], grown[i])
+					}
+				}
+			}
+			if c.minimalGrow {
+				// Moves are binomial(len(keys), 1/(n+1)); allow six standard deviations.
+				p := 1 / float64(n+1)
+				mean := p * float64(len(keys))
+				sd := math.Sqrt(mean * (1 - p))
+				require.InDeltaf(t, mean, float64(moved), 6*sd+1, "%s: %d -> %d moved %d of %d keys", c.name, n, n+1, moved, len(keys))
+			}
+			require.NoError(t, s.Resize(n))
+			shrunk := placement(s, keys)
+			for i := range keys {
+				if c.minimalShrink && grown[i] != shrunk[i] {
+					require.Equalf(t, n, grown[i], "%s: %d -> %d moved %q off shard %d, which stays", c.name, n+1, n, keys[i], grown[i])
+				}
+			}
+		}
+	})
+
+	t.Run("concurrent resize", func(t *testing.T) {
+		s, err := c.newSharder(c.sizes[0])
+		require.NoError(t, err)
+		largest := 0
+		for _, n := range c.sizes {
+			largest = max(largest, n)
+		}
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; !stop.Load(); i++ {
+					k := keys[(i*7+g)%len(keys)]
+					// The count changes under the lookup, so check against the largest
+					// count this test ever sets.
+					if got := s.Locate(k); got < 0 || got >= largest {
+						errs <- fmt.Errorf("Locate(%q) = %d during resizes", k, got)
+						return
+					}
+				}
+			})
+		}
+		for i := range 200 {
+			n := c.sizes[i%len(c.sizes)]
+			if err := s.Resize(n); err != nil {
+				errs <- err
+				break
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+}
+
+func placement(s Sharder, keys []string) []int {
+	out := make([]int, len(keys))
+	for i, k := range keys {
+		out[i] = s.Locate(k)
+	}
+	return out
+}
+
+// TestCheckCount pins the wording every strategy's count errors share.
+func TestCheckCount(t *testing.T) {
+	require.NoError(t, checkCount("jump", 1, 10))
+	require.NoError(t, checkCount("jump", 10, 10))
+	err := checkCount("jump", 11, 10)
+	require.True(t, errors.Is(err, ErrShardCount))
+	require.EqualError(t, err, "shard: jump: 11 shards: allowed range is [1, 10]: shard count out of range")
+}

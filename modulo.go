@@ -1,0 +1,62 @@
+package shard
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// Modulo places a key on shard xxhash64(key) % n, the rule of document 003's lecture.
+//
+// It is perfectly even and the fastest strategy, but a resize moves almost every key: from n
+// to n+1 shards a key stays only if both remainders agree, so about n/(n+1) of all keys
+// move. The one exception is growing by an integer factor: from n to k*n shards a key on
+// shard s either stays or moves to s + j*n, and shrinking by a factor is the reverse.
+//
+// Locate and LocateID are safe for concurrent use, also with Resize.
+type Modulo struct {
+	mu sync.Mutex // serializes Resize
+	n  atomic.Uint64
+}
+
+// maxModulo bounds the shard count so that every result fits an int on 32-bit platforms.
+const maxModulo = math.MaxInt32
+
+// NewModulo returns a Modulo sharder over n shards, n in [1, 2^31-1].
+func NewModulo(n int) (*Modulo, error) {
+	if err := checkCount("modulo", n, maxModulo); err != nil {
+		return nil, err
+	}
+	m := &Modulo{}
+	m.n.Store(uint64(n))
+	return m, nil
+}
+
+// Locate returns xxhash64(key) % n, in [0, Shards()).
+func (m *Modulo) Locate(key string) int {
+	return int(keyhash.XXH64(key) % m.n.Load())
+}
+
+// LocateID returns id % n, in [0, Shards()): the routing of raw integer IDs that documents
+// 001 and 004 use (for example user_id % 5). Consecutive IDs go to consecutive shards.
+func (m *Modulo) LocateID(id uint64) int {
+	return int(id % m.n.Load())
+}
+
+// Resize sets the number of shards to n. On error the shard count is unchanged.
+func (m *Modulo) Resize(n int) error {
+	if err := checkCount("modulo", n, maxModulo); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n.Store(uint64(n))
+	return nil
+}
+
+// Shards returns the current number of shards.
+func (m *Modulo) Shards() int {
+	return int(m.n.Load())
+}
