@@ -21,8 +21,8 @@ const MaxID = math.MaxInt64
 // a last issued ID that does not belong to the partition it is resumed in.
 var ErrIDPartition = errors.New("ID not in partition")
 
-// ErrIDSpace reports that an IDAllocator has issued the last ID of its partition below
-// MaxID. It never wraps around.
+// ErrIDSpace reports that an IDAllocator has issued the last ID of its partition that is at
+// most MaxID. It never wraps around.
 var ErrIDSpace = errors.New("ID space exhausted")
 
 // ErrPrefixID reports a string that is not a well-formed prefix ID.
@@ -34,12 +34,13 @@ var ErrPrefixID = errors.New("malformed prefix ID")
 // is IDENTITY(n, n), since 0 is not a valid ID), so Modulo.LocateID(id) finds the partition
 // again for as long as the shard count stays n.
 //
-// Unlike a database sequence it never skips a value: the IDs issued are exactly the first
-// ones of the sequence, in order, however many goroutines call Next. It keeps no state
-// outside the process: to continue after a restart, store the last issued ID and pass it to
-// ResumeIDAllocator.
+// Unlike a database sequence, which skips the values of rolled-back inserts, it never skips
+// one: the IDs issued are exactly the first ones of the sequence, in order, however many
+// goroutines call Next. It keeps no state outside the process: to continue after a restart,
+// pass the last issued ID to ResumeIDAllocator.
 //
-// Next and Last are safe for concurrent use; they take no lock.
+// Create one with NewIDAllocator or ResumeIDAllocator; the zero value issues no ID. Next and
+// Last are safe for concurrent use; they take no lock.
 type IDAllocator struct {
 	last  atomic.Uint64 // the last ID issued; 0 before the first
 	first uint64        // the first ID of the partition: k, or n for k == 0
@@ -77,16 +78,19 @@ func ResumeIDAllocator(k, n int, last uint64) (*IDAllocator, error) {
 }
 
 // Next returns the next ID of the partition, in [1, MaxID]. Once the partition's last ID
-// below MaxID has been issued, Next returns an error wrapping ErrIDSpace, and keeps
+// of at most MaxID has been issued, Next returns an error wrapping ErrIDSpace, and keeps
 // returning it.
 func (a *IDAllocator) Next() (uint64, error) {
+	if a.step == 0 {
+		return 0, fmt.Errorf("shard: id allocator: not made by NewIDAllocator or ResumeIDAllocator: %w", ErrIDPartition)
+	}
 	for {
 		last := a.last.Load()
 		next := a.first
 		if last != 0 {
 			if last > MaxID-a.step {
-				return 0, fmt.Errorf("shard: id allocator: partition %d of %d: no ID after %d below %d: %w",
-					a.first%a.step, a.step, last, uint64(MaxID), ErrIDSpace)
+				return 0, fmt.Errorf("shard: id allocator: partition %d of %d: no ID after %d up to %d: %w",
+					a.first%a.step, a.step, last, uint64(MaxID), ErrIDSpace) // first%step is k
 			}
 			next = last + a.step
 		}
@@ -172,8 +176,8 @@ func PrefixOwner(key string) string {
 // owner (see PrefixOwner), so a record and everything whose prefix ID it owns share a shard,
 // through every Resize: the wrapped strategy moves them together, as it moves the owner.
 //
-// Its methods are as safe for concurrent use as the wrapped Sharder's; Locate adds no lock
-// and no allocation.
+// Create one with ByPrefix. Its methods are as safe for concurrent use as the wrapped
+// Sharder's; Locate adds no lock and no allocation.
 type Prefixed struct {
 	s Sharder
 }
@@ -200,8 +204,8 @@ func (p *Prefixed) Shards() int { return p.s.Shards() }
 // hash tag (see HashTag), so "{user1000}.following" and "{user1000}.followers" share a shard,
 // through every Resize. A key without a tag routes whole, as in Redis Cluster.
 //
-// Its methods are as safe for concurrent use as the wrapped Sharder's; Locate adds no lock
-// and no allocation.
+// Create one with ByHashTag. Its methods are as safe for concurrent use as the wrapped
+// Sharder's; Locate adds no lock and no allocation.
 type Tagged struct {
 	s Sharder
 }

@@ -155,6 +155,13 @@ func TestIDAllocatorExhausted(t *testing.T) {
 	}
 }
 
+func TestIDAllocatorZero(t *testing.T) {
+	var a IDAllocator
+	_, err := a.Next()
+	require.ErrorIs(t, err, ErrIDPartition)
+	require.Zero(t, a.Last())
+}
+
 // Many goroutines share one allocator: the IDs they get are unique, all of partition k, and
 // exactly the first ones of its sequence (none skipped), also when the partition runs out.
 func TestIDAllocatorConcurrent(t *testing.T) {
@@ -171,9 +178,11 @@ func TestIDAllocatorConcurrent(t *testing.T) {
 		a, err := ResumeIDAllocator(c.k, c.n, c.last)
 		require.NoError(t, err)
 		got := make([][]uint64, goroutines)
+		start := make(chan struct{}) // start together, to make them contend
 		var wg sync.WaitGroup
 		for g := range goroutines {
 			wg.Go(func() {
+				<-start
 				for range each {
 					id, err := a.Next()
 					if err != nil {
@@ -186,6 +195,7 @@ func TestIDAllocatorConcurrent(t *testing.T) {
 				}
 			})
 		}
+		close(start)
 		wg.Wait()
 		var all []uint64
 		for _, ids := range got {
@@ -539,4 +549,59 @@ func FuzzByHashTag(f *testing.F) {
 			t.Fatalf("%q is not with its tag %q", key, tag)
 		}
 	})
+}
+
+var sinkInt int
+
+func BenchmarkIDAllocatorNext(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		a, err := NewIDAllocator(3, 4)
+		require.NoError(b, err)
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = a.Next()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		a, err := NewIDAllocator(3, 4)
+		require.NoError(b, err)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_, _ = a.Next()
+			}
+		})
+	})
+}
+
+// The wrappers' cost over the strategy they wrap: finding the owner or tag, and one call.
+func BenchmarkWrappersLocate(b *testing.B) {
+	m, err := NewModulo(10)
+	require.NoError(b, err)
+	for _, c := range []struct {
+		name string
+		s    Sharder
+		key  string
+	}{
+		{"strategy=modulo", m, "1-A1-C1"},
+		{"strategy=prefix(modulo)", ByPrefix(m), "1-A1-C1"},
+		{"strategy=hashtag(modulo)", ByHashTag(m), "{user1000}.following"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkInt = c.s.Locate(c.key)
+			}
+		})
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				s := 0
+				for pb.Next() {
+					s += c.s.Locate(c.key)
+				}
+				sinkInt = s
+			})
+		})
+	}
 }
