@@ -35,6 +35,10 @@ import (
 //     other shards too).
 //   - MarshalText and UnmarshalText carry the shape between processes.
 //
+// Every change rebuilds the directory, in O(2^D + n) time. After growth alone D is
+// ceil(log2 n), so the directory has fewer than 2n entries; a chain of splits of one shard
+// can make it 2^20 entries (4 MiB) with only 21 shards.
+//
 // Locate, LocateHash, Shards, Leaves and MarshalText are safe for concurrent use, also with
 // the methods that change the trie (Resize, Split, Merge, UnmarshalText), which are
 // serialized with one another; a lookup sees the shape before or after a change, never a
@@ -192,13 +196,15 @@ func compareU64(a, b uint64) int {
 // of them, all to the new shard.
 //
 // Shrinking removes the highest-numbered shard, once per shard, merging its leaf into its
-// sibling leaf: only its keys move, all to the sibling's shard. It never fails after a
-// history of splits alone (NewTrie, Resize, Split), and undoes those splits in reverse: a
-// split makes the new, highest shard the right half of a leaf whose left half stays a leaf
-// until a later split, and every later split made a higher-numbered shard, which shrinking
-// has merged back first. After Merge of a shard other than the highest, or UnmarshalText, the
-// highest shard's sibling can be a subtree: then Resize fails with an error wrapping
-// ErrSubtree that names the shards of that subtree.
+// sibling leaf: only its keys move, all to the sibling's shard. It never fails when the
+// trie was built by splits alone (NewTrie, Resize, Split; merges of the highest shard only
+// undo splits), and it undoes those splits in reverse order: a split makes the new, highest
+// shard the right half of a leaf whose left half stays a leaf until a later split, and every
+// later split made a higher-numbered shard, which shrinking has merged back first. So a
+// Resize down after Resize up restores the earlier shape exactly. After Merge of a shard
+// other than the highest, or UnmarshalText of another shape, the highest shard's sibling can
+// be a subtree: then Resize fails with an error wrapping ErrSubtree that names the shards of
+// that subtree.
 //
 // On error the trie is unchanged.
 func (t *Trie) Resize(n int) error {

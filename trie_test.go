@@ -620,8 +620,8 @@ func FuzzTrieLocate(f *testing.F) {
 	f.Add([]byte{2, 6, 0, 0, 0, 0, 5}, "")
 	f.Add([]byte{0x22, 0x23, 0x40, 0x41}, "\xff\x00")
 	f.Fuzz(func(t *testing.T, ops []byte, key string) {
-		if len(ops) > 200 {
-			ops = ops[:200]
+		if len(ops) > 64 { // each op can rebuild a 4 MiB directory
+			ops = ops[:64]
 		}
 		var tr Trie
 		for _, op := range ops {
@@ -646,7 +646,8 @@ func FuzzTrieLocate(f *testing.F) {
 
 var trieSink int
 
-// BenchmarkTrieLocate compares Locate with the bare xxhash64(key) % n it builds on.
+// BenchmarkTrieLocate compares Locate with Modulo.Locate and with the bare, inlined
+// xxhash64(key) % n it builds on.
 func BenchmarkTrieLocate(b *testing.B) {
 	keys := randomKeys(26, 1<<12, 16)
 	for _, n := range []int{10, 100, 1000} {
@@ -657,6 +658,16 @@ func BenchmarkTrieLocate(b *testing.B) {
 			s := 0
 			for i := 0; b.Loop(); i++ {
 				s += tr.Locate(keys[i&(len(keys)-1)])
+			}
+			trieSink = s
+		})
+		m, err := NewModulo(n)
+		require.NoError(b, err)
+		b.Run(fmt.Sprintf("strategy=modulo/shards=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			s := 0
+			for i := 0; b.Loop(); i++ {
+				s += m.Locate(keys[i&(len(keys)-1)])
 			}
 			trieSink = s
 		})
