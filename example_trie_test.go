@@ -49,7 +49,7 @@ func ExampleTrie_Split() {
 	// 10 1
 	// 11 2
 	// <nil>
-	// shard: trie: cannot merge: shard 0 (leaf 0) has as sibling the subtree 1 of shards [1 2], not a leaf; merging would collapse parent - into one leaf and remove 2 of those shards: sibling is a subtree
+	// shard: trie: cannot merge: shard 0 (leaf 0) has as sibling the subtree 1 of shards [1 2], not a leaf; merging would collapse the root with its 3 leaves into one leaf, removing 2 shards: sibling is a subtree
 }
 
 func ExampleTrie_MarshalText() {

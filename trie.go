@@ -309,10 +309,13 @@ func subtreeError(leaves []Leaf, l Leaf) error {
 		}
 	}
 	slices.Sort(under)
+	parent := "the root"
+	if l.Depth > 1 {
+		parent = "prefix " + Leaf{Path: l.Path >> 1, Depth: l.Depth - 1}.bits()
+	}
 	return fmt.Errorf("shard %d (leaf %s) has as sibling the subtree %s of shards %v, not a leaf; "+
-		"merging would collapse parent %s into one leaf and remove %d of those shards: %w",
-		l.Shard, l.bits(), sib.bits(), under, Leaf{Path: l.Path >> 1, Depth: l.Depth - 1}.bits(),
-		len(under), ErrSubtree)
+		"merging would collapse %s with its %d leaves into one leaf, removing %d shards: %w",
+		l.Shard, l.bits(), sib.bits(), under, parent, len(under)+1, len(under), ErrSubtree)
 }
 
 // Split splits the leaf of shard in two and returns the new shard, numbered Shards() before

@@ -319,7 +319,7 @@ func TestTrieSubtree(t *testing.T) {
 	err = tr.Resize(3)
 	require.ErrorIs(t, err, ErrSubtree)
 	require.EqualError(t, err, "shard: trie: cannot shrink to 3 shards: shard 3 (leaf 1) has as sibling the subtree 0 of shards [0 1 2], "+
-		"not a leaf; merging would collapse parent - into one leaf and remove 3 of those shards: sibling is a subtree")
+		"not a leaf; merging would collapse the root with its 4 leaves into one leaf, removing 3 shards: sibling is a subtree")
 	unchanged()
 	require.ErrorIs(t, tr.Resize(1), ErrSubtree)
 	unchanged()
@@ -327,7 +327,7 @@ func TestTrieSubtree(t *testing.T) {
 	err = tr.Merge(0) // 00's sibling 01 is a subtree
 	require.ErrorIs(t, err, ErrSubtree)
 	require.EqualError(t, err, "shard: trie: cannot merge: shard 0 (leaf 00) has as sibling the subtree 01 of shards [1 2], "+
-		"not a leaf; merging would collapse parent 0 into one leaf and remove 2 of those shards: sibling is a subtree")
+		"not a leaf; merging would collapse prefix 0 with its 3 leaves into one leaf, removing 2 shards: sibling is a subtree")
 	unchanged()
 
 	// Merging inside the subtree first makes the rest possible.
