@@ -128,9 +128,10 @@ func checkMarks(ctx context.Context, d *dbs, s *state) error {
 		return err
 	}
 	defer rows.Close()
-	current := ""
+	current, under := "", "no migration is under way"
 	if s.Started {
 		current = s.migrationID(s.Round, s.Phase)
+		under = fmt.Sprintf("the migration under way is %q", current)
 	}
 	for rows.Next() {
 		var (
@@ -145,8 +146,7 @@ func checkMarks(ctx context.Context, d *dbs, s *state) error {
 				n, id, mark, rebalance.Copied, rebalance.Done, errState)
 		}
 		if id != current && id != s.previousID() {
-			return fmt.Errorf("rebalance_marks: %d marks of migration %q, but the migration under way is %q: %w",
-				n, id, current, errState)
+			return fmt.Errorf("rebalance_marks: %d marks of migration %q, but %s: %w", n, id, under, errState)
 		}
 	}
 	return rows.Err()
