@@ -26,7 +26,7 @@ type world struct {
 	rows          map[string]*atomic.Int64 // acknowledged rows per owner
 }
 
-func newWorld(t *testing.T, owners, from, to int) *world {
+func newWorld(t testing.TB, owners, from, to int) *world {
 	t.Helper()
 	before, err := shard.NewModulo(from)
 	require.NoError(t, err)
