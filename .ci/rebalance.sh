@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs examples/rebalance end to end: on SQLite (a full round, crash-and-resume at every crash
+# point, bad input), then on PostgreSQL from Debian's packages, started here on 127.0.0.1
+# and stopped on exit. Needs Go, gcc and apt-get (for PostgreSQL, when not installed yet).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ex=examples/rebalance
+work=$(mktemp -d /tmp/rebalance-ci.XXXXXX)
+chmod 755 "$work"
+pgdata=""
+pgctl=""
+cleanup() {
+	if [[ -n $pgctl && -f $pgdata/postmaster.pid ]]; then
+		as_pg "$pgctl" -D "$pgdata" -m fast -w stop >/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { printf '\n### %s\n' "$*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect STATUS CMD...: runs CMD, shows its output, and fails unless it exits with STATUS.
+expect() {
+	local want=$1 got=0
+	shift
+	"$@" >"$work/out" 2>&1 || got=$?
+	cat "$work/out"
+	[[ $got == "$want" ]] || fail "exit status $got, want $want: $*"
+}
+
+# oks FILE: how many verifications passed in that output.
+oks() { grep -c '^  OK$' "$1" || true; }
+
+step "build, vet and test the example module"
+go -C "$ex" vet ./...
+go -C "$ex" test -count=1 ./...
+go -C "$ex" build -o "$work/rebalance" .
+bin=$work/rebalance
+
+step "SQLite: load 200 users on 5 shards, grow to 10 and shrink to 5 in both modes"
+expect 0 "$bin" -data "$work/sqlite"
+[[ $(oks "$work/out") == 4 ]] || fail "want 4 passed verifications"
+echo "verified: 4 resizes, every user's count and checksum, no user on two shards, nothing misplaced"
+
+step "SQLite: crash at every point of a move, resume each time"
+db=$work/sqlite-crash
+expect 3 "$bin" -data "$db" -crash-after 30 -crash-point copied  # async grow
+expect 3 "$bin" -data "$db" -crash-after 20 -crash-point marked  # async grow, resumed
+expect 3 "$bin" -data "$db" -crash-after 70 -crash-point deleted # lazy shrink
+expect 3 "$bin" -data "$db" -crash-after 10 -crash-point copy    # lazy shrink, resumed
+expect 0 "$bin" -data "$db"
+grep -q 'resuming after a stop' "$work/out" || fail "the last run did not resume"
+grep -q 'round 1 done' "$work/out" || fail "the last run did not finish the round"
+[[ $(oks "$work/out") -ge 1 && $(grep -c FAILED "$work/out" || true) == 0 ]] || fail "verification"
+echo "verified: after 4 crashes (copy, copied, marked, deleted) the resumed runs lost and duplicated nothing"
+
+step "bad input is refused before any data is touched"
+# On the databases of the clean run (a crashed one would legitimately fold its SQLite WAL in).
+sum=$(cat "$work/sqlite"/* | cksum)
+expect 1 "$bin" -data "$work/sqlite" -users 100
+[[ $(cat "$work/sqlite"/* | cksum) == "$sum" ]] || fail "a refused run changed the databases"
+expect 2 "$bin" -grow 0
+expect 2 "$bin" -shards 5 -grow 5
+expect 2 "$bin" -pg 'postgres://x@127.0.0.1:1/a,postgres://x@127.0.0.1:1/b'
+expect 1 "$bin" -shards 1 -grow 2 -pg 'postgres://nobody@127.0.0.1:1/a?sslmode=disable&connect_timeout=2,postgres://nobody@127.0.0.1:1/b?sslmode=disable'
+
+step "PostgreSQL: install, init and start on 127.0.0.1"
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+pgbin=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -1)")
+pgctl=$pgbin/pg_ctl
+if [[ $(id -u) == 0 ]]; then # initdb refuses root: run the server as the package's user
+	id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+	as_pg() { runuser -u postgres -- "$@"; }
+else
+	as_pg() { "$@"; }
+fi
+pgdata=$work/pg
+mkdir -p "$pgdata"
+[[ $(id -u) == 0 ]] && chown postgres "$pgdata"
+as_pg "$pgbin/initdb" -D "$pgdata" -U postgres -A trust >/dev/null
+port=0
+for p in $(seq 54320 54420); do # a free port: nothing answers on it
+	if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
+done
+[[ $port != 0 ]] || fail "no free port in 54320-54420"
+as_pg "$pgctl" -D "$pgdata" -l "$pgdata/log" -w \
+	-o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c fsync=off" start >/dev/null
+echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
+dsns=""
+for i in $(seq 0 9); do
+	as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U postgres "shard$i"
+	dsns+="${dsns:+,}postgres://postgres@127.0.0.1:$port/shard$i?sslmode=disable"
+done
+
+step "PostgreSQL: the same round on 10 databases"
+expect 0 "$bin" -pg "$dsns"
+[[ $(oks "$work/out") == 4 ]] || fail "want 4 passed verifications"
+echo "verified on PostgreSQL: 4 resizes, every user's count and checksum, no user on two shards, nothing misplaced"
+
+step "PostgreSQL: crash, refuse marks in an unexpected state, resume"
+expect 3 "$bin" -pg "$dsns" -crash-after 40 -crash-point marked
+psql=("$pgbin/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d shard0 -v ON_ERROR_STOP=1)
+"${psql[@]}" -c "INSERT INTO rebalance_marks VALUES ('someone-else', '7', 2)"
+expect 1 "$bin" -pg "$dsns"
+grep -q 'marks of migration "someone-else"' "$work/out" || fail "the foreign mark was not named"
+"${psql[@]}" -c "DELETE FROM rebalance_marks WHERE migration = 'someone-else'"
+expect 0 "$bin" -pg "$dsns"
+grep -q 'resuming after a stop' "$work/out" || fail "the run did not resume"
+[[ $(grep -c FAILED "$work/out" || true) == 0 ]] || fail "verification"
+echo "verified on PostgreSQL: a full round, a crash resumed, foreign marks refused"
+
+step "rebalance example: all checks passed"

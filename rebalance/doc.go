@@ -1,0 +1,44 @@
+// Package rebalance plans a resize and moves the data of each owner to its new shard while
+// the application keeps reading and writing, with nothing lost and nothing duplicated.
+//
+// It is a package of its own rather than part of package shard because it serves operators,
+// not the lookup path: it has its own vocabulary (a [Store] the application implements, a
+// [Migration], its [Mode]s and [Mark]s), it does I/O through that Store, and it depends on
+// package shard only through the [shard.Sharder] interface, so an application that only
+// routes keys never links it.
+//
+// # Planning
+//
+// [PlanKeys] and [Moves] walk a set of keys and report, for two sharders (before and after a
+// resize), how many keys go from each shard to each shard and which keys move.
+// [PlanPartitions] and [PlanLeaves] answer the same question for a partition table and for
+// the leaves of a trie without walking any key.
+//
+// # Moving
+//
+// A [Migration] follows the two ways of document 004 ("Rebalancing data when sharding"):
+//
+//   - [Async]: a mover ([Migration.Run]) walks the owners; for each one whose shard changes it
+//     copies the owner's rows from the old shard to the new one, marks the owner, then deletes
+//     the old copy. Until an owner is marked, its reads and writes go to the old shard.
+//   - [Lazy]: the new layout is used at once; the first read or write of an owner that has
+//     not moved yet moves it first. Run is then a sweep for the owners nobody asked for.
+//
+// Reads and writes go through [Migration.Do], which holds a per-owner lock shared with other
+// accesses and exclusive with that owner's move, so a write is never lost in, or left behind
+// by, a move. Every step is idempotent and the per-owner [Mark] (document 004's
+// messages_rebalanced flag) is durable in the application's Store, so after a crash at any
+// point a new Migration with the same ID resumes where the old one stopped.
+//
+// # Marks belong to one migration
+//
+// Marks are keyed by the migration's ID, so a later migration never reads the marks of an
+// earlier one. Once [Migration.Finish] has succeeded and every process routes by the new
+// sharder alone (the configuration no longer names the migration), the application deletes
+// the marks of that ID — document 004's "reset the flag so you do not forget it next time".
+// Never delete them earlier: an unmarked owner is read from its old shard, and moving it
+// again would copy the empty old shard over its data.
+//
+// The per-owner locks are in-process: every process that reads or writes owners being moved
+// must do so through the same Migration, or the application must serialize owners itself.
+package rebalance

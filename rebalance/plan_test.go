@@ -1,0 +1,232 @@
+package rebalance
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func testKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+func TestPlanKeysAgainstBruteForce(t *testing.T) {
+	before, err := shard.NewModulo(5)
+	require.NoError(t, err)
+	after, err := shard.NewModulo(7)
+	require.NoError(t, err)
+	keys := testKeys(10000)
+
+	want := newPlan(5, 7)
+	var wantMoves []Move
+	for _, k := range keys {
+		from, to := int(keyhash.XXH64(k)%5), int(keyhash.XXH64(k)%7)
+		want.Count[from][to]++
+		if from != to {
+			wantMoves = append(wantMoves, Move{k, from, to})
+		}
+	}
+	want.Total = int64(len(keys))
+
+	got := PlanKeys(before, after, slices.Values(keys))
+	assert.Equal(t, want, got)
+	assert.Equal(t, int64(len(wantMoves)), got.Moved())
+	assert.InDelta(t, float64(len(wantMoves))/float64(len(keys)), got.Fraction(), 1e-12)
+	assert.InDelta(t, 6.0/7, got.Fraction(), 0.02, "n -> m modulo keeps a key only if both remainders agree")
+	assert.Equal(t, wantMoves, slices.Collect(Moves(before, after, slices.Values(keys))))
+	assert.Zero(t, PlanKeys(before, after, slices.Values([]string(nil))).Fraction())
+}
+
+// tableSharder routes like a partition table: partition = xxhash64(key) mod len(table).
+type tableSharder []int
+
+func (t tableSharder) Locate(k string) int { return t[keyhash.XXH64(k)%uint64(len(t))] }
+func (t tableSharder) Resize(int) error    { return nil }
+func (t tableSharder) Shards() int         { return slices.Max(t) + 1 }
+
+func TestPlanPartitionsAgainstKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	before, after := make([]int, 256), make([]int, 256)
+	for i := range before {
+		before[i] = i % 5
+		after[i] = before[i]
+		if r.IntN(3) == 0 { // a third of the partitions go to the 5 new shards
+			after[i] = 5 + r.IntN(5)
+		}
+	}
+	plan, moves, err := PlanPartitions(before, after)
+	require.NoError(t, err)
+	require.Len(t, plan.Count, 5)
+	require.Len(t, plan.Count[0], 10)
+	assert.Equal(t, int64(256), plan.Total)
+	assert.Equal(t, int64(len(moves)), plan.Moved())
+
+	moved := map[int]PartitionMove{}
+	for _, m := range moves {
+		assert.Equal(t, before[m.Partition], m.From)
+		assert.Equal(t, after[m.Partition], m.To)
+		moved[m.Partition] = m
+	}
+	keys := testKeys(20000)
+	for _, k := range keys {
+		p := int(keyhash.XXH64(k) % 256)
+		from, to := tableSharder(before).Locate(k), tableSharder(after).Locate(k)
+		m, ok := moved[p]
+		require.Equal(t, from != to, ok, "key %q in partition %d", k, p)
+		if ok {
+			require.Equal(t, PartitionMove{p, from, to}, m)
+		}
+	}
+	byKeys := PlanKeys(tableSharder(before), tableSharder(after), slices.Values(keys))
+	assert.InDelta(t, plan.Fraction(), byKeys.Fraction(), 0.02, "equal partitions hold equal shares of the keys")
+}
+
+func TestPlanPartitionsRejects(t *testing.T) {
+	for _, tc := range []struct{ before, after []int }{
+		{[]int{0, 1}, []int{0, 1, 2}},
+		{[]int{0, -1}, []int{0, 1}},
+		{[]int{0, 1}, []int{-3, 1}},
+	} {
+		_, _, err := PlanPartitions(tc.before, tc.after)
+		assert.ErrorIs(t, err, ErrLayout, "%v -> %v", tc.before, tc.after)
+		assert.ErrorContains(t, err, "rebalance: partition table")
+	}
+}
+
+// leafSharder routes like a trie: the leaf whose Path is the top Depth bits of xxhash64(key).
+type leafSharder []shard.Leaf
+
+func (l leafSharder) Locate(k string) int {
+	h := keyhash.XXH64(k)
+	for _, leaf := range l {
+		if h>>(64-leaf.Depth) == leaf.Path { // a shift by 64 (Depth 0) is 0
+			return leaf.Shard
+		}
+	}
+	return -1 // leaves that do not cover the key space: the test fails on it
+}
+func (l leafSharder) Resize(int) error { return nil }
+func (l leafSharder) Shards() int {
+	n := 0
+	for _, leaf := range l {
+		n = max(n, leaf.Shard+1)
+	}
+	return n
+}
+
+// randomLeaves splits a random leaf splits times and puts each leaf on a random shard.
+func randomLeaves(r *rand.Rand, splits, shards int) []shard.Leaf {
+	leaves := []shard.Leaf{{}}
+	for range splits {
+		i := r.IntN(len(leaves))
+		l := leaves[i]
+		if l.Depth == 64 {
+			continue
+		}
+		leaves[i] = shard.Leaf{Path: l.Path << 1, Depth: l.Depth + 1}
+		leaves = append(leaves, shard.Leaf{Path: l.Path<<1 | 1, Depth: l.Depth + 1})
+	}
+	for i := range leaves {
+		leaves[i].Shard = r.IntN(shards)
+	}
+	r.Shuffle(len(leaves), func(i, j int) { leaves[i], leaves[j] = leaves[j], leaves[i] })
+	return leaves
+}
+
+func TestPlanLeavesAgainstKeys(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	keys := testKeys(5000)
+	for round := range 20 {
+		before, after := randomLeaves(r, 1+r.IntN(40), 4), randomLeaves(r, 1+r.IntN(40), 6)
+		plan, err := PlanLeaves(before, after)
+		require.NoError(t, err, "round %d", round)
+		sum := 0.0
+		for _, row := range plan.Share {
+			for _, s := range row {
+				sum += s
+			}
+		}
+		assert.InDelta(t, 1, sum, 1e-9)
+		for i, rg := range plan.Ranges {
+			require.NotEqual(t, rg.From, rg.To)
+			require.LessOrEqual(t, rg.First, rg.Last)
+			if i > 0 {
+				require.Less(t, plan.Ranges[i-1].Last, rg.First)
+			}
+		}
+		for _, k := range keys {
+			h := keyhash.XXH64(k)
+			from, to := leafSharder(before).Locate(k), leafSharder(after).Locate(k)
+			i, found := slices.BinarySearchFunc(plan.Ranges, h, func(rg HashRange, h uint64) int {
+				switch {
+				case rg.Last < h:
+					return -1
+				case rg.First > h:
+					return 1
+				}
+				return 0
+			})
+			require.Equal(t, from != to, found, "round %d key %q hash %#x: %d -> %d", round, k, h, from, to)
+			if found {
+				require.Equal(t, from, plan.Ranges[i].From)
+				require.Equal(t, to, plan.Ranges[i].To)
+			}
+		}
+		byKeys := PlanKeys(leafSharder(before), leafSharder(after), slices.Values(keys))
+		assert.InDelta(t, plan.Fraction(), byKeys.Fraction(), 0.05, "round %d", round)
+	}
+}
+
+func TestPlanLeavesSplitRoot(t *testing.T) {
+	plan, err := PlanLeaves(
+		[]shard.Leaf{{Path: 0, Depth: 0, Shard: 0}},
+		[]shard.Leaf{{Path: 1, Depth: 1, Shard: 1}, {Path: 0, Depth: 1, Shard: 0}})
+	require.NoError(t, err)
+	assert.Equal(t, []HashRange{{First: 1 << 63, Last: math.MaxUint64, From: 0, To: 1}}, plan.Ranges)
+	assert.Equal(t, [][]float64{{0.5, 0.5}}, plan.Share)
+	assert.Equal(t, 0.5, plan.Fraction())
+
+	// The right spine down to depth 64: leaves 0, 10, 110, ... and the single hash 2^64-1,
+	// which alone moves.
+	var spine []shard.Leaf
+	for d := 1; d <= 64; d++ {
+		spine = append(spine, shard.Leaf{Path: math.MaxUint64 >> (64 - d) &^ 1, Depth: d})
+	}
+	spine = append(spine, shard.Leaf{Path: math.MaxUint64, Depth: 64, Shard: 1})
+	plan, err = PlanLeaves([]shard.Leaf{{}}, spine)
+	require.NoError(t, err)
+	assert.Equal(t, []HashRange{{First: math.MaxUint64, Last: math.MaxUint64, From: 0, To: 1}}, plan.Ranges)
+	assert.Equal(t, 0x1p-64, plan.Fraction())
+}
+
+func TestPlanLeavesRejects(t *testing.T) {
+	root := []shard.Leaf{{}}
+	for name, leaves := range map[string][]shard.Leaf{
+		"none":           nil,
+		"gap":            {{Path: 0, Depth: 1}},
+		"gap at the end": {{Path: 0, Depth: 1}, {Path: 2, Depth: 2}},
+		"overlap":        {{Path: 0, Depth: 1}, {Path: 1, Depth: 1}, {Path: 3, Depth: 2}},
+		"two roots":      {{}, {}},
+		"deep":           {{Depth: 65}},
+		"negative depth": {{Depth: -1}},
+		"path too big":   {{Path: 2, Depth: 1}, {Path: 0, Depth: 1}},
+		"negative shard": {{Shard: -1}},
+	} {
+		_, err := PlanLeaves(root, leaves)
+		assert.ErrorIs(t, err, ErrLayout, name)
+		assert.ErrorContains(t, err, "rebalance: leaves after", name)
+		_, err = PlanLeaves(leaves, root)
+		assert.ErrorIs(t, err, ErrLayout, name)
+	}
+}

@@ -1,0 +1,56 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+)
+
+// Store is what the application implements so that a Migration can move its data: it
+// copies and deletes the rows of one owner on one shard, and keeps each owner's Mark
+// durably. Nothing here assumes a particular database.
+//
+// Every method must be idempotent, because a crash between any two calls is followed by the
+// same calls again, and safe for concurrent use with different owners: a Migration never
+// calls Copy or Delete for one owner twice at the same time, nor while a Do of that owner runs.
+type Store interface {
+	// Copy makes owner's rows on shard to equal its rows on shard from: rows of the same
+	// identity are replaced, and rows on to that are not on from are removed (a partial copy
+	// left by a crash, say). It leaves from unchanged. In SQL: in one transaction on to,
+	// delete the owner's rows, then insert every row read from from.
+	Copy(ctx context.Context, owner string, from, to int) error
+	// Delete removes every row of owner from shard. Deleting nothing is not an error.
+	Delete(ctx context.Context, owner string, shard int) error
+	// Mark returns owner's mark in migration, or Unmoved if it has none.
+	Mark(ctx context.Context, migration, owner string) (Mark, error)
+	// SetMark durably records owner's mark in migration before returning.
+	SetMark(ctx context.Context, migration, owner string, mark Mark) error
+}
+
+// Mark is how far one owner's move has gone in one migration: document 004's
+// messages_rebalanced flag, with one more state so that a crash after the copy never leaves
+// a stale copy on the old shard. A mark only ever advances.
+type Mark uint8
+
+const (
+	// Unmoved: the owner's rows are on its old shard, which serves it. The new shard may hold
+	// a partial copy, which the next Copy replaces. Stores return it for an owner with no mark.
+	Unmoved Mark = iota
+	// Copied: the owner's rows are complete on the new shard, which serves it from now on; the
+	// old copy may still exist and is deleted next.
+	Copied
+	// Done: the old copy is deleted too. The owner's move is over.
+	Done
+)
+
+// String returns "unmoved", "copied", "done", or "mark(n)" for a value out of range.
+func (m Mark) String() string {
+	switch m {
+	case Unmoved:
+		return "unmoved"
+	case Copied:
+		return "copied"
+	case Done:
+		return "done"
+	}
+	return fmt.Sprintf("mark(%d)", uint8(m))
+}
