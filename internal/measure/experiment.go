@@ -47,14 +47,25 @@ func VnodesCurve(newRing func(shards, vnodes int) (Locator, error), shards int, 
 
 // HeapBytes returns the heap bytes that the value build returns keeps reachable: the growth
 // of the live heap across the call, each side measured after a full collection, so garbage
-// made while building does not count. It is exact only while no other goroutine allocates.
+// made while building does not count. The runtime frees a few hundred bytes of its own now
+// and then, so it builds three times and returns the median growth, with the last value.
+// It is exact only while no other goroutine allocates.
 func HeapBytes[T any](build func() (T, error)) (T, int64, error) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	v, err := build()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(v)
-	return v, int64(after.HeapAlloc) - int64(before.HeapAlloc), err
+	var v T
+	var sizes []float64
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var err error
+		v, err = build()
+		if err != nil {
+			return v, 0, err
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(v)
+		sizes = append(sizes, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)))
+	}
+	return v, int64(Median(sizes)), nil
 }

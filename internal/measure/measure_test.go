@@ -112,7 +112,7 @@ func TestHeapBytes(t *testing.T) {
 	v, n, err := HeapBytes(func() ([]byte, error) { return make([]byte, 1<<20), nil })
 	require.NoError(t, err)
 	require.Len(t, v, 1<<20)
-	assert.InDelta(t, 1<<20, n, 64<<10)
+	assert.InDelta(t, 1<<20, n, 4<<10)
 }
 
 func TestTable(t *testing.T) {
@@ -124,4 +124,16 @@ func TestTable(t *testing.T) {
 	_, err := tb.WriteTo(&b)
 	require.NoError(t, err)
 	assert.Equal(t, "| name |   ns |\n| ---- | ---: |\n| jump | 12.5 |\n| x    |      |\n", b.String())
+}
+
+func TestHeapBytesSmall(t *testing.T) {
+	_, n, err := HeapBytes(func() ([]*[4]uint64, error) {
+		s := make([]*[4]uint64, 100) // 800 bytes, in the 896-byte size class
+		for i := range s {
+			s[i] = new([4]uint64)
+		}
+		return s, nil
+	})
+	require.NoError(t, err)
+	assert.InDelta(t, 896+100*32, n, 256)
 }
