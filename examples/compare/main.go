@@ -97,6 +97,9 @@ type row struct {
 }
 
 func run(w io.Writer, c config) error {
+	prog := newProgress()
+	defer prog.done()
+	prog.say("making the keys")
 	keys, source, err := loadKeys(c)
 	if err != nil {
 		return err
@@ -109,8 +112,6 @@ func run(w io.Writer, c config) error {
 	n := c.shards
 	opts := catalog.Options{Vnodes: c.vnodes}
 	pool := keys[:min(len(keys), 1<<14)]
-	prog := newProgress()
-	defer prog.done()
 
 	strategies := catalog.All()
 	rows := make([]*row, len(strategies))
