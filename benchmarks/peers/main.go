@@ -3,10 +3,10 @@
 // a resize moves, and the speed ratio of ours to the best peer of the same kind. It ends with
 // the library's speed targets, each marked pass or miss.
 //
-//	go -C benchmarks/peers run . [-keys 1000000] [-shards 10] [-rounds 7]
+//	go -C benchmarks/peers run . [-keys 1000000] [-shards 10] [-rounds 31]
 //
-// Timing is a median over interleaved rounds (see measure.Race), so that a machine shared
-// with other work slows every contestant alike; read ratios, not absolute numbers.
+// Timing is the lower quartile of many short interleaved rounds (see measure.Race), so that
+// a machine shared with other work disturbs every contestant alike; read ratios, not absolutes.
 package main
 
 import (
@@ -28,8 +28,8 @@ func main() {
 	keylen := flag.Int("keylen", 16, "key length in bytes")
 	pool := flag.Int("pool", 1<<14, "distinct keys in the timing loop")
 	vnodes := flag.Int("vnodes", 160, "points per shard for every ring that lets its user choose (ours and peers)")
-	rounds := flag.Int("rounds", 7, "interleaved timing rounds; the median is reported")
-	minDur := flag.Duration("mindur", 20*time.Millisecond, "length of one timing measurement")
+	rounds := flag.Int("rounds", 31, "interleaved timing rounds; the lower quartile is reported")
+	minDur := flag.Duration("mindur", 2*time.Millisecond, "length of one timing measurement")
 	flag.Parse()
 	if *keys < 1 || *shards < 1 || *keylen < 0 || *pool < 1 || *vnodes < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "peers: -keys, -shards, -pool, -vnodes and -rounds must be at least 1, -keylen at least 0")
@@ -84,7 +84,7 @@ func run(w io.Writer, nkeys, n, keylen, pool, vnodes, rounds int, minDur time.Du
 	}
 
 	fmt.Fprintf(w, "Machine: %s\n", measure.Machine())
-	fmt.Fprintf(w, "%d shards; timing: %d keys of %d bytes, median of %d interleaved rounds; balance and movement: %d keys; rings with a choice: %d points per shard\n\n",
+	fmt.Fprintf(w, "%d shards; timing: %d keys of %d bytes, lower quartile of %d interleaved rounds; balance and movement: %d keys; rings with a choice: %d points per shard\n\n",
 		n, pool, keylen, rounds, nkeys, vnodes)
 
 	best := map[string]*result{} // the fastest peer of each kind

@@ -192,10 +192,13 @@ func pass(l Locator, keys []string, reps int) time.Duration {
 	return d
 }
 
-// Race times every locator on the same keys and returns each one's median nanoseconds per
-// lookup over rounds. Rounds interleave the locators (and rotate which goes first), so a
-// burst of load on a shared machine hits all of them alike instead of whichever ran then;
-// each measurement lasts at least minDur. Every lookup goes through one interface call.
+// Race times every locator on the same keys and returns each one's nanoseconds per lookup:
+// the lower quartile of rounds short measurements, each at least minDur long. Rounds
+// interleave the locators (and rotate which goes first), so a burst of load on a shared
+// machine hits all of them alike instead of whichever ran then. Interference from other
+// work only ever adds time, so a low quantile of many short runs estimates the undisturbed
+// cost far more steadily than one long run or the median; the quartile, not the minimum,
+// so that one lucky run does not decide. Every lookup goes through one interface call.
 func Race(ls []Locator, keys []string, rounds int, minDur time.Duration) []float64 {
 	reps := make([]int, len(ls))
 	for i, l := range ls {
@@ -220,20 +223,26 @@ func Race(ls []Locator, keys []string, rounds int, minDur time.Duration) []float
 	}
 	out := make([]float64, len(ls))
 	for i, s := range samples {
-		out[i] = Median(s)
+		out[i] = Quantile(s, 0.25)
 	}
 	return out
 }
 
-// Median returns the median of xs (the mean of the middle two for an even count), or NaN.
-func Median(xs []float64) float64 {
+// Quantile returns the q-quantile of xs (0 the least, 1 the greatest), interpolating
+// between neighbours, or NaN for no xs.
+func Quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
+	pos := q * float64(len(s)-1)
+	lo := int(pos)
+	if lo >= len(s)-1 {
+		return s[len(s)-1]
 	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return s[lo] + (pos-float64(lo))*(s[lo+1]-s[lo])
 }
+
+// Median returns the median of xs (the mean of the middle two for an even count), or NaN.
+func Median(xs []float64) float64 { return Quantile(xs, 0.5) }

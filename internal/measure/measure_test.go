@@ -98,6 +98,10 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, 2.0, Median([]float64{3, 1, 2}))
 	assert.Equal(t, 2.5, Median([]float64{4, 1, 2, 3}))
 	assert.True(t, math.IsNaN(Median(nil)))
+	assert.Equal(t, 1.0, Quantile([]float64{4, 1, 3, 2, 5}, 0))
+	assert.Equal(t, 2.0, Quantile([]float64{4, 1, 3, 2, 5}, 0.25))
+	assert.Equal(t, 1.75, Quantile([]float64{4, 1, 3, 2}, 0.25))
+	assert.Equal(t, 5.0, Quantile([]float64{4, 1, 3, 2, 5}, 1))
 }
 
 func TestRace(t *testing.T) {
