@@ -56,6 +56,7 @@ func (s Strategy) Fits(n int) bool {
 func All() []Strategy {
 	return []Strategy{
 		{Name: "modulo", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
+		{Name: "trie", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
 	}
 }
 
