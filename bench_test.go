@@ -1,0 +1,173 @@
+package shard_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shardkit/shard/internal/catalog"
+	"github.com/shardkit/shard/internal/measure"
+)
+
+// One harness over every strategy in internal/catalog. Speed:
+//
+//	go test -run '^$' -bench Locate
+//
+// Quality, reported as metrics next to the time of one full pass over the keys (run once,
+// the numbers do not depend on the run count):
+//
+//	go test -run '^$' -bench 'Balance|Movement|Vnodes' -benchtime 1x
+//
+// Units: stddev% is the standard deviation of the per-shard key counts in % of the mean;
+// max/mean is the fullest shard over the mean; moved% is the share of keys whose shard
+// changes on a resize, next to ideal-moved%, the fewest any even placement must move.
+
+var sink int
+
+// parallelSink collects the parallel loops' sums without a data race.
+var parallelSink atomic.Int64
+
+const (
+	poolSize    = 1 << 14 // keys in the timing pool: a power of two, to index with a mask
+	keyLen      = 16
+	qualityKeys = 1_000_000
+)
+
+var benchShards = []int{10, 100, 1000}
+
+func BenchmarkLocate(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	for _, st := range catalog.All() {
+		for _, n := range benchShards {
+			if !st.Fits(n) {
+				continue // first-byte SHA-1 stops at 10 shards
+			}
+			s, err := st.New(n, catalog.Options{})
+			if err != nil {
+				b.Fatalf("%s(%d): %v", st.Name, n, err)
+			}
+			b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += s.Locate(keys[i&(poolSize-1)])
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkLocateParallel runs lookups from GOMAXPROCS goroutines on one sharder: lookups
+// take no lock, so this should scale with the cores.
+func BenchmarkLocateParallel(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	for _, st := range catalog.All() {
+		for _, n := range benchShards {
+			if !st.Fits(n) {
+				continue
+			}
+			s, err := st.New(n, catalog.Options{})
+			if err != nil {
+				b.Fatalf("%s(%d): %v", st.Name, n, err)
+			}
+			b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					sum, i := 0, 0
+					for pb.Next() {
+						sum += s.Locate(keys[i&(poolSize-1)])
+						i++
+					}
+					parallelSink.Add(int64(sum))
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkBalance places 1,000,000 random 16-byte keys on 10 shards.
+func BenchmarkBalance(b *testing.B) {
+	if testing.Short() {
+		b.Skip("places a million keys per strategy")
+	}
+	const n = 10
+	keys := measure.Keys(2, qualityKeys, keyLen)
+	for _, st := range catalog.All() {
+		s, err := st.New(n, catalog.Options{})
+		if err != nil {
+			b.Fatalf("%s(%d): %v", st.Name, n, err)
+		}
+		b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) {
+			var bal measure.Balance
+			for b.Loop() {
+				bal = measure.BalanceOf(measure.Loads(measure.Placement(s, keys), n))
+			}
+			b.ReportMetric(bal.StddevPct, "stddev%")
+			b.ReportMetric(bal.MaxMean, "max/mean")
+		})
+	}
+}
+
+// BenchmarkMovement resizes each strategy and counts the keys that change shard. Each
+// iteration builds a fresh sharder, so history-dependent strategies start from the same
+// shape every time.
+func BenchmarkMovement(b *testing.B) {
+	if testing.Short() {
+		b.Skip("places a million keys twice per strategy and resize")
+	}
+	keys := measure.Keys(2, qualityKeys, keyLen)
+	resizes := []struct{ from, to int }{{10, 11}, {11, 10}, {10, 20}}
+	for _, st := range catalog.All() {
+		for _, rs := range resizes {
+			if !st.Fits(rs.from) || !st.Fits(rs.to) {
+				continue
+			}
+			b.Run(fmt.Sprintf("strategy=%s/resize=%dto%d", st.Name, rs.from, rs.to), func(b *testing.B) {
+				var moved float64
+				for b.Loop() {
+					s, err := st.New(rs.from, catalog.Options{})
+					if err != nil {
+						b.Fatalf("%s(%d): %v", st.Name, rs.from, err)
+					}
+					before := measure.Placement(s, keys)
+					if err := s.Resize(rs.to); err != nil {
+						b.Fatalf("%s: Resize(%d): %v", st.Name, rs.to, err)
+					}
+					moved = measure.MovedPct(before, measure.Placement(s, keys))
+				}
+				b.ReportMetric(moved, "moved%")
+				b.ReportMetric(measure.IdealMovedPct(rs.from, rs.to), "ideal-moved%")
+			})
+		}
+	}
+}
+
+// BenchmarkVnodes repeats document 002's experiment: the Murmur ring with 10 shards,
+// 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of the per-shard
+// counts averaged over several key sets. More vnodes should mean a smaller deviation.
+// stddev% is in % of the mean; stddev is in keys, the unit document 002 reports.
+func BenchmarkVnodes(b *testing.B) {
+	if testing.Short() {
+		b.Skip("places a million UUIDs per vnode count and seed")
+	}
+	st, ok := catalog.Find("murmur-ring")
+	if !ok {
+		b.Skip("the Murmur ring is not in this tree yet")
+	}
+	const shards, seeds = 10, 3
+	ring := func(n, v int) (measure.Locator, error) { return st.New(n, catalog.Options{Vnodes: v}) }
+	for _, v := range measure.VnodesDefault {
+		b.Run(fmt.Sprintf("strategy=%s/shards=%d/vnodes=%d", st.Name, shards, v), func(b *testing.B) {
+			var p []measure.VnodesPoint
+			for b.Loop() {
+				var err error
+				if p, err = measure.VnodesCurve(ring, shards, []int{v}, qualityKeys, seeds); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(p[0].StddevPct, "stddev%")
+			b.ReportMetric(p[0].Stddev, "stddev")
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"hash/crc32"
+	"unsafe"
+
+	"github.com/buraksezer/consistent"
+	"github.com/cespare/xxhash/v2"
+	gojump "github.com/dgryski/go-jump"
+	rendezvous "github.com/dgryski/go-rendezvous"
+	"github.com/golang/groupcache/consistenthash"
+	ljump "github.com/lithammer/go-jump-consistent-hash"
+	"github.com/serialx/hashring"
+	stathat "stathat.com/c/consistent"
+
+	"github.com/shardkit/shard/internal/catalog"
+	"github.com/shardkit/shard/internal/measure"
+)
+
+// A contestant is one way to place keys: one of ours or another package's. Every one is
+// timed through the same single interface call (measure.Locator), so call overhead is
+// equal for all.
+type contestant struct {
+	name string // "ours/jump", "dgryski/go-jump+xxhash", ...
+	id   string // the name as a benchmark name element: "ours-jump", "go-jump", ...
+	kind string // contestants of one kind are compared with each other
+	ours bool
+	// build returns the locator for n shards.
+	build func(n int) (measure.Locator, error)
+	// resize changes l to n shards, as the package's users would: ours by Resize (the
+	// history-dependent strategies remember their shape), the peers by adding members.
+	resize func(l measure.Locator, n int) (measure.Locator, error)
+}
+
+// Kinds: strategies of one kind make the same promise, so their speed compares directly.
+const (
+	kindModulo     = "hash % n"
+	kindJump       = "jump"
+	kindRendezvous = "rendezvous"
+	kindRing       = "ring"
+	kindTable      = "table" // ours only; compared with the bare hash % n
+)
+
+// kindOf says which peers each of our strategies competes with. A strategy missing here is
+// compared with the bare baseline, as a table.
+var kindOf = map[string]string{
+	"modulo":          kindModulo,
+	"first-byte-sha1": kindModulo,
+	"jump":            kindJump,
+	"rendezvous":      kindRendezvous,
+	"murmur-ring":     kindRing,
+	"jedis-ring":      kindRing,
+	"trie":            kindTable,
+	"partitions":      kindTable,
+	"redis-cluster":   kindTable,
+}
+
+// nodeName names peer member i so that its index can be read back in a few instructions:
+// turning a member name into a shard number with a map lookup would charge the peers for
+// work that is ours, not theirs.
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+func nodeIndex(s string) int {
+	if len(s) < 5 {
+		return 0
+	}
+	s = s[len(s)-5:]
+	return int(s[0]-'0')*10000 + int(s[1]-'0')*1000 + int(s[2]-'0')*100 + int(s[3]-'0')*10 + int(s[4]-'0')
+}
+
+func nodeNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	return names
+}
+
+// bytesOf views s as a byte slice without copying, so that a peer whose API takes []byte
+// is timed on its own work and not on a conversion the caller could avoid.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// The peers, each wrapped in a Locator. Pointer receivers, as ours have: a value receiver
+// would add a wrapper call behind the interface call and slow the peer down.
+
+type bareXXH struct{ n uint64 }
+
+func (b *bareXXH) Locate(k string) int { return int(xxhash.Sum64String(k) % b.n) }
+
+type goJump struct{ n int }
+
+func (j *goJump) Locate(k string) int { return int(gojump.Hash(xxhash.Sum64String(k), j.n)) }
+
+type lithJump struct{ n int32 }
+
+func (j *lithJump) Locate(k string) int { return int(ljump.Hash(xxhash.Sum64String(k), j.n)) }
+
+type goRendezvous struct{ r *rendezvous.Rendezvous }
+
+func (r *goRendezvous) Locate(k string) int { return nodeIndex(r.r.Lookup(k)) }
+
+type member string
+
+func (m member) String() string { return string(m) }
+
+type xxHasher struct{}
+
+func (xxHasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
+
+type buraksezer struct{ c *consistent.Consistent }
+
+func (b *buraksezer) Locate(k string) int { return nodeIndex(b.c.LocateKey(bytesOf(k)).String()) }
+
+type serialx struct{ r *hashring.HashRing }
+
+func (s *serialx) Locate(k string) int {
+	node, _ := s.r.GetNode(k)
+	return nodeIndex(node)
+}
+
+type stathatRing struct{ c *stathat.Consistent }
+
+func (s *stathatRing) Locate(k string) int {
+	node, _ := s.c.Get(k)
+	return nodeIndex(node)
+}
+
+type groupcache struct{ m *consistenthash.Map }
+
+func (g *groupcache) Locate(k string) int { return nodeIndex(g.m.Get(k)) }
+
+// contestants returns ours (every strategy in the catalog that accepts n shards) and the
+// peers. vnodes is the points per shard of every ring that lets its user choose.
+func contestants(vnodes int) []contestant {
+	fresh := func(build func(n int) (measure.Locator, error)) func(measure.Locator, int) (measure.Locator, error) {
+		return func(_ measure.Locator, n int) (measure.Locator, error) { return build(n) }
+	}
+	var cs []contestant
+	peer := func(name, id, kind string, build func(n int) (measure.Locator, error)) {
+		cs = append(cs, contestant{name: name, id: id, kind: kind, build: build, resize: fresh(build)})
+	}
+	peer("xxhash % n", "xxhash-mod", kindModulo, func(n int) (measure.Locator, error) { return &bareXXH{uint64(n)}, nil })
+	peer("dgryski/go-jump+xxhash", "go-jump", kindJump, func(n int) (measure.Locator, error) { return &goJump{n}, nil })
+	peer("lithammer/go-jump-consistent-hash+xxhash", "lithammer-jump", kindJump, func(n int) (measure.Locator, error) {
+		return &lithJump{int32(n)}, nil
+	})
+	peer("dgryski/go-rendezvous+xxhash", "go-rendezvous", kindRendezvous, func(n int) (measure.Locator, error) {
+		return &goRendezvous{rendezvous.New(nodeNames(n), xxhash.Sum64String)}, nil
+	})
+	peer("buraksezer/consistent+xxhash", "buraksezer", kindRing, func(n int) (measure.Locator, error) {
+		ms := make([]consistent.Member, n)
+		for i, name := range nodeNames(n) {
+			ms[i] = member(name)
+		}
+		// The defaults: 271 partitions, 20 points per member, load bound 1.25. More
+		// members than partitions/1.25 make it panic, so it gets enough partitions.
+		return &buraksezer{consistent.New(ms, consistent.Config{
+			Hasher:         xxHasher{},
+			PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1),
+		})}, nil
+	})
+	peer("serialx/hashring", "serialx", kindRing, func(n int) (measure.Locator, error) {
+		w := make(map[string]int, n)
+		for _, name := range nodeNames(n) {
+			w[name] = vnodes // its weight is its number of points
+		}
+		return &serialx{hashring.NewWithWeights(w)}, nil
+	})
+	peer("stathat/consistent", "stathat", kindRing, func(n int) (measure.Locator, error) {
+		c := stathat.New()
+		c.NumberOfReplicas = vnodes
+		c.Set(nodeNames(n))
+		return &stathatRing{c}, nil
+	})
+	peer("golang/groupcache/consistenthash", "groupcache", kindRing, func(n int) (measure.Locator, error) {
+		m := consistenthash.New(vnodes, crc32.ChecksumIEEE)
+		m.Add(nodeNames(n)...)
+		return &groupcache{m}, nil
+	})
+
+	for _, s := range catalog.All() {
+		kind, ok := kindOf[s.Name]
+		if !ok {
+			kind = kindTable
+		}
+		build := func(n int) (measure.Locator, error) {
+			return s.New(n, catalog.Options{Vnodes: vnodes})
+		}
+		cs = append(cs, contestant{
+			name: "ours/" + s.Name, id: "ours-" + s.Name, kind: kind, ours: true, build: build,
+			resize: func(l measure.Locator, n int) (measure.Locator, error) {
+				sh := l.(interface{ Resize(int) error })
+				return l, sh.Resize(n)
+			},
+		})
+	}
+	return cs
+}
+
+// A target is a speed ratio, ours over a peer's ns per lookup, that ours must not exceed.
+type target struct {
+	ours, peer string
+	max        float64
+}
+
+// targets are issue 4's speed goals at 10 shards.
+var targets = []target{
+	{"ours/modulo", "xxhash % n", 1.1},
+	{"ours/jump", "dgryski/go-jump+xxhash", 1.0},
+	{"ours/rendezvous", "dgryski/go-rendezvous+xxhash", 0.75},
+	{"ours/murmur-ring", "buraksezer/consistent+xxhash", 1.0},
+	{"ours/murmur-ring", "serialx/hashring", 0.2},
+	{"ours/murmur-ring", "stathat/consistent", 0.2},
+	{"ours/partitions", "xxhash % n", 1.5},
+	{"ours/trie", "xxhash % n", 1.5},
+}

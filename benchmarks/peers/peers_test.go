@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shardkit/shard/internal/measure"
+)
+
+var sink int
+
+// parallelSink keeps the parallel loops' sums alive without a data race.
+var parallelSink atomic.Int64
+
+// BenchmarkLocate times every contestant on the same pool of 16-byte keys. Not at 1000
+// shards: stathat/consistent re-sorts its ring after every member it adds and takes about
+// 30 s to build one with 1000 members of 160 points.
+func BenchmarkLocate(b *testing.B) {
+	keys := measure.Keys(1, 1<<14, 16)
+	mask := len(keys) - 1
+	for _, c := range contestants(160) {
+		for _, n := range []int{10, 100} {
+			l, err := c.build(n)
+			if err != nil {
+				continue // not for this many shards
+			}
+			b.Run(fmt.Sprintf("impl=%s/shards=%d", c.id, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += l.Locate(keys[i&mask])
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkLocateParallel times lookups from GOMAXPROCS goroutines at once, where a lock
+// on the lookup path (buraksezer/consistent and stathat/consistent take a read lock) shows.
+func BenchmarkLocateParallel(b *testing.B) {
+	keys := measure.Keys(1, 1<<14, 16)
+	mask := len(keys) - 1
+	for _, c := range contestants(160) {
+		l, err := c.build(10)
+		if err != nil {
+			continue
+		}
+		b.Run(fmt.Sprintf("impl=%s/shards=10", c.id), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				s, i := 0, 0
+				for pb.Next() {
+					s += l.Locate(keys[i&mask])
+					i++
+				}
+				parallelSink.Add(int64(s))
+			})
+		})
+	}
+}
+
+// TestContestants checks every adapter: a shard in range for every key, the same one twice,
+// and member names that read back as their index.
+func TestContestants(t *testing.T) {
+	for i := range 12345 {
+		if got := nodeIndex(nodeName(i)); got != i {
+			t.Fatalf("nodeIndex(nodeName(%d)) = %d", i, got)
+		}
+	}
+	keys := append(measure.Keys(3, 2000, 16), "", "\xff", strings.Repeat("k", 100))
+	ids := map[string]bool{}
+	for _, c := range contestants(40) {
+		if ids[c.id] || strings.ContainsAny(c.id, " /") {
+			t.Errorf("%s: id %q repeated or not a benchmark name element", c.name, c.id)
+		}
+		ids[c.id] = true
+		for _, n := range []int{1, 10, 11} {
+			l, err := c.build(n)
+			if err != nil {
+				continue
+			}
+			for _, k := range keys {
+				got := l.Locate(k)
+				if got < 0 || got >= n || got != l.Locate(k) {
+					t.Fatalf("%s(%d).Locate(%q) = %d, want a stable shard in [0, %d)", c.name, n, k, got, n)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `{"title":"3 shards, 300 keys","shards":3,"keys":300,
+"loads":[{"strategy":"modulo","counts":[101,99,100]},{"strategy":"trie","counts":[150,75,75]}],
+"vnodes":{"shards":10,"keys":300,"seeds":1,"points":[{"vnodes":100,"stddev":9,"stddev_pct":9},{"vnodes":1000,"stddev":3,"stddev_pct":3}]}}`
+
+func TestRunWritesBothFormats(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"c.png", "c.svg"} {
+		out := filepath.Join(dir, name)
+		if err := run(strings.NewReader(sample), out); err != nil {
+			t.Fatalf("run(%s): %v", name, err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "c.png" && !bytes.HasPrefix(b, []byte("\x89PNG")) || name == "c.svg" && !bytes.Contains(b, []byte("<svg")) {
+			t.Errorf("%s does not look like its format", name)
+		}
+	}
+}
+
+func TestRunRejects(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ in, out string }{
+		{sample, filepath.Join(dir, "c.pdf")},
+		{"not json", filepath.Join(dir, "c.png")},
+		{`{"loads":[]}`, filepath.Join(dir, "c.png")},
+	} {
+		if err := run(strings.NewReader(c.in), c.out); err == nil {
+			t.Errorf("run(%.20q, %s) = nil, want an error", c.in, c.out)
+		}
+	}
+}

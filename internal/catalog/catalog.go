@@ -1,0 +1,71 @@
+// Package catalog lists every placement strategy of package shard with its name and
+// constructor, so that the benchmarks, the comparison program and the peer comparison
+// measure one and the same set. A new strategy is added here and nowhere else.
+package catalog
+
+import (
+	"github.com/shardkit/shard"
+)
+
+// Defaults for the strategies that take a parameter besides the shard count.
+const (
+	// DefaultVnodes is the Murmur ring's points per shard: document 002's curve flattens
+	// near 1000, where the deviation is about 3% of the mean.
+	DefaultVnodes = 1000
+	// DefaultPartitions is the partition count of the general Partitions strategy, as many
+	// as Redis Cluster has slots, so up to 16384 shards can be addressed.
+	DefaultPartitions = 16384
+)
+
+// Options are the parameters some strategies take; a zero field means its default.
+type Options struct {
+	Vnodes     int // points per shard on the Murmur ring (DefaultVnodes)
+	Partitions int // partitions of the Partitions strategy (DefaultPartitions)
+}
+
+func (o Options) vnodes() int {
+	if o.Vnodes == 0 {
+		return DefaultVnodes
+	}
+	return o.Vnodes
+}
+
+func (o Options) partitions() int {
+	if o.Partitions == 0 {
+		return DefaultPartitions
+	}
+	return o.Partitions
+}
+
+// Strategy is one placement strategy.
+type Strategy struct {
+	Name string // short and stable, used in benchmark names: "modulo", "jump", ...
+	// MaxShards is the largest shard count the strategy accepts, or 0 when only memory
+	// limits it below the counts measured here.
+	MaxShards int
+	// New builds the strategy with n shards.
+	New func(n int, o Options) (shard.Sharder, error)
+}
+
+// Fits reports whether the strategy accepts n shards.
+func (s Strategy) Fits(n int) bool {
+	return n >= 1 && (s.MaxShards == 0 || n <= s.MaxShards)
+}
+
+// All returns every strategy, the cheapest first. The slice is new on every call.
+func All() []Strategy {
+	return []Strategy{
+		{Name: "modulo", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
+		{Name: "trie", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
+	}
+}
+
+// Find returns the strategy called name, and whether there is one.
+func Find(name string) (Strategy, bool) {
+	for _, s := range All() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Strategy{}, false
+}

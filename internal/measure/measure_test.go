@@ -1,0 +1,143 @@
+package measure
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestIdealMovedPct(t *testing.T) {
+	assert.InDelta(t, 100.0/11, IdealMovedPct(10, 11), 1e-12, "grow by one: the new shard's share")
+	assert.InDelta(t, 100.0/11, IdealMovedPct(11, 10), 1e-12, "shrink by one: the removed shard's share")
+	assert.InDelta(t, 50, IdealMovedPct(10, 20), 1e-12, "doubling")
+	assert.Zero(t, IdealMovedPct(7, 7))
+}
+
+func TestBalanceOf(t *testing.T) {
+	b := BalanceOf([]int{10, 10, 10, 10})
+	assert.Zero(t, b.StddevPct)
+	assert.Equal(t, 1.0, b.MaxMean)
+	b = BalanceOf([]int{5, 15})
+	assert.InDelta(t, 50, b.StddevPct, 1e-12, "deviation 5 over mean 10")
+	assert.InDelta(t, 1.5, b.MaxMean, 1e-12)
+	assert.Equal(t, Balance{}, BalanceOf(nil))
+	assert.Equal(t, Balance{}, BalanceOf([]int{0, 0}))
+}
+
+// modLocator spreads keys by their first byte, enough to check the plumbing.
+type modLocator int
+
+func (m modLocator) Locate(k string) int {
+	if k == "" {
+		return 0
+	}
+	return int(k[0]) % int(m)
+}
+
+type xxLocator uint64
+
+func (m xxLocator) Locate(k string) int { return int(xxhash.Sum64String(k) % uint64(m)) }
+
+func TestPlacementAndMoves(t *testing.T) {
+	keys := Keys(1, 10000, 16)
+	a := Placement(modLocator(4), keys)
+	b := Placement(modLocator(8), keys)
+	loads := Loads(a, 4)
+	total := 0
+	for _, l := range loads {
+		total += l
+	}
+	require.Equal(t, len(keys), total)
+	// From 4 to 8 a key stays iff its byte % 8 < 4: about half.
+	assert.InDelta(t, 50, MovedPct(a, b), 3)
+	assert.Zero(t, MovedPct(a, a))
+}
+
+func TestUUIDs(t *testing.T) {
+	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	u := UUIDs(7, 1000)
+	for _, s := range u {
+		require.Regexp(t, re, s)
+	}
+	assert.Equal(t, u, UUIDs(7, 1000), "same seed, same keys")
+	assert.NotEqual(t, u[0], UUIDs(8, 1)[0])
+}
+
+func TestKeys(t *testing.T) {
+	k := Keys(3, 100, 16)
+	require.Len(t, k, 100)
+	for _, s := range k {
+		require.Len(t, s, 16)
+	}
+	assert.Equal(t, k, Keys(3, 100, 16))
+}
+
+func TestReadKeys(t *testing.T) {
+	keys, err := ReadKeys(strings.NewReader("a\r\n\nb\nc"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "", "b", "c"}, keys)
+}
+
+func TestHashStddevPct(t *testing.T) {
+	assert.InDelta(t, 100*math.Sqrt(9.0/1e6), HashStddevPct(10, 1e6), 1e-12)
+	// xxhash % 8 is as good as a uniform random assignment: its deviation should be near
+	// the derived floor (a chi distribution with 7 degrees of freedom, well within 2x).
+	keys := Keys(5, 100000, 16)
+	got := BalanceOf(Loads(Placement(xxLocator(8), keys), 8)).StddevPct
+	floor := HashStddevPct(8, len(keys))
+	assert.True(t, got > floor/3 && got < floor*2, "stddev %.3f%%, floor %.3f%%", got, floor)
+}
+
+func TestMedian(t *testing.T) {
+	assert.Equal(t, 2.0, Median([]float64{3, 1, 2}))
+	assert.Equal(t, 2.5, Median([]float64{4, 1, 2, 3}))
+	assert.True(t, math.IsNaN(Median(nil)))
+	assert.Equal(t, 1.0, Quantile([]float64{4, 1, 3, 2, 5}, 0))
+	assert.Equal(t, 2.0, Quantile([]float64{4, 1, 3, 2, 5}, 0.25))
+	assert.Equal(t, 1.75, Quantile([]float64{4, 1, 3, 2}, 0.25))
+	assert.Equal(t, 5.0, Quantile([]float64{4, 1, 3, 2, 5}, 1))
+}
+
+func TestRace(t *testing.T) {
+	ns := Race([]Locator{modLocator(3), modLocator(5)}, Keys(1, 64, 8), 3, 0)
+	require.Len(t, ns, 2)
+	for _, v := range ns {
+		assert.Greater(t, v, 0.0)
+	}
+}
+
+func TestHeapBytes(t *testing.T) {
+	v, n, err := HeapBytes(func() ([]byte, error) { return make([]byte, 1<<20), nil })
+	require.NoError(t, err)
+	require.Len(t, v, 1<<20)
+	assert.InDelta(t, 1<<20, n, 4<<10)
+}
+
+func TestTable(t *testing.T) {
+	var tb Table
+	tb.Header = []string{"name", "ns"}
+	tb.Add("jump", "12.5")
+	tb.Add("x")
+	var b strings.Builder
+	_, err := tb.WriteTo(&b)
+	require.NoError(t, err)
+	assert.Equal(t, "| name |   ns |\n| ---- | ---: |\n| jump | 12.5 |\n| x    |      |\n", b.String())
+}
+
+func TestHeapBytesSmall(t *testing.T) {
+	_, n, err := HeapBytes(func() ([]*[4]uint64, error) {
+		s := make([]*[4]uint64, 100) // 800 bytes, in the 896-byte size class
+		for i := range s {
+			s[i] = new([4]uint64)
+		}
+		return s, nil
+	})
+	require.NoError(t, err)
+	assert.InDelta(t, 896+100*32, n, 256)
+}
