@@ -87,8 +87,9 @@ const (
 // points at opts.Hash(opts.Name(shard, vnode)). A count out of range returns an error wrapping
 // ErrShardCount, a vnode count out of range one wrapping ErrVnodes.
 func NewRing(n int, opts RingOptions) (*Ring, error) {
+	kind := customKind
 	if opts.Hash == nil {
-		opts.Hash = keyhash.XXH64
+		opts.Hash, kind = keyhash.XXH64, xxhKind
 	}
 	if opts.Vnodes == 0 {
 		opts.Vnodes = defaultVnodes
@@ -96,7 +97,7 @@ func NewRing(n int, opts RingOptions) (*Ring, error) {
 	if opts.Name == nil {
 		opts.Name = defaultVnodeName
 	}
-	return newRing("ring", customKind, n, opts)
+	return newRing("ring", kind, n, opts)
 }
 
 // NewJedisRing returns a ring of n shards, n in [1, 26214], that places every key where
@@ -174,6 +175,7 @@ type ringKind uint8
 
 const (
 	customKind ringKind = iota
+	xxhKind
 	jedisKind
 	murmurKind
 )
@@ -206,6 +208,8 @@ func (r *Ring) Locate(key string) int {
 		h = murmurPosition(key)
 	case jedisKind:
 		h = jedisPosition(key)
+	case xxhKind:
+		h = keyhash.XXH64(key)
 	default:
 		h = r.hash(key)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/spaolacci/murmur3"
 	"github.com/stretchr/testify/assert"
@@ -328,8 +329,9 @@ func FuzzMurmurToken(f *testing.F) {
 	})
 }
 
-// refRing is the obvious ring: every point of every shard, the highest shard winning a
-// position, and a linear scan for the first point >= h.
+// refRing is the obvious ring: every point of every shard in a map, the last put (the
+// highest shard) winning a position, and sort.Search or a linear scan for the first point
+// >= h.
 type refRing struct {
 	pos   []uint64
 	owner []int
@@ -354,6 +356,14 @@ func newRefRing(n, vnodes int, hash func(string) uint64, name func(i, j int) str
 }
 
 func (r refRing) locate(h uint64) int {
+	i := sort.Search(len(r.pos), func(i int) bool { return r.pos[i] >= h })
+	if i == len(r.pos) {
+		return r.owner[0]
+	}
+	return r.owner[i]
+}
+
+func (r refRing) locateLinear(h uint64) int {
 	for i, p := range r.pos {
 		if p >= h {
 			return r.owner[i]
@@ -414,8 +424,12 @@ func TestRingIndexCrossCheck(t *testing.T) {
 		for range 5000 {
 			probes = append(probes, r.Uint64())
 		}
-		for _, h := range probes {
-			require.Equalf(t, ref.locate(h), int(tab.locate(h)), "%s(%d).locate(%#x)", c.name, c.n, h)
+		for i, h := range probes {
+			want := ref.locate(h)
+			if i < 2000 { // the linear scan checks the reference itself
+				require.Equalf(t, ref.locateLinear(h), want, "%s(%d): reference at %#x", c.name, c.n, h)
+			}
+			require.Equalf(t, want, int(tab.locate(h)), "%s(%d).locate(%#x)", c.name, c.n, h)
 		}
 		for _, k := range append(randomKeys(7, 2000, 10), adversarialKeys()...) {
 			require.Equalf(t, ref.locate(c.hash(k)), ring.Locate(k), "%s(%d).Locate(%q)", c.name, c.n, k)
@@ -510,13 +524,13 @@ func FuzzRingLocate(f *testing.F) {
 			t.Fatal(err)
 		}
 		ref := newRefRing(shards, vnodes, hf, defaultVnodeName)
-		if got, want := r.Locate(key), ref.locate(hf(key)); got != want {
+		if got, want := r.Locate(key), ref.locateLinear(hf(key)); got != want {
 			t.Fatalf("NewRing(%d, %d vnodes, hash %d).Locate(%q) = %d, want %d", shards, vnodes, hash, key, got, want)
 		}
 		h := hf(key)
 		tab := r.table.Load()
 		for _, p := range []uint64{h, h + 1, h - 1, ^h} {
-			if got, want := int(tab.locate(p)), ref.locate(p); got != want {
+			if got, want := int(tab.locate(p)), ref.locateLinear(p); got != want {
 				t.Fatalf("locate(%#x) = %d, want %d", p, got, want)
 			}
 		}
@@ -600,15 +614,35 @@ func BenchmarkRingSearch(b *testing.B) {
 	}
 }
 
-// BenchmarkRingBuild measures construction, which hashes every point name once.
+// BenchmarkRingLocateParallel shows that lookups share nothing but the table pointer.
+func BenchmarkRingLocateParallel(b *testing.B) {
+	keys := randomKeys(11, 1<<12, 16)
+	r, err := NewMurmurRing(10, 160)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		s := 0
+		for i := 0; pb.Next(); i++ {
+			s += r.Locate(keys[i&(len(keys)-1)])
+		}
+		ringSink = s
+	})
+}
+
+// BenchmarkRingBuild measures construction, which hashes every point name once, and reports
+// the memory a ring keeps per point (table, index and the sorted points Resize reuses).
 func BenchmarkRingBuild(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("ring=murmur/shards=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
+			var r *Ring
 			for b.Loop() {
-				r, _ := NewMurmurRing(n, 160)
-				ringSink = r.Points()
+				r, _ = NewMurmurRing(n, 160)
 			}
+			t := r.table.Load()
+			kept := cap(t.pos)*8 + cap(t.owner)*4 + cap(t.idx)*4 + cap(r.all)*int(unsafe.Sizeof(ringPoint{}))
+			b.ReportMetric(float64(kept)/float64(r.Points()), "B/point")
+			b.ReportMetric(float64(len(t.idx)-1)/float64(r.Points()), "buckets/point")
 		})
 	}
 }
