@@ -29,8 +29,9 @@ import (
 //
 // Lookups do not search all points: at construction the ring indexes the top bits of the
 // position (about one bucket per point), so Locate reads one index entry and scans the one or
-// two points of that bucket. A ring holds about 36 bytes per point.
+// two points of that bucket. A ring keeps about 35 bytes per point (BenchmarkRingBuild).
 //
+// Make rings with NewRing, NewJedisRing or NewMurmurRing; the zero Ring is not usable.
 // Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
 // serialized.
 type Ring struct {
@@ -125,6 +126,11 @@ func NewJedisRing(n int) (*Ring, error) {
 // uses 16 or 256 tokens per node). Point j of shard i has the token MurmurToken("<i>-<j>"),
 // and a key goes to the shard of the first token >= MurmurToken(key), tokens ordered as
 // signed 64-bit integers as Cassandra orders them, else to the smallest token.
+//
+// Keys get exactly Cassandra's tokens; the shards' tokens are this ring's own (Cassandra
+// assigns node tokens randomly or with its allocation algorithm), so the ring reproduces
+// Cassandra's placement only if given the same node tokens, which this constructor does not
+// take.
 func NewMurmurRing(n, vnodes int) (*Ring, error) {
 	if vnodes == 0 {
 		return nil, vnodesError("murmur ring", vnodes)
@@ -139,7 +145,8 @@ func NewMurmurRing(n, vnodes int) (*Ring, error) {
 // MurmurToken returns the token Cassandra's Murmur3Partitioner gives key, in
 // [math.MinInt64, math.MaxInt64]: h1 of MurmurHash3 x64 128 (seed 0) as Cassandra computes it
 // (keyhash.Cassandra128), with math.MinInt64 mapped to math.MaxInt64, except that the empty
-// key has the minimum token math.MinInt64, as in Cassandra. It never allocates.
+// key has the minimum token math.MinInt64, as in Cassandra. It never allocates and is safe
+// for concurrent use.
 func MurmurToken(key string) int64 {
 	if len(key) == 0 {
 		return math.MinInt64
@@ -218,6 +225,8 @@ func (r *Ring) Locate(key string) int {
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
 // the new shards, shrinking removes those of the removed ones. On error the ring is unchanged.
+// The ring keeps the sorted points of the most shards it ever had, so growing back after a
+// shrink hashes nothing again.
 func (r *Ring) Resize(n int) error {
 	if err := checkCount(r.strategy, n, r.maxShards); err != nil {
 		return err
@@ -249,7 +258,8 @@ func (r *Ring) Shards() int {
 }
 
 // Points returns the number of distinct point positions on the ring, in [1, Shards()*vnodes]:
-// fewer than Shards()*vnodes only when points collide.
+// fewer than Shards()*vnodes only when points collide. It is cheap (no locking, no counting),
+// for reports of memory and balance.
 func (r *Ring) Points() int {
 	return len(r.table.Load().pos) - 1
 }
@@ -293,9 +303,9 @@ type ringTable struct {
 	shift uint8
 }
 
-// newRingTable builds the table of the points of shards [0, shards) in all, vnodes each, keeping of equal
-// positions the point of the highest shard (the last one: all is sorted by shard within a
-// position).
+// newRingTable builds the table of the points of shards [0, shards) in all (vnodes each),
+// keeping of equal positions the point of the highest shard, which is the last one since all
+// is sorted by shard within a position.
 func newRingTable(shards, vnodes int, all []ringPoint) *ringTable {
 	t := &ringTable{shards: shards}
 	t.pos = make([]uint64, 0, shards*vnodes+1)
@@ -315,7 +325,8 @@ func newRingTable(shards, vnodes int, all []ringPoint) *ringTable {
 	t.pos = append(t.pos, math.MaxUint64)
 	t.owner = append(t.owner, t.owner[0])
 
-	// About one bucket per point; at least two buckets so the shift stays below 64.
+	// 2^b buckets, between one and two per point, so a bucket holds about one point; at
+	// least two buckets so the shift stays below 64.
 	b := max(bits.Len(uint(points)), 1)
 	t.shift = uint8(64 - b)
 	t.idx = make([]uint32, 1<<b+1)
