@@ -1,0 +1,366 @@
+package shard
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// Ring is a consistent-hash ring (Karger et al.; document 003): every shard owns a number of
+// points (virtual nodes) on a circle of 64-bit positions, and a key belongs to the owner of
+// the first point at or after the key's position, wrapping around to the smallest point.
+//
+// Growing from n to n+1 shards adds only the new shard's points, so keys move only to the new
+// shard, about 1/(n+1) of them; shrinking removes only the highest shard's points, so only its
+// keys move. A ring resized to n places every key exactly as a new ring with n shards does.
+//
+// Two points at the same position: the point of the higher-numbered shard owns it. This is
+// what Java's TreeMap.put does when points are inserted shard by shard (a later put replaces
+// an equal key), and it keeps resizes minimal: a new shard's point wins its ties, and removing
+// it gives the position back to the shard it had hidden.
+//
+// Lookups do not search all points: at construction the ring indexes the top bits of the
+// position (about one bucket per point), so Locate reads one index entry and scans the one or
+// two points of that bucket. A ring keeps about 35 bytes per point (BenchmarkRingBuild).
+//
+// Make rings with NewRing, NewJedisRing or NewMurmurRing; the zero Ring is not usable.
+// Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
+// serialized.
+type Ring struct {
+	mu    sync.Mutex // serializes Resize and guards all
+	table atomic.Pointer[ringTable]
+	// all holds every point of shards [0, built), hidden ones too, sorted by position and
+	// then shard; Resize builds a table from it and hashes only the names of shards it has
+	// never had. built is the most shards the ring ever had, so a shrink and regrow is cheap.
+	all   []ringPoint
+	built int
+
+	strategy  string // names the ring in errors
+	kind      ringKind
+	hash      func(string) uint64
+	name      func(shard, vnode int) string
+	vnodes    int
+	maxShards int
+}
+
+// RingOptions configure NewRing. The zero value is a ring of 160 points per shard, named
+// "<shard>-<vnode>" and placed by XXH64.
+type RingOptions struct {
+	// Hash returns the position of a key, and of a point from its name; positions are
+	// ordered as unsigned 64-bit integers. It must be deterministic and should not allocate
+	// (Locate calls it). Nil means XXH64 (seed 0).
+	Hash func(key string) uint64
+	// Vnodes is the number of points per shard, in [1, 4194304]. Zero means 160, as Jedis.
+	Vnodes int
+	// Name returns the name of point vnode (in [0, Vnodes)) of shard; the point's position is
+	// Hash(Name(shard, vnode)). Distinct (shard, vnode) pairs should get distinct names.
+	// Nil means strconv.Itoa(shard) + "-" + strconv.Itoa(vnode), which is unambiguous since
+	// neither number contains '-'.
+	Name func(shard, vnode int) string
+}
+
+// ErrVnodes reports a number of points per shard outside [1, 4194304]. Errors of the ring
+// constructors wrap it, so callers can test for it with errors.Is.
+var ErrVnodes = errors.New("vnode count out of range")
+
+const (
+	// maxRingPoints bounds shards*vnodes: 4M points take about 150 MB, and owners and index
+	// entries fit 32 bits.
+	maxRingPoints = 1 << 22
+	// defaultVnodes is Jedis's 160 points per shard of weight 1.
+	defaultVnodes = 160
+	// jedisVnodes is the number of points Jedis gives a shard of weight 1.
+	jedisVnodes = 160
+	// ringScanMax is the longest bucket Locate scans point by point; longer ones, which only
+	// a hash that piles points together produces, are binary-searched.
+	ringScanMax = 8
+)
+
+// NewRing returns a ring of n shards, n in [1, 4194304/vnodes], each owning opts.Vnodes
+// points at opts.Hash(opts.Name(shard, vnode)). A count out of range returns an error wrapping
+// ErrShardCount, a vnode count out of range one wrapping ErrVnodes.
+func NewRing(n int, opts RingOptions) (*Ring, error) {
+	kind := customKind
+	if opts.Hash == nil {
+		opts.Hash, kind = keyhash.XXH64, xxhKind
+	}
+	if opts.Vnodes == 0 {
+		opts.Vnodes = defaultVnodes
+	}
+	if opts.Name == nil {
+		opts.Name = defaultVnodeName
+	}
+	return newRing("ring", kind, n, opts)
+}
+
+// NewJedisRing returns a ring of n shards, n in [1, 26214], that places every key where
+// Jedis's sharded client places it: redis.clients.jedis.util.Sharded with Hashing.MD5 and n
+// unnamed JedisShardInfo of weight 1, as document 000 describes.
+//
+// Shard i owns 160 points named "SHARD-<i>-NODE-<j>", j in [0, 160); a position is the first
+// four bytes of the MD5 digest read little-endian (keyhash.JedisMD5), and a key goes to the
+// first point >= its position, else to the smallest point (TreeMap.tailMap, firstKey).
+// Jedis hashes a String key's UTF-8 bytes and a byte[] key's raw bytes; Locate hashes the
+// bytes of the Go string, so it agrees with both. Jedis's optional key-tag pattern is not
+// applied: hash the tag yourself if you configured one.
+func NewJedisRing(n int) (*Ring, error) {
+	return newRing("jedis ring", jedisKind, n, RingOptions{
+		Hash:   jedisPosition,
+		Vnodes: jedisVnodes,
+		Name: func(shard, vnode int) string {
+			return "SHARD-" + strconv.Itoa(shard) + "-NODE-" + strconv.Itoa(vnode)
+		},
+	})
+}
+
+// NewMurmurRing returns a ring of n shards, n in [1, 4194304/vnodes], each owning vnodes
+// points, vnodes in [1, 4194304] (zero is an error here: say how many you want; Cassandra
+// uses 16 or 256 tokens per node). Point j of shard i has the token MurmurToken("<i>-<j>"),
+// and a key goes to the shard of the first token >= MurmurToken(key), tokens ordered as
+// signed 64-bit integers as Cassandra orders them, else to the smallest token.
+//
+// Keys get exactly Cassandra's tokens; the shards' tokens are this ring's own (Cassandra
+// assigns node tokens randomly or with its allocation algorithm), so the ring reproduces
+// Cassandra's placement only if given the same node tokens, which this constructor does not
+// take.
+func NewMurmurRing(n, vnodes int) (*Ring, error) {
+	if vnodes == 0 {
+		return nil, vnodesError("murmur ring", vnodes)
+	}
+	return newRing("murmur ring", murmurKind, n, RingOptions{
+		Hash:   murmurPosition,
+		Vnodes: vnodes,
+		Name:   defaultVnodeName,
+	})
+}
+
+// MurmurToken returns the token Cassandra's Murmur3Partitioner gives key, in
+// [math.MinInt64, math.MaxInt64]: h1 of MurmurHash3 x64 128 (seed 0) as Cassandra computes it
+// (keyhash.Cassandra128), with math.MinInt64 mapped to math.MaxInt64, except that the empty
+// key has the minimum token math.MinInt64, as in Cassandra. It never allocates and is safe
+// for concurrent use.
+func MurmurToken(key string) int64 {
+	if len(key) == 0 {
+		return math.MinInt64
+	}
+	h1, _ := keyhash.Cassandra128(key)
+	if int64(h1) == math.MinInt64 {
+		return math.MaxInt64
+	}
+	return int64(h1)
+}
+
+// jedisPosition moves the 32-bit Jedis position to the top bits, which keeps its order and
+// lets the index use the bits that vary.
+func jedisPosition(key string) uint64 {
+	return uint64(keyhash.JedisMD5(key)) << 32
+}
+
+// murmurPosition flips the sign bit, which orders signed tokens as unsigned positions.
+func murmurPosition(key string) uint64 {
+	return uint64(MurmurToken(key)) ^ 1<<63
+}
+
+func defaultVnodeName(shard, vnode int) string {
+	return strconv.Itoa(shard) + "-" + strconv.Itoa(vnode)
+}
+
+func vnodesError(strategy string, v int) error {
+	return fmt.Errorf("shard: %s: %d vnodes: allowed range is [1, %d]: %w", strategy, v, maxRingPoints, ErrVnodes)
+}
+
+// ringKind tells Locate which built-in hash a ring uses.
+type ringKind uint8
+
+const (
+	customKind ringKind = iota
+	xxhKind
+	jedisKind
+	murmurKind
+)
+
+func newRing(strategy string, kind ringKind, n int, opts RingOptions) (*Ring, error) {
+	if opts.Vnodes < 1 || opts.Vnodes > maxRingPoints {
+		return nil, vnodesError(strategy, opts.Vnodes)
+	}
+	r := &Ring{
+		strategy:  strategy,
+		kind:      kind,
+		hash:      opts.Hash,
+		name:      opts.Name,
+		vnodes:    opts.Vnodes,
+		maxShards: maxRingPoints / opts.Vnodes,
+	}
+	if err := r.Resize(n); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Locate returns the shard that owns key, in [0, Shards()): the owner of the first point at
+// or after the key's position, or of the smallest point if there is none.
+func (r *Ring) Locate(key string) int {
+	var h uint64
+	// Direct calls for the built-in hashes save the indirect call and let them inline.
+	switch r.kind {
+	case murmurKind:
+		h = murmurPosition(key)
+	case jedisKind:
+		h = jedisPosition(key)
+	case xxhKind:
+		h = keyhash.XXH64(key)
+	default:
+		h = r.hash(key)
+	}
+	return int(r.table.Load().locate(h))
+}
+
+// Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
+// the new shards, shrinking removes those of the removed ones. On error the ring is unchanged.
+// The ring keeps the sorted points of the most shards it ever had, so growing back after a
+// shrink hashes nothing again.
+func (r *Ring) Resize(n int) error {
+	if err := checkCount(r.strategy, n, r.maxShards); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.table.Load(); t != nil && t.shards == n {
+		return nil
+	}
+	all, built := r.all, r.built
+	if n > built {
+		added := make([]ringPoint, 0, (n-built)*r.vnodes)
+		for i := built; i < n; i++ {
+			for j := range r.vnodes {
+				added = append(added, ringPoint{r.hash(r.name(i, j)), int32(i)})
+			}
+		}
+		slices.SortFunc(added, compareRingPoints)
+		all, built = mergeRingPoints(all, added), n
+	}
+	r.table.Store(newRingTable(n, r.vnodes, all))
+	r.all, r.built = all, built
+	return nil
+}
+
+// Shards returns the current number of shards.
+func (r *Ring) Shards() int {
+	return r.table.Load().shards
+}
+
+// Points returns the number of distinct point positions on the ring, in [1, Shards()*vnodes]:
+// fewer than Shards()*vnodes only when points collide. It is cheap (no locking, no counting),
+// for reports of memory and balance.
+func (r *Ring) Points() int {
+	return len(r.table.Load().pos) - 1
+}
+
+type ringPoint struct {
+	pos   uint64
+	shard int32
+}
+
+func compareRingPoints(a, b ringPoint) int {
+	if c := cmp.Compare(a.pos, b.pos); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.shard, b.shard)
+}
+
+// mergeRingPoints merges two sorted point lists into a new one.
+func mergeRingPoints(a, b []ringPoint) []ringPoint {
+	out := make([]ringPoint, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if compareRingPoints(a[0], b[0]) <= 0 {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// ringTable is the immutable lookup table of one shard count, stored as parallel arrays so a
+// scan touches only positions.
+type ringTable struct {
+	shards int
+	// pos holds the distinct point positions in increasing order, then a sentinel
+	// math.MaxUint64 that stops every scan.
+	pos []uint64
+	// owner[i] owns pos[i]; the sentinel's owner is owner[0], which wraps the ring around.
+	owner []int32
+	// idx[k] is the index of the first point >= k<<shift; idx[len(idx)-1] is the sentinel's.
+	idx   []uint32
+	shift uint8
+}
+
+// newRingTable builds the table of the points of shards [0, shards) in all (vnodes each),
+// keeping of equal positions the point of the highest shard, which is the last one since all
+// is sorted by shard within a position.
+func newRingTable(shards, vnodes int, all []ringPoint) *ringTable {
+	t := &ringTable{shards: shards}
+	t.pos = make([]uint64, 0, shards*vnodes+1)
+	t.owner = make([]int32, 0, shards*vnodes+1)
+	for _, p := range all {
+		if int(p.shard) >= shards {
+			continue
+		}
+		if k := len(t.pos) - 1; k >= 0 && t.pos[k] == p.pos {
+			t.owner[k] = p.shard // a later shard takes over an equal position
+			continue
+		}
+		t.pos = append(t.pos, p.pos)
+		t.owner = append(t.owner, p.shard)
+	}
+	points := len(t.pos)
+	t.pos = append(t.pos, math.MaxUint64)
+	t.owner = append(t.owner, t.owner[0])
+
+	// 2^b buckets, between one and two per point, so a bucket holds about one point; at
+	// least two buckets so the shift stays below 64.
+	b := max(bits.Len(uint(points)), 1)
+	t.shift = uint8(64 - b)
+	t.idx = make([]uint32, 1<<b+1)
+	i := 0
+	for k := range 1 << b {
+		start := uint64(k) << t.shift
+		for i < points && t.pos[i] < start {
+			i++
+		}
+		t.idx[k] = uint32(i)
+	}
+	t.idx[1<<b] = uint32(points)
+	return t
+}
+
+// locate returns the owner of the first point >= h, or of the smallest point.
+func (t *ringTable) locate(h uint64) int32 {
+	k := h >> t.shift
+	i, j := t.idx[k], t.idx[k+1]
+	// Every point in [i, j) is in h's bucket, and pos[j] is beyond it (or the sentinel), so
+	// pos[j] >= h and the scan stops by j.
+	if j-i <= ringScanMax {
+		for t.pos[i] < h {
+			i++
+		}
+		return t.owner[i]
+	}
+	for i < j { // first index in [i, j] with pos >= h
+		m := i + (j-i)/2
+		if t.pos[m] < h {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	return t.owner[i]
+}
