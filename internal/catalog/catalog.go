@@ -56,6 +56,8 @@ func (s Strategy) Fits(n int) bool {
 func All() []Strategy {
 	return []Strategy{
 		{Name: "modulo", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
+		{Name: "jedis-ring", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
+		{Name: "murmur-ring", New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},
 		{Name: "trie", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
 	}
 }
