@@ -60,3 +60,29 @@ func ExampleJumpHash() {
 	// 10 5
 	// 1000 285
 }
+
+func ExampleNewRendezvous() {
+	s, err := shard.NewRendezvous(5)
+	if err != nil {
+		panic(err)
+	}
+	keys := []string{"user:1", "user:2", "user:3", "user:4", "user:5", "user:6"}
+	before := make([]int, len(keys))
+	for i, key := range keys {
+		before[i] = s.Locate(key)
+	}
+	// Removing shard 4 moves only the keys it held; they spread over the others.
+	if err := s.Resize(4); err != nil {
+		panic(err)
+	}
+	for i, key := range keys {
+		fmt.Println(key, before[i], "->", s.Locate(key))
+	}
+	// Output:
+	// user:1 0 -> 0
+	// user:2 2 -> 2
+	// user:3 1 -> 1
+	// user:4 1 -> 1
+	// user:5 0 -> 0
+	// user:6 4 -> 1
+}
