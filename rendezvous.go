@@ -23,7 +23,10 @@ import (
 // SplitMix64 seeded with 0 with its low 17 bits replaced by 2i+1. The key is hashed once, and
 // m_i depends only on i, so placement does not depend on how the sharder was built or resized.
 // The low 17 bits of score_i are 2i+1, so no two shards ever tie: in effect the high 47 bits
-// decide and, were they equal, the higher shard number would win.
+// decide and, were they equal, the higher shard number would win. A cheap score is in the
+// spirit of the original: Thaler and Ravishankar's weight is two LCG steps around a xor (the
+// form RFC 8584 §3.2 adopts), and this one spreads keys as evenly as rehashing the key for
+// every shard does (see the tests).
 //
 // A lookup costs one multiplication per shard (about half a nanosecond), so Rendezvous allows
 // at most 65536 shards, the most whose number fits in the low 17 bits; above a few thousand,
