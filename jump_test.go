@@ -1,0 +1,243 @@
+package shard
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestJumpContract(t *testing.T) {
+	checkContract(t, contract{
+		name:          "jump",
+		newSharder:    func(n int) (Sharder, error) { return NewJump(n) },
+		sizes:         []int{1, 2, 7, 10, 64, 1000, 1 << 30},
+		tooMany:       maxJump + 1,
+		resizeIsFresh: true,
+		minimalGrow:   true,
+		minimalShrink: true,
+	})
+}
+
+// The vectors come from testdata/gen/JumpGuavaGen.java, which calls Guava 31.1's
+// Hashing.consistentHash(long, int).
+func TestJumpHashGuava(t *testing.T) {
+	f, err := os.Open("testdata/jump_guava.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	lines := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var key uint64
+		var n, want int
+		_, err := fmt.Sscanf(sc.Text(), "%x %d %d", &key, &n, &want)
+		require.NoError(t, err, "line %q", sc.Text())
+		require.Equalf(t, want, JumpHash(key, n), "JumpHash(%#x, %d)", key, n)
+		lines++
+	}
+	require.NoError(t, sc.Err())
+	require.Greater(t, lines, 5000)
+}
+
+// javaLCG is Guava's LinearCongruentialGenerator, written again in Java's signed arithmetic
+// so that the reference below shares no code with jumpHash.
+type javaLCG struct{ state int64 }
+
+func (g *javaLCG) nextDouble() float64 {
+	g.state = 2862933555777941757*g.state + 1
+	x := int32(uint64(g.state) >> 33) // (int) (state >>> 33)
+	x++                               // may wrap to MinInt32, as in Java
+	return float64(x) / 0x1p31
+}
+
+// naiveJumps returns JumpHash(key, n) for every n in [1, max] by the paper's O(n) walk: start
+// with one bucket, add one at a time, and at each new bucket j decide whether the key moves
+// there. The paper derives the fast algorithm from this walk: having moved to b with the
+// random number r, the key stays until bucket floor((b+1)/r), where it moves and draws anew.
+func naiveJumps(key uint64, max int) []int {
+	g := javaLCG{int64(key)}
+	b := 0
+	out := []int{0} // n = 1
+	target := math.Trunc(float64(b+1) / g.nextDouble())
+	for j := 1; j < max; j++ {
+		if float64(j) == target { // the key moves to the new bucket j
+			b = j
+			target = math.Trunc(float64(b+1) / g.nextDouble())
+		}
+		out = append(out, b) // n = j+1
+	}
+	return out
+}
+
+func TestJumpHashNaive(t *testing.T) {
+	keys := 3000
+	if testing.Short() {
+		keys = 300
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range keys {
+		key := r.Uint64()
+		if i < 4 {
+			key = []uint64{0, 1, math.MaxUint64, 1 << 63}[i]
+		}
+		for n1, want := range naiveJumps(key, 1000) {
+			if got := JumpHash(key, n1+1); got != want { // not require: it is slow in a hot loop
+				t.Fatalf("JumpHash(%#x, %d) = %d, want %d", key, n1+1, got, want)
+			}
+		}
+	}
+}
+
+// wrapKey returns a key whose LCG state after step+1 steps has its top 31 bits set: there
+// Guava's int addition wraps, the random number is -1 and the walk stops.
+func wrapKey(step int) uint64 {
+	const m = 2862933555777941757
+	inv := uint64(m) // Newton's iteration: inv = m^-1 mod 2^64
+	for range 6 {
+		inv *= 2 - m*inv
+	}
+	state := uint64(0xFFFFFFFE_00000000)
+	for range step + 1 {
+		state = (state - 1) * inv
+	}
+	return state
+}
+
+func TestJumpHashWrap(t *testing.T) {
+	for n := 1; n <= 100; n++ {
+		require.Equal(t, 0, JumpHash(wrapKey(0), n), "the first random number wraps: Guava stays on 0")
+	}
+	// The paper's C++ reads (state>>33)+1 = 2^31 as a 64-bit value and moves on to bucket 1.
+	paper := func(key uint64, n int) int {
+		var b, j int64 = -1, 0
+		for j < int64(n) {
+			b = j
+			key = key*2862933555777941757 + 1
+			j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
+		}
+		return int(b)
+	}
+	require.Equal(t, 1, paper(wrapKey(0), 2))
+}
+
+// The paper's first algorithm draws one number per bucket and moves the key to bucket j with
+// probability 1/(j+1). It cannot agree with the fast one key by key (they use the random
+// numbers differently), but it must agree in distribution: even buckets, and 1/(n+1) of the
+// keys moving from n to n+1.
+func TestJumpHashPaperDistribution(t *testing.T) {
+	perBucket := func(key uint64, n int) int {
+		g := javaLCG{int64(key)}
+		b := 0
+		for j := 1; j < n; j++ {
+			if g.nextDouble() < 1/float64(j+1) {
+				b = j
+			}
+		}
+		return b
+	}
+	keys := 100000
+	if testing.Short() {
+		keys = 20000
+	}
+	for _, n := range []int{10, 100} {
+		fast, slow := make([]int, n), make([]int, n)
+		fastMoved, slowMoved := 0, 0
+		r := rand.New(rand.NewPCG(uint64(n), 7))
+		for range keys {
+			k := r.Uint64()
+			a, b := JumpHash(k, n), perBucket(k, n)
+			fast[a]++
+			slow[b]++
+			if JumpHash(k, n+1) != a {
+				fastMoved++
+			}
+			if perBucket(k, n+1) != b {
+				slowMoved++
+			}
+		}
+		assertUniform(t, fast, fmt.Sprintf("JumpHash, %d buckets", n))
+		assertUniform(t, slow, fmt.Sprintf("per-bucket naive, %d buckets", n))
+		p := 1 / float64(n+1)
+		mean := float64(keys) * p
+		sd := math.Sqrt(mean * (1 - p))
+		assert.InDelta(t, mean, fastMoved, 5*sd, "JumpHash %d -> %d", n, n+1)
+		assert.InDelta(t, mean, slowMoved, 5*sd, "per-bucket naive %d -> %d", n, n+1)
+	}
+}
+
+// assertUniform checks counts against an even spread with a chi-square statistic: for k
+// buckets it has mean k-1 and variance 2(k-1), and five standard deviations above the mean
+// is a failure that a fair spread shows with probability below 1e-4.
+func assertUniform(t *testing.T, counts []int, what string) float64 {
+	t.Helper()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	mean := float64(total) / float64(len(counts))
+	chi2 := 0.0
+	for _, c := range counts {
+		d := float64(c) - mean
+		chi2 += d * d / mean
+	}
+	df := float64(len(counts) - 1)
+	assert.LessOrEqualf(t, chi2, df+5*math.Sqrt(2*df), "%s: chi-square %.1f with %v degrees of freedom", what, chi2, df)
+	return chi2
+}
+
+func TestJumpHashPanics(t *testing.T) {
+	for _, n := range []int{0, -1, math.MinInt, maxJump + 1, math.MaxInt} {
+		require.PanicsWithValuef(t, fmt.Sprintf("shard: JumpHash: %d buckets: allowed range is [1, %d]", n, maxJump),
+			func() { JumpHash(1, n) }, "JumpHash(1, %d)", n)
+	}
+	require.NotPanics(t, func() { JumpHash(math.MaxUint64, maxJump) })
+}
+
+func TestJumpRegress(t *testing.T) {
+	var b strings.Builder
+	for _, n := range []int{1, 3, 10, 1000, maxJump} {
+		j, err := NewJump(n)
+		require.NoError(t, err)
+		for _, k := range append(randomKeys(3, 20, 12), adversarialKeys()[:12]...) {
+			fmt.Fprintf(&b, "%d %q %d\n", n, k, j.Locate(k))
+		}
+	}
+	checkRegress(t, "regress/jump.txt", b.String())
+}
+
+func FuzzJumpLocate(f *testing.F) {
+	for _, k := range adversarialKeys() {
+		f.Add(k, 7)
+	}
+	f.Add("k", maxJump)
+	f.Fuzz(func(t *testing.T, key string, n int) {
+		j, err := NewJump(n)
+		if n < 1 || n > maxJump {
+			require.ErrorIs(t, err, ErrShardCount)
+			return
+		}
+		require.NoError(t, err)
+		got := j.Locate(key)
+		require.True(t, got >= 0 && got < n, "Locate(%q) = %d with %d shards", key, got, n)
+	})
+}
+
+func FuzzJumpHash(f *testing.F) {
+	f.Add(uint64(0), uint16(1))
+	f.Add(uint64(math.MaxUint64), uint16(1000))
+	f.Add(wrapKey(0), uint16(10))
+	f.Add(wrapKey(1), uint16(100))
+	f.Fuzz(func(t *testing.T, key uint64, n uint16) {
+		if n == 0 {
+			return
+		}
+		want := naiveJumps(key, int(n))
+		require.Equal(t, want[n-1], JumpHash(key, int(n)), "JumpHash(%#x, %d)", key, n)
+	})
+}

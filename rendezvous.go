@@ -1,0 +1,121 @@
+package shard
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// Rendezvous places a key on the shard that gives it the highest score: highest random
+// weight hashing (David G. Thaler and Chinya V. Ravishankar, "Using Name-Based Mappings to
+// Increase Hit Rates", IEEE/ACM Transactions on Networking 6(1), 1998).
+//
+// A resize moves the fewest keys possible: a key's scores do not depend on the shard count,
+// so growing from n to n+1 shards moves only the keys that score highest on the new shard,
+// about 1/(n+1) of them, and shrinking moves only the removed shard's keys, which spread
+// evenly over the others. Any shard can be weighed against any other, which is what makes
+// rendezvous hashing the usual choice for picking replicas or failover targets; here shards
+// are numbered, so Resize adds and removes at the end like the other strategies.
+//
+// The score of shard i for a key is one multiplication, score_i = k * m_i mod 2^64, where k is
+// xxhash64(key) with its low 17 bits replaced by 0...01, and m_i is the (i+1)th output of
+// SplitMix64 seeded with 0 with its low 17 bits replaced by 2i+1. The key is hashed once, and
+// m_i depends only on i, so placement does not depend on how the sharder was built or resized.
+// The low 17 bits of score_i are 2i+1, so no two shards ever tie: in effect the high 47 bits
+// decide and, were they equal, the higher shard number would win. A cheap score is in the
+// spirit of the original: Thaler and Ravishankar's weight is two LCG steps around a xor (the
+// form RFC 8584 §3.2 adopts), and this one spreads keys as evenly as rehashing the key for
+// every shard does (see the tests).
+//
+// A lookup costs one multiplication per shard (about half a nanosecond), so Rendezvous allows
+// at most 65536 shards, the most whose number fits in the low 17 bits; above a few thousand,
+// Jump or a ring places keys faster.
+//
+// Locate is safe for concurrent use, also with Resize.
+type Rendezvous struct {
+	mu    sync.Mutex               // serializes Resize
+	mults atomic.Pointer[[]uint64] // m_0 .. m_{n-1}; never modified once published
+}
+
+const (
+	// maxRendezvous is the most shards whose 2i+1 fits in rendezvousLowBits bits.
+	maxRendezvous     = 1 << (rendezvousLowBits - 1)
+	rendezvousLowBits = 17
+	rendezvousLowMask = 1<<rendezvousLowBits - 1
+)
+
+// NewRendezvous returns a Rendezvous sharder over n shards, n in [1, 65536].
+func NewRendezvous(n int) (*Rendezvous, error) {
+	if err := checkCount("rendezvous", n, maxRendezvous); err != nil {
+		return nil, err
+	}
+	r := &Rendezvous{}
+	m := rendezvousMultipliers(n)
+	r.mults.Store(&m)
+	return r, nil
+}
+
+// rendezvousMultipliers returns m_0 .. m_{n-1}.
+func rendezvousMultipliers(n int) []uint64 {
+	m := make([]uint64, n)
+	for i := range m {
+		m[i] = splitMix64(uint64(i)+1)&^rendezvousLowMask | uint64(2*i+1)
+	}
+	return m
+}
+
+// splitMix64 returns the ith output (from 1) of SplitMix64 seeded with 0 (Steele, Lea and
+// Flood, "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014; constants of
+// Vigna's splitmix64.c).
+func splitMix64(i uint64) uint64 {
+	z := i * 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// Locate returns the shard with the highest score for key, in [0, Shards()).
+func (r *Rendezvous) Locate(key string) int {
+	return rendezvous(*r.mults.Load(), keyhash.XXH64(key))
+}
+
+// rendezvous returns the index of the highest score k * mults[i] for the key hash h; mults
+// is not empty.
+//
+// Why a single multiplication: hashing the key again for every shard (argmax of
+// xxhash64(key || i), the textbook form) costs a pass over the key per shard, while this
+// costs one multiplication, and the tests show that both spread keys equally well and move
+// the same keys' share on a resize.
+func rendezvous(mults []uint64, h uint64) int {
+	k := h&^rendezvousLowMask | 1 // so k * m_i ends in the low bits of m_i, 2i+1
+	var best0, best1 uint64       // every score is odd, so 0 never wins
+	// Two halves, two running maxima: the compare-and-select chains run side by side.
+	lo, hi := mults[:len(mults)/2], mults[len(mults)/2:]
+	hi = hi[:len(lo)] // tells the compiler hi[i] is in bounds: no checks in the loop
+	for i, m := range lo {
+		best0 = max(best0, k*m)
+		best1 = max(best1, k*hi[i])
+	}
+	if len(mults)%2 == 1 { // an odd count leaves the last one
+		best0 = max(best0, k*mults[len(mults)-1])
+	}
+	return int(max(best0, best1)&rendezvousLowMask) >> 1
+}
+
+// Resize sets the number of shards to n, n in [1, 65536]. On error nothing changes.
+func (r *Rendezvous) Resize(n int) error {
+	if err := checkCount("rendezvous", n, maxRendezvous); err != nil {
+		return err
+	}
+	m := rendezvousMultipliers(n)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mults.Store(&m)
+	return nil
+}
+
+// Shards returns the current number of shards.
+func (r *Rendezvous) Shards() int {
+	return len(*r.mults.Load())
+}
