@@ -545,6 +545,7 @@ func TestRedisSlotVectors(t *testing.T) {
 	}
 	for _, k := range append(redisSlotKeys(true), redisSlotKeys(false)...) {
 		require.Equalf(t, int(slowCRC16(slowHashTag(k))&16383), RedisSlot(k), "RedisSlot(%.40q)", k)
+		require.Equal(t, slowCRC16(k), crc16Bytewise(k))
 	}
 }
 
@@ -789,6 +790,33 @@ func BenchmarkPartitionsLocate(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				partitionsSink += r.Locate(keys[i&(len(keys)-1)])
+			}
+		})
+	}
+}
+
+// crc16Bytewise is the plain one-table CRC loop that RedisSlot's slicing-by-4 replaces.
+func crc16Bytewise(b string) uint16 {
+	var crc uint16
+	for i := 0; i < len(b); i++ {
+		crc = crc<<8 ^ crc16Tables[0][byte(crc>>8)^b[i]]
+	}
+	return crc
+}
+
+func BenchmarkRedisSlot(b *testing.B) {
+	for _, size := range []int{8, 16, 64} {
+		keys := randomKeys(13, 1024, size)
+		b.Run(fmt.Sprintf("crc=slicing4/bytes=%d", size), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				partitionsSink += RedisSlot(keys[i&1023])
+			}
+		})
+		b.Run(fmt.Sprintf("crc=bytewise/bytes=%d", size), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				partitionsSink += int(crc16Bytewise(HashTag(keys[i&1023])) & 16383)
 			}
 		})
 	}
