@@ -24,10 +24,9 @@ import (
 // partitions allow finer balance. Redis Cluster is this scheme with P = 16384 slots (see
 // NewRedisCluster).
 //
-// Locate, Partition, Owner, Table, NumPartitions and Shards are safe for concurrent use,
-// also with Resize, Move and UnmarshalText, which are serialized with each other: every
-// table is immutable once published, so a lookup sees the old table or the new one, never a
-// mix. The zero Partitions holds no table; its only use is as the target of UnmarshalText,
+// All methods are safe for concurrent use. Resize, Move and UnmarshalText are serialized
+// with each other; the other methods take no lock and read one immutable table, the old one
+// or the new one, never a mix. The zero Partitions holds no table; its only use is as the target of UnmarshalText,
 // and Locate and Partition panic on it.
 type Partitions struct {
 	mu    sync.Mutex // serializes Resize, Move and UnmarshalText

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"math/bits"
 	"math/rand/v2"
@@ -660,8 +661,14 @@ func TestRedisSlotLive(t *testing.T) {
 		assert.Equalf(t, slots[i], RedisSlot(k), "RedisSlot(%.40q) differs from CLUSTER KEYSLOT", k)
 	}
 	if *redisGolden {
+		conn.send("INFO", "server")
+		require.NoError(t, conn.w.Flush())
+		info, err := conn.readBulk()
+		require.NoError(t, err)
+		_, version, _ := strings.Cut(info, "redis_version:")
+		version, _, _ = strings.Cut(version, "\r\n")
 		var b strings.Builder
-		b.WriteString("# hex(key) slot: CLUSTER KEYSLOT of a real redis-server (- is the empty key)\n")
+		fmt.Fprintf(&b, "# hex(key) slot: CLUSTER KEYSLOT of a real redis-server %s (- is the empty key)\n", version)
 		for i, k := range short {
 			h := hex.EncodeToString([]byte(k))
 			if h == "" {
@@ -699,6 +706,22 @@ func (c *respConn) readLine() (byte, string, error) {
 		return 0, "", fmt.Errorf("redis: %s", line[1:])
 	}
 	return line[0], line[1:], nil
+}
+
+func (c *respConn) readBulk() (string, error) {
+	typ, s, err := c.readLine()
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(s)
+	if typ != '$' || err != nil || n < 0 {
+		return "", fmt.Errorf("want a bulk string reply, got %q", string(typ)+s)
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
 }
 
 func (c *respConn) readInt() (int, error) {
