@@ -602,7 +602,7 @@ func redisSlotKeys(short bool) []string {
 
 // The CLUSTER KEYSLOT answers of a real Redis 7.0 server (TestRedisSlotLive -redis-golden).
 func TestRedisSlotGolden(t *testing.T) {
-	rows := readGolden(t)
+	rows := readKeySlots(t)
 	require.Len(t, rows, len(redisSlotKeys(true)))
 	for _, r := range rows {
 		require.Equalf(t, r.slot, RedisSlot(r.key), "RedisSlot(%q)", r.key)
@@ -614,7 +614,7 @@ type keySlot struct {
 	slot int
 }
 
-func readGolden(t *testing.T) []keySlot {
+func readKeySlots(t *testing.T) []keySlot {
 	data, err := os.ReadFile("testdata/redis/keyslot.txt")
 	require.NoError(t, err)
 	var rows []keySlot
