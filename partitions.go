@@ -66,9 +66,6 @@ var ErrPartitionCount = errors.New("partition count out of range")
 // ErrPartition reports a partition number outside [0, NumPartitions()).
 var ErrPartition = errors.New("partition out of range")
 
-// ErrShard reports a shard number outside [0, Shards()).
-var ErrShard = errors.New("shard out of range")
-
 // ErrPartitionTable reports a saved partition table that is malformed or inconsistent.
 var ErrPartitionTable = errors.New("malformed partition table")
 

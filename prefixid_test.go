@@ -25,6 +25,14 @@ var colocated = []struct {
 	resizeIsFresh bool
 }{
 	{"modulo", func(n int) (Sharder, error) { return NewModulo(n) }, 0, true},
+	{"first-byte-sha1", func(n int) (Sharder, error) { return NewFirstByteSHA1(n) }, maxFirstByte, true},
+	{"jump", func(n int) (Sharder, error) { return NewJump(n) }, 0, true},
+	{"rendezvous", func(n int) (Sharder, error) { return NewRendezvous(n) }, 0, true},
+	{"jedis-ring", func(n int) (Sharder, error) { return NewJedisRing(n) }, 0, true},
+	{"murmur-ring", func(n int) (Sharder, error) { return NewMurmurRing(n, 64) }, 0, true},
+	{"trie", func(n int) (Sharder, error) { return NewTrie(n) }, 0, true},
+	{"partitions", func(n int) (Sharder, error) { return NewPartitions(n, 1024) }, 0, false},
+	{"redis-cluster", func(n int) (Sharder, error) { return NewRedisCluster(n) }, 0, false},
 }
 
 // wrappers are the ways a key can name the record it belongs to.

@@ -36,6 +36,10 @@ type Sharder interface {
 // test for it with errors.Is.
 var ErrShardCount = errors.New("shard count out of range")
 
+// ErrShard reports a shard number outside [0, Shards()) given to an operation that names a
+// shard, such as moving a partition to it or splitting its trie leaf.
+var ErrShard = errors.New("shard out of range")
+
 // checkCount returns nil if n is in [1, max], else an error wrapping ErrShardCount that
 // names the strategy, the value and the allowed range.
 func checkCount(strategy string, n, max int) error {

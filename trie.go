@@ -61,8 +61,6 @@ var (
 	ErrSubtree = errors.New("sibling is a subtree")
 	// ErrTrieDepth reports a split that would make a leaf deeper than MaxTrieDepth bits.
 	ErrTrieDepth = errors.New("trie depth cap reached")
-	// ErrUnknownShard reports a shard number outside [0, Shards()).
-	ErrUnknownShard = errors.New("no such shard")
 	// ErrTrieShape reports a malformed or inconsistent text form of a Trie.
 	ErrTrieShape = errors.New("bad trie shape")
 )
@@ -321,7 +319,7 @@ func subtreeError(leaves []Leaf, l Leaf) error {
 // Split splits the leaf of shard in two and returns the new shard, numbered Shards() before
 // the call: it takes the half whose next hash bit is 1, so about half of shard's keys move to
 // it, and no other key moves. It fails, leaving the trie unchanged, with an error wrapping
-// ErrUnknownShard if shard is not in [0, Shards()), or ErrTrieDepth if the leaf is already
+// ErrShard if shard is not in [0, Shards()), or ErrTrieDepth if the leaf is already
 // MaxTrieDepth bits deep.
 func (t *Trie) Split(shard int) (newShard int, err error) {
 	t.mu.Lock()
@@ -348,7 +346,7 @@ func (t *Trie) Split(shard int) (newShard int, err error) {
 // Merge(Shards()-1) is Resize(Shards()-1).
 //
 // Merge fails, leaving the trie unchanged, with an error wrapping ErrShardCount if shard is
-// the only one, ErrUnknownShard if it is not in [0, Shards()), or ErrSubtree if the sibling
+// the only one, ErrShard if it is not in [0, Shards()), or ErrSubtree if the sibling
 // is a subtree; the error names that subtree and its shards, which merging would have to
 // collapse.
 func (t *Trie) Merge(shard int) error {
@@ -387,7 +385,7 @@ func checkShard(op string, shard, n int) error {
 	if shard >= 0 && shard < n {
 		return nil
 	}
-	return fmt.Errorf("shard: trie: %s shard %d: allowed range is [0, %d): %w", op, shard, n, ErrUnknownShard)
+	return fmt.Errorf("shard: trie: %s shard %d: allowed range is [0, %d): %w", op, shard, n, ErrShard)
 }
 
 // MarshalText returns the shape as text, one leaf per line in key-hash order (as Leaves):

@@ -217,7 +217,7 @@ func TestTrieSplit(t *testing.T) {
 	same := func() { t.Helper(); require.Equal(t, []Leaf{{0, 2, 0}, {1, 2, 2}, {2, 2, 1}, {3, 2, 3}}, tr.Leaves()) }
 	for _, s := range []int{-1, 4, math.MaxInt, math.MinInt} {
 		_, err := tr.Split(s)
-		require.ErrorIs(t, err, ErrUnknownShard)
+		require.ErrorIs(t, err, ErrShard)
 		assert.Contains(t, err.Error(), fmt.Sprintf("shard: trie: split shard %d: allowed range is [0, 4)", s))
 		same()
 	}
@@ -282,8 +282,8 @@ func TestTrieMerge(t *testing.T) {
 	require.Equal(t, []Leaf{{0, 2, 0}, {1, 2, 2}, {1, 1, 1}}, tr.Leaves())
 
 	// Errors.
-	require.ErrorIs(t, tr.Merge(3), ErrUnknownShard)
-	require.ErrorIs(t, tr.Merge(-1), ErrUnknownShard)
+	require.ErrorIs(t, tr.Merge(3), ErrShard)
+	require.ErrorIs(t, tr.Merge(-1), ErrShard)
 	one, err := NewTrie(1)
 	require.NoError(t, err)
 	err = one.Merge(0)
@@ -395,7 +395,7 @@ func TestTrieCrossCheck(t *testing.T) {
 		}
 		if opErr != nil {
 			switch {
-			case errors.Is(opErr, ErrUnknownShard):
+			case errors.Is(opErr, ErrShard):
 				failures["unknown"]++
 			case errors.Is(opErr, ErrSubtree):
 				failures["subtree"]++

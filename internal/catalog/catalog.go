@@ -56,9 +56,14 @@ func (s Strategy) Fits(n int) bool {
 func All() []Strategy {
 	return []Strategy{
 		{Name: "modulo", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
+		{Name: "first-byte-sha1", MaxShards: 10, New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewFirstByteSHA1(n) }},
+		{Name: "jump", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJump(n) }},
+		{Name: "rendezvous", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRendezvous(n) }},
 		{Name: "jedis-ring", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
 		{Name: "murmur-ring", New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},
 		{Name: "trie", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
+		{Name: "partitions", New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
+		{Name: "redis-cluster", MaxShards: 16384, New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
 	}
 }
 
