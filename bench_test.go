@@ -145,24 +145,19 @@ func BenchmarkMovement(b *testing.B) {
 
 // BenchmarkVnodes repeats document 002's experiment: the Murmur ring with 10 shards,
 // 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of the per-shard
-// counts averaged over several key sets. More vnodes should mean a smaller deviation.
+// counts averaged over several rings and key sets. More vnodes should mean a smaller deviation.
 // stddev% is in % of the mean; stddev is in keys, the unit document 002 reports.
 func BenchmarkVnodes(b *testing.B) {
 	if testing.Short() {
 		b.Skip("places a million UUIDs per vnode count and seed")
 	}
-	st, ok := catalog.Find("murmur-ring")
-	if !ok {
-		b.Skip("the Murmur ring is not in this tree yet")
-	}
-	const shards, seeds = 10, 3
-	ring := func(n, v int) (measure.Locator, error) { return st.New(n, catalog.Options{Vnodes: v}) }
+	const shards, runs = 10, 3
 	for _, v := range measure.VnodesDefault {
-		b.Run(fmt.Sprintf("strategy=%s/shards=%d/vnodes=%d", st.Name, shards, v), func(b *testing.B) {
+		b.Run(fmt.Sprintf("strategy=murmur-ring/shards=%d/vnodes=%d", shards, v), func(b *testing.B) {
 			var p []measure.VnodesPoint
 			for b.Loop() {
 				var err error
-				if p, err = measure.VnodesCurve(ring, shards, []int{v}, qualityKeys, seeds); err != nil {
+				if p, err = measure.VnodesCurve(shards, []int{v}, qualityKeys, runs); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,7 +1,10 @@
 package measure
 
 import (
+	"fmt"
 	"runtime"
+
+	"github.com/shardkit/shard"
 )
 
 // VnodesDefault are the vnode counts of document 002's experiment.
@@ -15,27 +18,30 @@ type VnodesPoint struct {
 	StddevPct float64 `json:"stddev_pct"` // in % of the mean count
 }
 
-// VnodesCurve runs document 002's experiment: for each seed, keys random UUIDs placed on a
-// ring of shards shards with each vnode count; it returns the deviation averaged over the
-// seeds for each count. newRing builds the ring.
-func VnodesCurve(newRing func(shards, vnodes int) (Locator, error), shards int, vnodes []int, keys, seeds int) ([]VnodesPoint, error) {
+// VnodesCurve runs document 002's experiment: for each of runs rounds, keys random UUIDs
+// placed on a Murmur ring (MurmurToken positions, as NewMurmurRing) of shards shards with
+// each vnode count; it returns the deviation averaged over the rounds for each count. Each
+// round names its servers afresh, as document 002 names hosts, so the average is over
+// different rings as well as different keys: with one fixed ring, its own uneven arcs would
+// dominate every round.
+func VnodesCurve(shards int, vnodes []int, keys, runs int) ([]VnodesPoint, error) {
 	points := make([]VnodesPoint, len(vnodes))
 	for i, v := range vnodes {
 		points[i].Vnodes = v
 	}
-	rings := make([]Locator, len(vnodes))
-	for i, v := range vnodes {
-		r, err := newRing(shards, v)
-		if err != nil {
-			return nil, err
-		}
-		rings[i] = r
-	}
-	for seed := range seeds {
-		ks := UUIDs(uint64(seed)+1, keys)
-		for i, r := range rings {
+	for run := range runs {
+		ks := UUIDs(uint64(run)+1, keys)
+		for i, v := range vnodes {
+			r, err := shard.NewRing(shards, shard.RingOptions{
+				Hash:   murmurPosition,
+				Vnodes: v,
+				Name:   func(s, j int) string { return fmt.Sprintf("host%d.%d#%d", run, s, j) },
+			})
+			if err != nil {
+				return nil, err
+			}
 			b := BalanceOf(Loads(Placement(r, ks), shards))
-			points[i].StddevPct += b.StddevPct / float64(seeds)
+			points[i].StddevPct += b.StddevPct / float64(runs)
 		}
 	}
 	mean := float64(keys) / float64(shards)
@@ -43,6 +49,12 @@ func VnodesCurve(newRing func(shards, vnodes int) (Locator, error), shards int, 
 		points[i].Stddev = points[i].StddevPct * mean / 100
 	}
 	return points, nil
+}
+
+// murmurPosition orders Cassandra tokens as unsigned numbers, the ring's order: flipping the
+// sign bit maps MinInt64..MaxInt64 onto 0..MaxUint64.
+func murmurPosition(key string) uint64 {
+	return uint64(shard.MurmurToken(key)) ^ 1<<63
 }
 
 // HeapBytes returns the heap bytes that the value build returns keeps reachable: the growth
