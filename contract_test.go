@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,6 +228,61 @@ func checkContract(t *testing.T, c contract) {
 			t.Error(err)
 		}
 	})
+}
+
+// assertUniform checks counts against an even spread with a chi-square statistic: for k
+// buckets it has mean k-1 and variance 2(k-1), and five standard deviations above the mean
+// is a failure that a fair spread shows with probability below 1e-4.
+func assertUniform(t *testing.T, counts []int, what string) float64 {
+	t.Helper()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	mean := float64(total) / float64(len(counts))
+	chi2 := 0.0
+	for _, c := range counts {
+		d := float64(c) - mean
+		chi2 += d * d / mean
+	}
+	df := float64(len(counts) - 1)
+	assert.LessOrEqualf(t, chi2, df+5*math.Sqrt(2*df), "%s: chi-square %.1f with %v degrees of freedom", what, chi2, df)
+	return chi2
+}
+
+// readVectors returns the lines of a vector file in testdata that are neither blank nor
+// comments (a '#' first), each split into its whitespace-separated fields.
+func readVectors(t *testing.T, path string) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rows [][]string
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(line, "#") {
+			rows = append(rows, f)
+		}
+	}
+	require.NotEmptyf(t, rows, "%s holds no vectors", path)
+	return rows
+}
+
+// hexKey decodes a key that a vector file writes in hex, "-" standing for the empty key.
+func hexKey(t *testing.T, field string) string {
+	t.Helper()
+	if field == "-" {
+		return ""
+	}
+	b, err := hex.DecodeString(field)
+	require.NoErrorf(t, err, "key %q is not hex", field)
+	return string(b)
+}
+
+// atoi parses a decimal field of a vector file.
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	v, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return v
 }
 
 func placement(s Sharder, keys []string) []int {

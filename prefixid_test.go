@@ -1,11 +1,9 @@
 package shard
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,25 +48,17 @@ var resizes = []int{4, 5, 8, 1, 2, 3, 7, 10, 16, 6, 4}
 // TestIDAllocatorGolden compares the allocator with PostgreSQL identity columns set up as
 // document 001 sets up SQL Server's IDENTITY(k, n): see testdata/prefixid/identity.sh.
 func TestIDAllocatorGolden(t *testing.T) {
-	f, err := os.Open("testdata/prefixid/identity.txt")
-	require.NoError(t, err)
-	defer f.Close()
-	lines := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		lines++
-		head, ids, ok := strings.Cut(line, ":")
-		require.True(t, ok, line)
-		var k, n int
-		var last uint64
-		_, err := fmt.Sscan(head, &k, &n, &last)
+	rows := readVectors(t, "testdata/prefixid/identity.txt")
+	for _, f := range rows {
+		// "k n last: id id ...": the IDs that follow last in partition k of n.
+		line := strings.Join(f, " ")
+		require.Truef(t, len(f) >= 4 && strings.HasSuffix(f[2], ":"), "line %q", line)
+		k, n := atoi(t, f[0]), atoi(t, f[1])
+		last, err := strconv.ParseUint(strings.TrimSuffix(f[2], ":"), 10, 64)
 		require.NoError(t, err, line)
 		a, err := ResumeIDAllocator(k, n, last)
 		require.NoError(t, err, line)
-		for _, want := range strings.Fields(ids) {
+		for _, want := range f[3:] {
 			got, err := a.Next()
 			if want == "END" {
 				require.ErrorIsf(t, err, ErrIDSpace, "%s: Next after %d", line, a.Last())
@@ -80,7 +70,7 @@ func TestIDAllocatorGolden(t *testing.T) {
 			last = got
 		}
 	}
-	require.Greater(t, lines, 10)
+	require.Greater(t, len(rows), 10)
 }
 
 func TestIDAllocatorPartition(t *testing.T) {
