@@ -357,28 +357,37 @@ func TestByPrefixColocation(t *testing.T) {
 		}
 		users = append(users, user{uid, keys})
 	}
+	walkResizes(t, func(s Sharder) Sharder { return ByPrefix(s) }, func(t *testing.T, name string, inner, p Sharder, n int) {
+		used := map[int]bool{}
+		for _, u := range users {
+			home := inner.Locate(u.id)
+			used[home] = true
+			for _, k := range u.keys {
+				require.Equalf(t, home, p.Locate(k), "%s(%d): %q is not with its user %q", name, n, k, u.id)
+			}
+		}
+		// Co-location must not come from putting everyone on one shard.
+		require.Lenf(t, used, n, "%s(%d): 300 users on %d shards", name, n, len(used))
+	})
+}
+
+// walkResizes wraps every colocated strategy with wrap, resizes the wrapper through resizes
+// (skipping counts the strategy cannot take), and calls check after each resize with the
+// strategy, the wrapper and the new count.
+func walkResizes(t *testing.T, wrap func(Sharder) Sharder, check func(t *testing.T, name string, inner, outer Sharder, n int)) {
 	for _, s := range colocated {
 		t.Run(s.name, func(t *testing.T) {
 			inner, err := s.newSharder(resizes[0])
 			require.NoError(t, err)
-			p := ByPrefix(inner)
+			outer := wrap(inner)
 			for _, n := range resizes {
 				if s.maxShards > 0 && n > s.maxShards {
 					continue
 				}
-				require.NoError(t, p.Resize(n))
+				require.NoError(t, outer.Resize(n))
 				require.Equal(t, n, inner.Shards())
-				require.Equal(t, n, p.Shards())
-				used := map[int]bool{}
-				for _, u := range users {
-					home := inner.Locate(u.id)
-					used[home] = true
-					for _, k := range u.keys {
-						require.Equalf(t, home, p.Locate(k), "%s(%d): %q is not with its user %q", s.name, n, k, u.id)
-					}
-				}
-				// Co-location must not come from putting everyone on one shard.
-				require.Lenf(t, used, n, "%s(%d): 300 users on %d shards", s.name, n, len(used))
+				require.Equal(t, n, outer.Shards())
+				check(t, s.name, inner, outer, n)
 			}
 		})
 	}
@@ -386,30 +395,18 @@ func TestByPrefixColocation(t *testing.T) {
 
 // Keys that share a hash tag share a shard; keys without a tag route whole.
 func TestByHashTagColocation(t *testing.T) {
-	for _, s := range colocated {
-		t.Run(s.name, func(t *testing.T) {
-			inner, err := s.newSharder(resizes[0])
-			require.NoError(t, err)
-			h := ByHashTag(inner)
-			for _, n := range resizes {
-				if s.maxShards > 0 && n > s.maxShards {
-					continue
-				}
-				require.NoError(t, h.Resize(n))
-				require.Equal(t, n, h.Shards())
-				for u := range 200 {
-					tag := "user" + strconv.Itoa(u)
-					home := inner.Locate(tag)
-					for _, k := range []string{"{" + tag + "}", "{" + tag + "}.following", "{" + tag + "}.followers", "x{" + tag + "}y{z}"} {
-						require.Equalf(t, home, h.Locate(k), "%s(%d): %q", s.name, n, k)
-					}
-				}
-				for _, k := range []string{"plain", "", "foo{}{bar}", "{", "}{", "user1000.following"} {
-					require.Equalf(t, inner.Locate(k), h.Locate(k), "%s(%d): %q has no tag", s.name, n, k)
-				}
+	walkResizes(t, func(s Sharder) Sharder { return ByHashTag(s) }, func(t *testing.T, name string, inner, h Sharder, n int) {
+		for u := range 200 {
+			tag := "user" + strconv.Itoa(u)
+			home := inner.Locate(tag)
+			for _, k := range []string{"{" + tag + "}", "{" + tag + "}.following", "{" + tag + "}.followers", "x{" + tag + "}y{z}"} {
+				require.Equalf(t, home, h.Locate(k), "%s(%d): %q", name, n, k)
 			}
-		})
-	}
+		}
+		for _, k := range []string{"plain", "", "foo{}{bar}", "{", "}{", "user1000.following"} {
+			require.Equalf(t, inner.Locate(k), h.Locate(k), "%s(%d): %q has no tag", name, n, k)
+		}
+	})
 }
 
 // Keys without an owner go where the wrapped strategy puts the whole key.

@@ -76,14 +76,7 @@ func TestRingMovement(t *testing.T) {
 			require.NoError(t, err)
 			before := placement(r, keys)
 			require.NoError(t, r.Resize(n+1))
-			grown := placement(r, keys)
-			moved := 0
-			for i := range keys {
-				if before[i] != grown[i] {
-					moved++
-					require.Equalf(t, n, grown[i], "%s: %d -> %d moved %q to shard %d", c.name, n, n+1, keys[i], grown[i])
-				}
-			}
+			moved := countMoves(t, c.name, n, keys, before, placement(r, keys), true)
 			share := arcShare(r.table.Load(), n)
 			// Binomial noise of the keys around the exact share; six standard deviations.
 			mean := share * float64(len(keys))
