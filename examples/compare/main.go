@@ -27,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/shardkit/shard"
@@ -129,7 +128,7 @@ func run(w io.Writer, c config) error {
 			return fmt.Errorf("%s with %d shards: %w", st.Name, n, err)
 		}
 		r.fits, r.bytes = true, size
-		r.allocs = allocsPerLocate(s, pool)
+		r.allocs = measure.AllocsPerLocate(s, pool)
 		before := measure.Placement(s, keys)
 		r.loads = measure.Loads(before, n)
 		r.bal = measure.BalanceOf(r.loads)
@@ -236,16 +235,6 @@ func movedPct(st catalog.Strategy, from, to int, opts catalog.Options, keys []st
 		return math.NaN()
 	}
 	return measure.MovedPct(before, measure.Placement(s, keys))
-}
-
-// allocsPerLocate is the average number of allocations of one Locate over the keys.
-func allocsPerLocate(s shard.Sharder, keys []string) float64 {
-	keys = keys[:min(len(keys), 1000)]
-	i := 0
-	return testing.AllocsPerRun(len(keys), func() {
-		measure.Sink += s.Locate(keys[i%len(keys)])
-		i++
-	})
 }
 
 func pct(v float64) string {
