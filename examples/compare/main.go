@@ -120,7 +120,7 @@ func run(w io.Writer, c config) error {
 		prog.say(fmt.Sprintf("placing %d keys: %s (%d of %d)", len(keys), st.Name, i+1, len(strategies)))
 		r := &row{name: st.Name, grow: math.NaN(), dbl: math.NaN()}
 		rows[i] = r
-		if !st.Fits(n) {
+		if !st.Fits(n, opts) {
 			continue
 		}
 		s, size, err := measure.HeapBytes(func() (shard.Sharder, error) { return st.New(n, opts) })
@@ -224,7 +224,7 @@ func loadKeys(c config) ([]string, string, error) {
 // keys that changed shard; NaN if the strategy cannot have to shards. before is the
 // placement with from shards.
 func movedPct(st catalog.Strategy, from, to int, opts catalog.Options, keys []string, before []int32) float64 {
-	if !st.Fits(to) {
+	if !st.Fits(to, opts) {
 		return math.NaN()
 	}
 	s, err := st.New(from, opts)
