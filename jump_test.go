@@ -70,7 +70,7 @@ func naiveJumps(key uint64, max int) []int {
 
 func TestJumpHashNaive(t *testing.T) {
 	keys := 3000
-	if testing.Short() {
+	if quick() {
 		keys = 300
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -135,7 +135,7 @@ func TestJumpHashPaperDistribution(t *testing.T) {
 		return b
 	}
 	keys := 100000
-	if testing.Short() {
+	if quick() {
 		keys = 20000
 	}
 	for _, n := range []int{10, 100} {

@@ -144,7 +144,7 @@ func checkSplit(t *testing.T, table []int, n int) {
 
 func TestContiguousSplit(t *testing.T) {
 	maxP := 300
-	if testing.Short() {
+	if quick() {
 		maxP = 80
 	}
 	for np := 1; np <= maxP; np++ {
