@@ -232,6 +232,10 @@ func checkContract(t *testing.T, c contract) {
 						fail(fmt.Errorf("Locate(%q) = %d during resizes", k, got))
 					}
 					lookups[g].Add(1)
+					// Yield, so that the resizer and the other readers run promptly: on two
+					// cores, four readers that never yield starve the resizer for a
+					// scheduler time slice at each of its waits.
+					runtime.Gosched()
 				}
 			})
 		}
