@@ -39,7 +39,7 @@ func BenchmarkLocate(b *testing.B) {
 	keys := measure.Keys(1, poolSize, keyLen)
 	for _, st := range catalog.All() {
 		for _, n := range benchShards {
-			if !st.Fits(n) {
+			if !st.Fits(n, catalog.Options{}) {
 				continue // first-byte SHA-1 stops at 10 shards
 			}
 			s, err := st.New(n, catalog.Options{})
@@ -64,7 +64,7 @@ func BenchmarkLocateParallel(b *testing.B) {
 	keys := measure.Keys(1, poolSize, keyLen)
 	for _, st := range catalog.All() {
 		for _, n := range benchShards {
-			if !st.Fits(n) {
+			if !st.Fits(n, catalog.Options{}) {
 				continue
 			}
 			s, err := st.New(n, catalog.Options{})
@@ -120,7 +120,7 @@ func BenchmarkMovement(b *testing.B) {
 	resizes := []struct{ from, to int }{{10, 11}, {11, 10}, {10, 20}}
 	for _, st := range catalog.All() {
 		for _, rs := range resizes {
-			if !st.Fits(rs.from) || !st.Fits(rs.to) {
+			if !st.Fits(rs.from, catalog.Options{}) || !st.Fits(rs.to, catalog.Options{}) {
 				continue
 			}
 			b.Run(fmt.Sprintf("strategy=%s/resize=%dto%d", st.Name, rs.from, rs.to), func(b *testing.B) {

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +42,11 @@ func checkRegress(t *testing.T, name string, got string) {
 	require.Equal(t, string(want), got,
 		"placement changed: if on purpose, rerun with -update and say so in the commit message")
 }
+
+// quick reports whether a test should run its smaller case: with -short, and under the race
+// detector, whose 5-20x slowdown buys nothing in single-goroutine arithmetic. Plain go test
+// runs the full cases.
+func quick() bool { return testing.Short() || raceEnabled }
 
 // randomKeys returns count random keys of length n, seeded so every run sees the same ones.
 func randomKeys(seed uint64, count, n int) []string {
@@ -90,7 +98,11 @@ type contract struct {
 
 func checkContract(t *testing.T, c contract) {
 	t.Helper()
-	keys := append(randomKeys(1, 20000, 16), adversarialKeys()...)
+	nkeys := 20000
+	if quick() { // every check below is per key or scales its bound with the key count
+		nkeys = 5000
+	}
+	keys := append(randomKeys(1, nkeys, 16), adversarialKeys()...)
 
 	t.Run("range and determinism", func(t *testing.T) {
 		for _, n := range c.sizes {
@@ -99,11 +111,14 @@ func checkContract(t *testing.T, c contract) {
 			b, err := c.newSharder(n)
 			require.NoError(t, err)
 			require.Equal(t, n, a.Shards())
-			for _, k := range keys {
+			for _, k := range keys { // not require: its arguments cost more than Locate
 				got := a.Locate(k)
-				require.Truef(t, got >= 0 && got < n, "%s(%d).Locate(%q) = %d, want in [0, %d)", c.name, n, k, got, n)
-				require.Equalf(t, got, a.Locate(k), "%s(%d).Locate(%q) not deterministic", c.name, n, k)
-				require.Equalf(t, got, b.Locate(k), "%s(%d).Locate(%q) differs between two instances", c.name, n, k)
+				if got < 0 || got >= n {
+					t.Fatalf("%s(%d).Locate(%.40q) = %d, want in [0, %d)", c.name, n, k, got, n)
+				}
+				if again, other := a.Locate(k), b.Locate(k); again != got || other != got {
+					t.Fatalf("%s(%d).Locate(%.40q) = %d, then %d, and %d on a second instance", c.name, n, k, got, again, other)
+				}
 			}
 		}
 	})
@@ -163,15 +178,7 @@ func checkContract(t *testing.T, c contract) {
 			before := placement(s, keys)
 			require.NoError(t, s.Resize(n+1))
 			grown := placement(s, keys)
-			moved := 0
-			for i := range keys {
-				if before[i] != grown[i] {
-					moved++
-					if c.minimalGrow || c.growOnlyToNew {
-						require.Equalf(t, n, grown[i], "%s: %d -> %d moved %q to shard %d, not to the new shard", c.name, n, n+1, keys[i], grown[i])
-					}
-				}
-			}
+			moved := countMoves(t, c.name, n, keys, before, grown, c.minimalGrow || c.growOnlyToNew)
 			if c.minimalGrow {
 				// Moves are binomial(len(keys), 1/(n+1)); allow six standard deviations.
 				p := 1 / float64(n+1)
@@ -196,36 +203,138 @@ func checkContract(t *testing.T, c contract) {
 		for _, n := range c.sizes {
 			largest = max(largest, n)
 		}
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		errs := make(chan error, 4)
-		for g := range 4 {
+		const readers = 4
+		var (
+			stop    atomic.Bool
+			wg      sync.WaitGroup
+			started sync.WaitGroup // every reader has looked up once
+			lookups [readers]atomic.Int64
+			mu      sync.Mutex
+			errs    []error
+		)
+		fail := func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+		}
+		started.Add(readers)
+		for g := range readers {
 			wg.Go(func() {
 				for i := 0; !stop.Load(); i++ {
 					k := keys[(i*7+g)%len(keys)]
+					got := s.Locate(k)
+					if i == 0 {
+						started.Done()
+					}
 					// The count changes under the lookup, so check against the largest
 					// count this test ever sets.
-					if got := s.Locate(k); got < 0 || got >= largest {
-						errs <- fmt.Errorf("Locate(%q) = %d during resizes", k, got)
-						return
+					if got < 0 || got >= largest {
+						fail(fmt.Errorf("Locate(%q) = %d during resizes", k, got))
 					}
+					lookups[g].Add(1)
+					// Yield, so that the resizer and the other readers run promptly: on two
+					// cores, four readers that never yield starve the resizer for a
+					// scheduler time slice at each of its waits.
+					runtime.Gosched()
 				}
 			})
 		}
-		for i := range 200 {
-			n := c.sizes[i%len(c.sizes)]
-			if err := s.Resize(n); err != nil {
-				errs <- err
+		// The readers run before, during and after the resizes: the race detector then sees
+		// lookups that nothing orders with Resize's writes, however the scheduler runs them.
+		started.Wait()
+		resizes := 200
+		if raceEnabled { // that needs a few interleavings, not many
+			resizes = 40
+		}
+		for i := range resizes {
+			if err := s.Resize(c.sizes[i%len(c.sizes)]); err != nil {
+				fail(err)
 				break
+			}
+		}
+		for g := range lookups {
+			for n := lookups[g].Load(); lookups[g].Load() == n; {
+				runtime.Gosched()
 			}
 		}
 		stop.Store(true)
 		wg.Wait()
-		close(errs)
-		for err := range errs {
+		for _, err := range errs {
 			t.Error(err)
 		}
 	})
+}
+
+// assertUniform checks counts against an even spread with a chi-square statistic: for k
+// buckets it has mean k-1 and variance 2(k-1), and five standard deviations above the mean
+// is a failure that a fair spread shows with probability below 1e-4.
+func assertUniform(t *testing.T, counts []int, what string) float64 {
+	t.Helper()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	mean := float64(total) / float64(len(counts))
+	chi2 := 0.0
+	for _, c := range counts {
+		d := float64(c) - mean
+		chi2 += d * d / mean
+	}
+	df := float64(len(counts) - 1)
+	assert.LessOrEqualf(t, chi2, df+5*math.Sqrt(2*df), "%s: chi-square %.1f with %v degrees of freedom", what, chi2, df)
+	return chi2
+}
+
+// readVectors returns the lines of a vector file in testdata that are neither blank nor
+// comments (a '#' first), each split into its whitespace-separated fields.
+func readVectors(t *testing.T, path string) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rows [][]string
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(line, "#") {
+			rows = append(rows, f)
+		}
+	}
+	require.NotEmptyf(t, rows, "%s holds no vectors", path)
+	return rows
+}
+
+// hexKey decodes a key that a vector file writes in hex, "-" standing for the empty key.
+func hexKey(t *testing.T, field string) string {
+	t.Helper()
+	if field == "-" {
+		return ""
+	}
+	b, err := hex.DecodeString(field)
+	require.NoErrorf(t, err, "key %q is not hex", field)
+	return string(b)
+}
+
+// atoi parses a decimal field of a vector file.
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	v, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return v
+}
+
+// countMoves returns how many keys changed shard between before and grown, their shards
+// with n and with n+1 shards. With toNewOnly it fails the test unless every one of them
+// moved to the new shard n.
+func countMoves(t *testing.T, name string, n int, keys []string, before, grown []int, toNewOnly bool) int {
+	t.Helper()
+	moved := 0
+	for i := range keys {
+		if before[i] != grown[i] {
+			moved++
+			if toNewOnly && grown[i] != n {
+				t.Fatalf("%s: %d -> %d moved %q to shard %d, not to the new shard", name, n, n+1, keys[i], grown[i])
+			}
+		}
+	}
+	return moved
 }
 
 func placement(s Sharder, keys []string) []int {

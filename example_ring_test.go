@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/shardkit/shard"
 )
@@ -19,6 +20,33 @@ func ExampleNewJedisRing() {
 	// user:1000 2
 	// user:1001 0
 	// cart:42 2
+}
+
+func ExampleNewRing() {
+	// 64 points per shard, each named after the server the shard stands for ("db-a#0", ...,
+	// "db-c#63"); Hash is nil, so XXH64 places the points and the keys.
+	servers := []string{"db-a", "db-b", "db-c"}
+	r, err := shard.NewRing(len(servers), shard.RingOptions{
+		Vnodes: 64,
+		Name: func(i, vnode int) string {
+			return servers[i] + "#" + strconv.Itoa(vnode)
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(r.Shards(), r.Points())
+	for _, key := range []string{"user:1000", "user:1001", "cart:42"} {
+		fmt.Println(key, servers[r.Locate(key)])
+	}
+	_, err = shard.NewRing(3, shard.RingOptions{Vnodes: -1})
+	fmt.Println(err)
+	// Output:
+	// 3 192
+	// user:1000 db-a
+	// user:1001 db-c
+	// cart:42 db-b
+	// shard: ring: -1 vnodes: allowed range is [1, 4194304]: vnode count out of range
 }
 
 func ExampleNewMurmurRing() {

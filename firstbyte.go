@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -29,9 +28,10 @@ import (
 //   - A resize moves many keys, and not only to the new shard: growing by one moves 50% of
 //     the keys from 1, 3 or 7 shards, 60% from 4 and 90% from 9.
 //
-// Locate is safe for concurrent use, also with Resize.
+// Make one with NewFirstByteSHA1; the zero FirstByteSHA1 is not usable. All methods are safe
+// for concurrent use: Resize only swaps a pointer to one of ten tables made at init, so it
+// needs no lock, and a lookup sees the table before or after it.
 type FirstByteSHA1 struct {
-	mu    sync.Mutex // serializes Resize
 	table atomic.Pointer[firstByteTable]
 }
 
@@ -90,8 +90,6 @@ func (f *FirstByteSHA1) Resize(n int) error {
 	if err := checkCount("first-byte SHA-1", n, maxFirstByte); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.table.Store(&firstByteTables[n])
 	return nil
 }

@@ -1,11 +1,7 @@
 package shard
 
 import (
-	"bufio"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -26,34 +22,23 @@ func TestFirstByteSHA1Contract(t *testing.T) {
 // The vectors come from testdata/gen/FirstByteSHA1Gen.java, document 000's Java rule run on
 // the raw key bytes with MessageDigest SHA-1; they cover every value of the first byte.
 func TestFirstByteSHA1Golden(t *testing.T) {
-	f, err := os.Open("testdata/firstbyte_sha1.txt")
-	require.NoError(t, err)
-	defer f.Close()
 	sharders := make([]*FirstByteSHA1, maxFirstByte+1)
 	for n := 1; n <= maxFirstByte; n++ {
+		var err error
 		sharders[n], err = NewFirstByteSHA1(n)
 		require.NoError(t, err)
 	}
 	var firstBytes [256]bool
-	lines := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		require.Len(t, fields, 1+maxFirstByte, "line %q", sc.Text())
-		raw, err := hex.DecodeString(strings.TrimPrefix(fields[0], "x"))
-		require.NoError(t, err)
-		key := string(raw)
+	rows := readVectors(t, "testdata/firstbyte_sha1.txt")
+	for _, fields := range rows {
+		require.Len(t, fields, 1+maxFirstByte, "line %q", fields)
+		key := hexKey(t, strings.TrimPrefix(fields[0], "x")) // "x" alone is the empty key
 		firstBytes[keyhash.SHA1FirstByte(key)] = true
 		for n := 1; n <= maxFirstByte; n++ {
-			want, err := strconv.Atoi(fields[n])
-			require.NoError(t, err)
-			require.Equalf(t, want, sharders[n].Locate(key), "FirstByteSHA1(%d).Locate(%q)", n, key)
+			require.Equalf(t, atoi(t, fields[n]), sharders[n].Locate(key), "FirstByteSHA1(%d).Locate(%q)", n, key)
 		}
-		lines++
 	}
-	require.NoError(t, sc.Err())
-	require.Greater(t, lines, 300)
+	require.Greater(t, len(rows), 300)
 	for b, seen := range firstBytes {
 		require.Truef(t, seen, "no vector has first digest byte %#x", b)
 	}

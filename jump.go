@@ -3,7 +3,6 @@ package shard
 import (
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -59,10 +58,11 @@ func jumpHash(state uint64, n int) int {
 // shrinking moves only the removed shard's keys. Shards can only be added or removed at the
 // end; a failed server is replaced under the same number.
 //
-// Locate is safe for concurrent use, also with Resize.
+// Make one with NewJump; the zero Jump is not usable. All methods are safe for concurrent
+// use: the count is one atomic word, so Resize needs no lock and a lookup sees the count
+// before or after it.
 type Jump struct {
-	mu sync.Mutex // serializes Resize
-	n  atomic.Int64
+	n atomic.Int64
 }
 
 // NewJump returns a Jump sharder over n shards, n in [1, 2^31-1].
@@ -85,8 +85,6 @@ func (j *Jump) Resize(n int) error {
 	if err := checkCount("jump", n, maxJump); err != nil {
 		return err
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.n.Store(int64(n))
 	return nil
 }

@@ -1,11 +1,10 @@
 package shard
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,21 +27,15 @@ func TestJumpContract(t *testing.T) {
 // The vectors come from testdata/gen/JumpGuavaGen.java, which calls Guava 31.1's
 // Hashing.consistentHash(long, int).
 func TestJumpHashGuava(t *testing.T) {
-	f, err := os.Open("testdata/jump_guava.txt")
-	require.NoError(t, err)
-	defer f.Close()
-	lines := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var key uint64
-		var n, want int
-		_, err := fmt.Sscanf(sc.Text(), "%x %d %d", &key, &n, &want)
-		require.NoError(t, err, "line %q", sc.Text())
+	rows := readVectors(t, "testdata/jump_guava.txt")
+	for _, f := range rows {
+		require.Len(t, f, 3, "line %q", f)
+		key, err := strconv.ParseUint(f[0], 16, 64)
+		require.NoError(t, err, "line %q", f)
+		n, want := atoi(t, f[1]), atoi(t, f[2])
 		require.Equalf(t, want, JumpHash(key, n), "JumpHash(%#x, %d)", key, n)
-		lines++
 	}
-	require.NoError(t, sc.Err())
-	require.Greater(t, lines, 5000)
+	require.Greater(t, len(rows), 5000)
 }
 
 // javaLCG is Guava's LinearCongruentialGenerator, written again in Java's signed arithmetic
@@ -77,7 +70,7 @@ func naiveJumps(key uint64, max int) []int {
 
 func TestJumpHashNaive(t *testing.T) {
 	keys := 3000
-	if testing.Short() {
+	if quick() {
 		keys = 300
 	}
 	r := rand.New(rand.NewPCG(5, 6))
@@ -142,7 +135,7 @@ func TestJumpHashPaperDistribution(t *testing.T) {
 		return b
 	}
 	keys := 100000
-	if testing.Short() {
+	if quick() {
 		keys = 20000
 	}
 	for _, n := range []int{10, 100} {
@@ -169,26 +162,6 @@ func TestJumpHashPaperDistribution(t *testing.T) {
 		assert.InDelta(t, mean, fastMoved, 5*sd, "JumpHash %d -> %d", n, n+1)
 		assert.InDelta(t, mean, slowMoved, 5*sd, "per-bucket naive %d -> %d", n, n+1)
 	}
-}
-
-// assertUniform checks counts against an even spread with a chi-square statistic: for k
-// buckets it has mean k-1 and variance 2(k-1), and five standard deviations above the mean
-// is a failure that a fair spread shows with probability below 1e-4.
-func assertUniform(t *testing.T, counts []int, what string) float64 {
-	t.Helper()
-	total := 0
-	for _, c := range counts {
-		total += c
-	}
-	mean := float64(total) / float64(len(counts))
-	chi2 := 0.0
-	for _, c := range counts {
-		d := float64(c) - mean
-		chi2 += d * d / mean
-	}
-	df := float64(len(counts) - 1)
-	assert.LessOrEqualf(t, chi2, df+5*math.Sqrt(2*df), "%s: chi-square %.1f with %v degrees of freedom", what, chi2, df)
-	return chi2
 }
 
 func TestJumpHashPanics(t *testing.T) {

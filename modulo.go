@@ -2,7 +2,6 @@ package shard
 
 import (
 	"math"
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -15,10 +14,11 @@ import (
 // move. The one exception is growing by an integer factor: from n to k*n shards a key on
 // shard s either stays or moves to s + j*n, and shrinking by a factor is the reverse.
 //
-// Locate and LocateID are safe for concurrent use, also with Resize.
+// Make one with NewModulo; the zero Modulo is not usable. All methods are safe for
+// concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees
+// the count before or after it.
 type Modulo struct {
-	mu sync.Mutex // serializes Resize
-	n  atomic.Uint64
+	n atomic.Uint64
 }
 
 // maxModulo bounds the shard count so that every result fits an int on 32-bit platforms.
@@ -50,8 +50,6 @@ func (m *Modulo) Resize(n int) error {
 	if err := checkCount("modulo", n, maxModulo); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.n.Store(uint64(n))
 	return nil
 }

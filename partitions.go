@@ -26,8 +26,8 @@ import (
 //
 // All methods are safe for concurrent use. Resize, Move and UnmarshalText are serialized
 // with each other; the other methods take no lock and read one immutable table, the old one
-// or the new one, never a mix. The zero Partitions holds no table; its only use is as the target of UnmarshalText,
-// and Locate and Partition panic on it.
+// or the new one, never a mix. The zero Partitions holds no table: its only use is as the
+// target of UnmarshalText, and Locate, Partition and Owner panic on it.
 type Partitions struct {
 	mu    sync.Mutex // serializes Resize, Move and UnmarshalText
 	table atomic.Pointer[partitionTable]

@@ -81,27 +81,18 @@ func ranges(table []int) [][3]int {
 	return out
 }
 
-// readColumns reads the whitespace-separated integer rows of a testdata file, skipping
-// comments.
+// readColumns reads the integer rows of a vector file in testdata, cols fields each.
 func readColumns(t *testing.T, name string, cols int) [][]int {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	require.NoError(t, err)
 	var rows [][]int
-	for line := range strings.Lines(string(data)) {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		require.Len(t, f, cols, "%s: %q", name, line)
+	for _, f := range readVectors(t, filepath.Join("testdata", name)) {
+		require.Len(t, f, cols, "%s: %q", name, f)
 		row := make([]int, cols)
 		for i := range f {
-			row[i], err = strconv.Atoi(f[i])
-			require.NoError(t, err)
+			row[i] = atoi(t, f[i])
 		}
 		rows = append(rows, row)
 	}
-	require.NotEmpty(t, rows)
 	return rows
 }
 
@@ -153,7 +144,7 @@ func checkSplit(t *testing.T, table []int, n int) {
 
 func TestContiguousSplit(t *testing.T) {
 	maxP := 300
-	if testing.Short() {
+	if quick() {
 		maxP = 80
 	}
 	for np := 1; np <= maxP; np++ {
@@ -602,38 +593,13 @@ func redisSlotKeys(short bool) []string {
 
 // The CLUSTER KEYSLOT answers of a real Redis 7.0 server (TestRedisSlotLive -redis-golden).
 func TestRedisSlotGolden(t *testing.T) {
-	rows := readKeySlots(t)
+	rows := readVectors(t, "testdata/redis/keyslot.txt")
 	require.Len(t, rows, len(redisSlotKeys(true)))
-	for _, r := range rows {
-		require.Equalf(t, r.slot, RedisSlot(r.key), "RedisSlot(%q)", r.key)
+	for _, f := range rows {
+		require.Len(t, f, 2, "line %q", f)
+		key := hexKey(t, f[0])
+		require.Equalf(t, atoi(t, f[1]), RedisSlot(key), "RedisSlot(%q)", key)
 	}
-}
-
-type keySlot struct {
-	key  string
-	slot int
-}
-
-func readKeySlots(t *testing.T) []keySlot {
-	data, err := os.ReadFile("testdata/redis/keyslot.txt")
-	require.NoError(t, err)
-	var rows []keySlot
-	for line := range strings.Lines(string(data)) {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		h, s, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		require.True(t, ok, line)
-		if h == "-" {
-			h = ""
-		}
-		key, err := hex.DecodeString(h)
-		require.NoError(t, err)
-		slot, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		rows = append(rows, keySlot{string(key), slot})
-	}
-	return rows
 }
 
 // TestRedisSlotLive asks a real redis-server in cluster mode for CLUSTER KEYSLOT. It skips

@@ -1,11 +1,9 @@
 package shard
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,25 +48,17 @@ var resizes = []int{4, 5, 8, 1, 2, 3, 7, 10, 16, 6, 4}
 // TestIDAllocatorGolden compares the allocator with PostgreSQL identity columns set up as
 // document 001 sets up SQL Server's IDENTITY(k, n): see testdata/prefixid/identity.sh.
 func TestIDAllocatorGolden(t *testing.T) {
-	f, err := os.Open("testdata/prefixid/identity.txt")
-	require.NoError(t, err)
-	defer f.Close()
-	lines := 0
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		lines++
-		head, ids, ok := strings.Cut(line, ":")
-		require.True(t, ok, line)
-		var k, n int
-		var last uint64
-		_, err := fmt.Sscan(head, &k, &n, &last)
+	rows := readVectors(t, "testdata/prefixid/identity.txt")
+	for _, f := range rows {
+		// "k n last: id id ...": the IDs that follow last in partition k of n.
+		line := strings.Join(f, " ")
+		require.Truef(t, len(f) >= 4 && strings.HasSuffix(f[2], ":"), "line %q", line)
+		k, n := atoi(t, f[0]), atoi(t, f[1])
+		last, err := strconv.ParseUint(strings.TrimSuffix(f[2], ":"), 10, 64)
 		require.NoError(t, err, line)
 		a, err := ResumeIDAllocator(k, n, last)
 		require.NoError(t, err, line)
-		for _, want := range strings.Fields(ids) {
+		for _, want := range f[3:] {
 			got, err := a.Next()
 			if want == "END" {
 				require.ErrorIsf(t, err, ErrIDSpace, "%s: Next after %d", line, a.Last())
@@ -80,7 +70,7 @@ func TestIDAllocatorGolden(t *testing.T) {
 			last = got
 		}
 	}
-	require.Greater(t, lines, 10)
+	require.Greater(t, len(rows), 10)
 }
 
 func TestIDAllocatorPartition(t *testing.T) {
@@ -367,28 +357,37 @@ func TestByPrefixColocation(t *testing.T) {
 		}
 		users = append(users, user{uid, keys})
 	}
+	walkResizes(t, func(s Sharder) Sharder { return ByPrefix(s) }, func(t *testing.T, name string, inner, p Sharder, n int) {
+		used := map[int]bool{}
+		for _, u := range users {
+			home := inner.Locate(u.id)
+			used[home] = true
+			for _, k := range u.keys {
+				require.Equalf(t, home, p.Locate(k), "%s(%d): %q is not with its user %q", name, n, k, u.id)
+			}
+		}
+		// Co-location must not come from putting everyone on one shard.
+		require.Lenf(t, used, n, "%s(%d): 300 users on %d shards", name, n, len(used))
+	})
+}
+
+// walkResizes wraps every colocated strategy with wrap, resizes the wrapper through resizes
+// (skipping counts the strategy cannot take), and calls check after each resize with the
+// strategy, the wrapper and the new count.
+func walkResizes(t *testing.T, wrap func(Sharder) Sharder, check func(t *testing.T, name string, inner, outer Sharder, n int)) {
 	for _, s := range colocated {
 		t.Run(s.name, func(t *testing.T) {
 			inner, err := s.newSharder(resizes[0])
 			require.NoError(t, err)
-			p := ByPrefix(inner)
+			outer := wrap(inner)
 			for _, n := range resizes {
 				if s.maxShards > 0 && n > s.maxShards {
 					continue
 				}
-				require.NoError(t, p.Resize(n))
+				require.NoError(t, outer.Resize(n))
 				require.Equal(t, n, inner.Shards())
-				require.Equal(t, n, p.Shards())
-				used := map[int]bool{}
-				for _, u := range users {
-					home := inner.Locate(u.id)
-					used[home] = true
-					for _, k := range u.keys {
-						require.Equalf(t, home, p.Locate(k), "%s(%d): %q is not with its user %q", s.name, n, k, u.id)
-					}
-				}
-				// Co-location must not come from putting everyone on one shard.
-				require.Lenf(t, used, n, "%s(%d): 300 users on %d shards", s.name, n, len(used))
+				require.Equal(t, n, outer.Shards())
+				check(t, s.name, inner, outer, n)
 			}
 		})
 	}
@@ -396,30 +395,18 @@ func TestByPrefixColocation(t *testing.T) {
 
 // Keys that share a hash tag share a shard; keys without a tag route whole.
 func TestByHashTagColocation(t *testing.T) {
-	for _, s := range colocated {
-		t.Run(s.name, func(t *testing.T) {
-			inner, err := s.newSharder(resizes[0])
-			require.NoError(t, err)
-			h := ByHashTag(inner)
-			for _, n := range resizes {
-				if s.maxShards > 0 && n > s.maxShards {
-					continue
-				}
-				require.NoError(t, h.Resize(n))
-				require.Equal(t, n, h.Shards())
-				for u := range 200 {
-					tag := "user" + strconv.Itoa(u)
-					home := inner.Locate(tag)
-					for _, k := range []string{"{" + tag + "}", "{" + tag + "}.following", "{" + tag + "}.followers", "x{" + tag + "}y{z}"} {
-						require.Equalf(t, home, h.Locate(k), "%s(%d): %q", s.name, n, k)
-					}
-				}
-				for _, k := range []string{"plain", "", "foo{}{bar}", "{", "}{", "user1000.following"} {
-					require.Equalf(t, inner.Locate(k), h.Locate(k), "%s(%d): %q has no tag", s.name, n, k)
-				}
+	walkResizes(t, func(s Sharder) Sharder { return ByHashTag(s) }, func(t *testing.T, name string, inner, h Sharder, n int) {
+		for u := range 200 {
+			tag := "user" + strconv.Itoa(u)
+			home := inner.Locate(tag)
+			for _, k := range []string{"{" + tag + "}", "{" + tag + "}.following", "{" + tag + "}.followers", "x{" + tag + "}y{z}"} {
+				require.Equalf(t, home, h.Locate(k), "%s(%d): %q", name, n, k)
 			}
-		})
-	}
+		}
+		for _, k := range []string{"plain", "", "foo{}{bar}", "{", "}{", "user1000.following"} {
+			require.Equalf(t, inner.Locate(k), h.Locate(k), "%s(%d): %q has no tag", name, n, k)
+		}
+	})
 }
 
 // Keys without an owner go where the wrapped strategy puts the whole key.

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -32,9 +31,11 @@ import (
 // at most 65536 shards, the most whose number fits in the low 17 bits; above a few thousand,
 // Jump or a ring places keys faster.
 //
-// Locate is safe for concurrent use, also with Resize.
+// Make one with NewRendezvous; the zero Rendezvous is not usable. All methods are safe for
+// concurrent use: Resize builds the multipliers of the new count, which depend on nothing
+// but the count, and swaps them in, so it needs no lock and a lookup sees the old or the
+// new ones.
 type Rendezvous struct {
-	mu    sync.Mutex               // serializes Resize
 	mults atomic.Pointer[[]uint64] // m_0 .. m_{n-1}; never modified once published
 }
 
@@ -109,8 +110,6 @@ func (r *Rendezvous) Resize(n int) error {
 		return err
 	}
 	m := rendezvousMultipliers(n)
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.mults.Store(&m)
 	return nil
 }

@@ -99,7 +99,7 @@ func bruteRendezvous(key string, n int) int {
 func TestRendezvousAgainstBruteForce(t *testing.T) {
 	nkeys := 100000
 	sizes := []int{3, 10, 100}
-	if testing.Short() {
+	if quick() {
 		nkeys, sizes = 30000, []int{3, 10}
 	}
 	keys := randomKeys(12, nkeys, 12)
@@ -146,7 +146,7 @@ func TestRendezvousAgainstBruteForce(t *testing.T) {
 // over 1e5 keys for counts up to 64 and a few large ones.
 func TestRendezvousBalance(t *testing.T) {
 	nkeys := 100000
-	if testing.Short() {
+	if quick() {
 		nkeys = 20000
 	}
 	keys := randomKeys(13, nkeys, 16)

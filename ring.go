@@ -55,15 +55,15 @@ type Ring struct {
 // "<shard>-<vnode>" and placed by XXH64.
 type RingOptions struct {
 	// Hash returns the position of a key, and of a point from its name; positions are
-	// ordered as unsigned 64-bit integers. It must be deterministic and should not allocate
-	// (Locate calls it). Nil means XXH64 (seed 0).
+	// ordered as unsigned 64-bit integers. It must be deterministic and safe for concurrent
+	// use, and should not allocate: every Locate calls it. Nil means XXH64 (seed 0).
 	Hash func(key string) uint64
 	// Vnodes is the number of points per shard, in [1, 4194304]. Zero means 160, as Jedis.
 	Vnodes int
 	// Name returns the name of point vnode (in [0, Vnodes)) of shard; the point's position is
-	// Hash(Name(shard, vnode)). Distinct (shard, vnode) pairs should get distinct names.
-	// Nil means strconv.Itoa(shard) + "-" + strconv.Itoa(vnode), which is unambiguous since
-	// neither number contains '-'.
+	// Hash(Name(shard, vnode)). Distinct (shard, vnode) pairs should get distinct names. Only
+	// the constructor and Resize call it, one call at a time. Nil means strconv.Itoa(shard) +
+	// "-" + strconv.Itoa(vnode), which is unambiguous since neither number contains '-'.
 	Name func(shard, vnode int) string
 }
 

@@ -1,12 +1,9 @@
 package shard
 
 import (
-	"bufio"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -79,14 +76,7 @@ func TestRingMovement(t *testing.T) {
 			require.NoError(t, err)
 			before := placement(r, keys)
 			require.NoError(t, r.Resize(n+1))
-			grown := placement(r, keys)
-			moved := 0
-			for i := range keys {
-				if before[i] != grown[i] {
-					moved++
-					require.Equalf(t, n, grown[i], "%s: %d -> %d moved %q to shard %d", c.name, n, n+1, keys[i], grown[i])
-				}
-			}
+			moved := countMoves(t, c.name, n, keys, before, placement(r, keys), true)
 			share := arcShare(r.table.Load(), n)
 			// Binomial noise of the keys around the exact share; six standard deviations.
 			mean := share * float64(len(keys))
@@ -118,43 +108,20 @@ func arcShare(t *ringTable, s int) float64 {
 	return total / math.Exp2(64)
 }
 
-// readGolden returns the header fields named by word and the data lines of a golden file,
-// each split into fields with the hex key decoded.
+// readGolden returns the fields after word on a golden file's header line, and its other
+// lines, each a decoded key and the fields that follow it.
 func readGolden(t *testing.T, name, word string) (header []string, keys []string, rows [][]string) {
 	t.Helper()
-	f, err := os.Open(name)
-	require.NoError(t, err)
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
+	for _, f := range readVectors(t, name) {
+		if f[0] == word {
+			header = f[1:]
 			continue
 		}
-		fields := strings.Fields(line)
-		if fields[0] == word {
-			header = fields[1:]
-			continue
-		}
-		key := ""
-		if fields[0] != "-" {
-			b, err := hex.DecodeString(fields[0])
-			require.NoError(t, err)
-			key = string(b)
-		}
-		keys = append(keys, key)
-		rows = append(rows, fields[1:])
+		keys = append(keys, hexKey(t, f[0]))
+		rows = append(rows, f[1:])
 	}
-	require.NoError(t, sc.Err())
 	require.NotEmpty(t, header)
 	return header, keys, rows
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	v, err := strconv.Atoi(s)
-	require.NoError(t, err)
-	return v
 }
 
 // The vectors come from a Java program that follows Jedis's Sharded rules (testdata header).

@@ -148,7 +148,7 @@ func TestTrieGrowthShape(t *testing.T) {
 func TestTrieGrowMovement(t *testing.T) {
 	keys := randomKeys(11, 20000, 16)
 	top := 33
-	if testing.Short() {
+	if quick() {
 		top = 20
 	}
 	for n := 1; n < top; n++ {
@@ -368,7 +368,7 @@ func TestTrieSplitHistoryShrinks(t *testing.T) {
 func TestTrieCrossCheck(t *testing.T) {
 	keys := append(randomKeys(17, 500, 10), adversarialKeys()...)
 	steps := 400
-	if testing.Short() {
+	if quick() {
 		steps = 150
 	}
 	r := rand.New(rand.NewPCG(18, 19))

@@ -16,7 +16,6 @@ import (
 	"math"
 	"os"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/shardkit/shard/internal/measure"
@@ -65,7 +64,7 @@ func run(w io.Writer, nkeys, n, keylen, pool, vnodes, rounds int, minDur time.Du
 			continue // e.g. first-byte SHA-1 above 10 shards
 		}
 		r.ok = true
-		r.allocs = allocs(l, timingKeys)
+		r.allocs = measure.AllocsPerLocate(l, timingKeys)
 		before := measure.Placement(l, qualityKeys)
 		r.bal = measure.BalanceOf(measure.Loads(before, n))
 		// Time on a locator of its own, so the resize below cannot touch it.
@@ -147,16 +146,6 @@ func find(rs []*result, name string) *result {
 		}
 	}
 	return nil
-}
-
-// allocs returns the average allocations per lookup over the keys (at most 1000 of them).
-func allocs(l measure.Locator, keys []string) float64 {
-	keys = keys[:min(len(keys), 1000)]
-	i := 0
-	return testing.AllocsPerRun(len(keys), func() {
-		measure.Sink += l.Locate(keys[i%len(keys)])
-		i++
-	})
 }
 
 func pct(v float64) string {

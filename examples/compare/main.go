@@ -27,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/shardkit/shard"
@@ -121,7 +120,7 @@ func run(w io.Writer, c config) error {
 		prog.say(fmt.Sprintf("placing %d keys: %s (%d of %d)", len(keys), st.Name, i+1, len(strategies)))
 		r := &row{name: st.Name, grow: math.NaN(), dbl: math.NaN()}
 		rows[i] = r
-		if !st.Fits(n) {
+		if !st.Fits(n, opts) {
 			continue
 		}
 		s, size, err := measure.HeapBytes(func() (shard.Sharder, error) { return st.New(n, opts) })
@@ -129,7 +128,7 @@ func run(w io.Writer, c config) error {
 			return fmt.Errorf("%s with %d shards: %w", st.Name, n, err)
 		}
 		r.fits, r.bytes = true, size
-		r.allocs = allocsPerLocate(s, pool)
+		r.allocs = measure.AllocsPerLocate(s, pool)
 		before := measure.Placement(s, keys)
 		r.loads = measure.Loads(before, n)
 		r.bal = measure.BalanceOf(r.loads)
@@ -219,7 +218,7 @@ func loadKeys(c config) ([]string, string, error) {
 // keys that changed shard; NaN if the strategy cannot have to shards. before is the
 // placement with from shards.
 func movedPct(st catalog.Strategy, from, to int, opts catalog.Options, keys []string, before []int32) float64 {
-	if !st.Fits(to) {
+	if !st.Fits(to, opts) {
 		return math.NaN()
 	}
 	s, err := st.New(from, opts)
@@ -230,16 +229,6 @@ func movedPct(st catalog.Strategy, from, to int, opts catalog.Options, keys []st
 		return math.NaN()
 	}
 	return measure.MovedPct(before, measure.Placement(s, keys))
-}
-
-// allocsPerLocate is the average number of allocations of one Locate over the keys.
-func allocsPerLocate(s shard.Sharder, keys []string) float64 {
-	keys = keys[:min(len(keys), 1000)]
-	i := 0
-	return testing.AllocsPerRun(len(keys), func() {
-		measure.Sink += s.Locate(keys[i%len(keys)])
-		i++
-	})
 }
 
 func pct(v float64) string {

@@ -40,30 +40,47 @@ func (o Options) partitions() int {
 // Strategy is one placement strategy.
 type Strategy struct {
 	Name string // short and stable, used in benchmark names: "modulo", "jump", ...
-	// MaxShards is the largest shard count the strategy accepts, or 0 when only memory
-	// limits it below the counts measured here.
-	MaxShards int
 	// New builds the strategy with n shards.
 	New func(n int, o Options) (shard.Sharder, error)
+	// max returns the largest shard count New accepts with the options o.
+	max func(o Options) int
 }
 
-// Fits reports whether the strategy accepts n shards.
-func (s Strategy) Fits(n int) bool {
-	return n >= 1 && (s.MaxShards == 0 || n <= s.MaxShards)
+// MaxShards returns the largest shard count the strategy accepts with the options o: a
+// count above it makes New fail with an error wrapping shard.ErrShardCount.
+func (s Strategy) MaxShards(o Options) int { return s.max(o) }
+
+// Fits reports whether the strategy accepts n shards with the options o.
+func (s Strategy) Fits(n int, o Options) bool {
+	return n >= 1 && n <= s.max(o)
 }
+
+// The shard count limits of package shard's constructors, as their docs state them.
+const (
+	maxInt32      = 1<<31 - 1 // Modulo and Jump
+	maxFirstByte  = 10
+	maxRendezvous = 1 << 16
+	maxRingPoints = 1 << 22 // shards * vnodes of every ring
+	jedisVnodes   = 160
+	maxTrie       = 1 << shard.MaxTrieDepth
+	redisSlots    = 16384
+)
+
+// fixed returns a max function for a limit that no option changes.
+func fixed(n int) func(Options) int { return func(Options) int { return n } }
 
 // All returns every strategy, the cheapest first. The slice is new on every call.
 func All() []Strategy {
 	return []Strategy{
-		{Name: "modulo", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
-		{Name: "first-byte-sha1", MaxShards: 10, New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewFirstByteSHA1(n) }},
-		{Name: "jump", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJump(n) }},
-		{Name: "rendezvous", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRendezvous(n) }},
-		{Name: "jedis-ring", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
-		{Name: "murmur-ring", New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},
-		{Name: "trie", New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
-		{Name: "partitions", New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
-		{Name: "redis-cluster", MaxShards: 16384, New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
+		{Name: "modulo", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
+		{Name: "first-byte-sha1", max: fixed(maxFirstByte), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewFirstByteSHA1(n) }},
+		{Name: "jump", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJump(n) }},
+		{Name: "rendezvous", max: fixed(maxRendezvous), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRendezvous(n) }},
+		{Name: "jedis-ring", max: fixed(maxRingPoints / jedisVnodes), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
+		{Name: "murmur-ring", max: func(o Options) int { return maxRingPoints / o.vnodes() }, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},
+		{Name: "trie", max: fixed(maxTrie), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
+		{Name: "partitions", max: Options.partitions, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
+		{Name: "redis-cluster", max: fixed(redisSlots), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
 	}
 }
 

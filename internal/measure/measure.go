@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"testing"
 	"time"
 )
 
@@ -177,6 +178,20 @@ func IdealMovedPct(from, to int) float64 {
 
 // Sink keeps the timing loops' results alive, so the compiler cannot drop the lookups.
 var Sink int
+
+// AllocsPerLocate returns the average number of allocations of one Locate over keys (the
+// first 1000 of them at most), or 0 for no keys.
+func AllocsPerLocate(l Locator, keys []string) float64 {
+	keys = keys[:min(len(keys), 1000)]
+	if len(keys) == 0 {
+		return 0
+	}
+	i := 0
+	return testing.AllocsPerRun(len(keys), func() {
+		Sink += l.Locate(keys[i%len(keys)])
+		i++
+	})
+}
 
 // pass looks up every key once through l and returns the elapsed time.
 func pass(l Locator, keys []string, reps int) time.Duration {

@@ -141,3 +141,20 @@ func TestHeapBytesSmall(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, 896+100*32, n, 256)
 }
+
+func TestAllocsPerLocate(t *testing.T) {
+	keys := Keys(1, 10, 8)
+	assert.Zero(t, AllocsPerLocate(modLocator(3), keys))
+	assert.Zero(t, AllocsPerLocate(modLocator(3), nil))
+	assert.Equal(t, 1.0, AllocsPerLocate(allocLocator{}, keys))
+}
+
+// allocLocator allocates once per lookup.
+type allocLocator struct{}
+
+var allocSink []byte
+
+func (allocLocator) Locate(k string) int {
+	allocSink = make([]byte, len(k)+1)
+	return 0
+}
