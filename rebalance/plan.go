@@ -88,17 +88,12 @@ func Moves(before, after shard.Sharder, keys iter.Seq[string]) iter.Seq[Move] {
 	}
 }
 
-// PartitionMove is one partition that changes shard.
-type PartitionMove struct {
-	Partition, From, To int
-}
-
 // PlanPartitions compares two partition tables (index = partition, value = shard, as
 // Partitions.Table returns them) and returns a Plan counted in partitions, with the
 // partitions that change shard in increasing order. When every partition holds an equal
 // share of the keys (partition = hash mod the number of partitions), Fraction is also the
 // share of keys that move. The tables must have the same length and no negative shard.
-func PlanPartitions(before, after []int) (*Plan, []PartitionMove, error) {
+func PlanPartitions(before, after []int) (*Plan, []shard.PartitionMove, error) {
 	if len(before) != len(after) {
 		return nil, nil, fmt.Errorf("rebalance: partition tables of %d and %d partitions: a resize keeps the number of partitions: %w",
 			len(before), len(after), ErrLayout)
@@ -112,12 +107,12 @@ func PlanPartitions(before, after []int) (*Plan, []PartitionMove, error) {
 		return nil, nil, err
 	}
 	p := newPlan(nb, na)
-	var moves []PartitionMove
+	var moves []shard.PartitionMove
 	for i, from := range before {
 		to := after[i]
 		p.Count[from][to]++
 		if from != to {
-			moves = append(moves, PartitionMove{Partition: i, From: from, To: to})
+			moves = append(moves, shard.PartitionMove{Partition: i, From: from, To: to})
 		}
 	}
 	p.Total = int64(len(before))

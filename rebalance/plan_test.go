@@ -72,7 +72,7 @@ func TestPlanPartitionsAgainstKeys(t *testing.T) {
 	assert.Equal(t, int64(256), plan.Total)
 	assert.Equal(t, int64(len(moves)), plan.Moved())
 
-	moved := map[int]PartitionMove{}
+	moved := map[int]shard.PartitionMove{}
 	for _, m := range moves {
 		assert.Equal(t, before[m.Partition], m.From)
 		assert.Equal(t, after[m.Partition], m.To)
@@ -85,7 +85,7 @@ func TestPlanPartitionsAgainstKeys(t *testing.T) {
 		m, ok := moved[p]
 		require.Equal(t, from != to, ok, "key %q in partition %d", k, p)
 		if ok {
-			require.Equal(t, PartitionMove{p, from, to}, m)
+			require.Equal(t, shard.PartitionMove{Partition: p, From: from, To: to}, m)
 		}
 	}
 	byKeys := PlanKeys(tableSharder(before), tableSharder(after), slices.Values(keys))
