@@ -5,11 +5,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/shardkit/shard/internal/catalog"
-	"github.com/shardkit/shard/internal/measure"
+	"github.com/shardkit/shard/catalog"
+	"github.com/shardkit/shard/measure"
 )
 
-// One harness over every strategy in internal/catalog. Speed:
+// One harness over every strategy in package catalog. Speed:
 //
 //	go test -run '^$' -bench Locate
 //

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shardkit/shard/internal/measure"
+	"github.com/shardkit/shard/measure"
 )
 
 func main() {

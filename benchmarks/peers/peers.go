@@ -14,8 +14,8 @@ import (
 	"github.com/serialx/hashring"
 	stathat "stathat.com/c/consistent"
 
-	"github.com/shardkit/shard/internal/catalog"
-	"github.com/shardkit/shard/internal/measure"
+	"github.com/shardkit/shard/catalog"
+	"github.com/shardkit/shard/measure"
 )
 
 // A contestant is one way to place keys: one of ours or another package's. Every one is

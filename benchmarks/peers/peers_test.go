@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/shardkit/shard/internal/measure"
+	"github.com/shardkit/shard/measure"
 )
 
 var sink int

@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"github.com/shardkit/shard"
-	"github.com/shardkit/shard/internal/catalog"
-	"github.com/shardkit/shard/internal/measure"
+	"github.com/shardkit/shard/catalog"
+	"github.com/shardkit/shard/measure"
 )
 
 type config struct {
