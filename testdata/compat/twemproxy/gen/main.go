@@ -192,6 +192,17 @@ func flushAll(backends []string) error {
 	return nil
 }
 
+// startPool writes c to path, empties every backend and starts nutcracker on path.
+func startPool(p *procs, tmp, path string, c config, backends []string) (*exec.Cmd, error) {
+	if err := os.WriteFile(path, []byte(c.yaml()), 0o644); err != nil {
+		return nil, err
+	}
+	if err := flushAll(backends); err != nil {
+		return nil, err
+	}
+	return startNutcracker(p, tmp, path)
+}
+
 // startNutcracker runs nutcracker on one config file and waits until it listens.
 func startNutcracker(p *procs, tmp, path string) (*exec.Cmd, error) {
 	logPath := filepath.Join(tmp, "nutcracker.log")
@@ -307,14 +318,7 @@ func locate(keys [][]byte, backends []string) ([][]int, error) {
 
 // vector runs one configuration and writes <file>.yml and <file>.txt.
 func vector(p *procs, dir, tmp, system string, keys [][]byte, backends []string, c config) error {
-	path := filepath.Join(dir, c.file+".yml")
-	if err := os.WriteFile(path, []byte(c.yaml()), 0o644); err != nil {
-		return err
-	}
-	if err := flushAll(backends); err != nil {
-		return err
-	}
-	cmd, err := startNutcracker(p, tmp, path)
+	cmd, err := startPool(p, tmp, filepath.Join(dir, c.file+".yml"), c, backends)
 	if err != nil {
 		return err
 	}
@@ -434,14 +438,7 @@ func findTie(keys [][]byte) [2]string {
 // reads it back, and reports how the keys spread and how many GETs find them.
 func randomDistribution(p *procs, tmp string, keys [][]byte, backends []string) error {
 	c := config{file: "random-md5-3", why: "random", dist: "random", hash: "md5", servers: equal(3)}
-	path := filepath.Join(tmp, c.file+".yml")
-	if err := os.WriteFile(path, []byte(c.yaml()), 0o644); err != nil {
-		return err
-	}
-	if err := flushAll(backends); err != nil {
-		return err
-	}
-	cmd, err := startNutcracker(p, tmp, path)
+	cmd, err := startPool(p, tmp, filepath.Join(tmp, c.file+".yml"), c, backends)
 	if err != nil {
 		return err
 	}
