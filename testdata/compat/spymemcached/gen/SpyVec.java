@@ -150,6 +150,22 @@ public class SpyVec {
     return (NodeLocator) field(conn, "locator");
   }
 
+  /**
+   * waitConnected waits until every node is connected. Until then spymemcached's default
+   * failure mode (Redistribute) sends an operation for a node not yet connected to another
+   * node, which would store the key away from its placement.
+   */
+  static void waitConnected(MemcachedClient client) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    for (;;) {
+      boolean all = true;
+      for (MemcachedNode node : locatorOf(client).getAll()) all &= node.isActive();
+      if (all) return;
+      if (System.nanoTime() > deadline) throw new IllegalStateException("servers not connected");
+      Thread.sleep(10);
+    }
+  }
+
   /** The names KetamaNodeKeyFormatter gave the nodes (what it hashed, before "-<i>"). */
   @SuppressWarnings("unchecked")
   static Map<MemcachedNode, String> pointNames(NodeLocator locator) throws Exception {
@@ -200,6 +216,8 @@ public class SpyVec {
     String base = confPath.getFileName().toString();
     String value = "spyvec " + base;
     try {
+      waitConnected(text);
+      waitConnected(bin);
       NodeLocator locText = locatorOf(text);
       NodeLocator locBin = locatorOf(bin);
       // Node -> configuration index, by identity, in the order the client made them.
@@ -269,6 +287,7 @@ public class SpyVec {
         one.add(phys.get(q));
         MemcachedClient reader = new MemcachedClient(new BinaryConnectionFactory(), one);
         try {
+          waitConnected(reader);
           List<String> batch = new ArrayList<>();
           List<Integer> batchIndex = new ArrayList<>();
           for (int k = 0; k <= n; k++) {
