@@ -21,6 +21,8 @@ const configs = [
   ['list-3', names(3)],
   ['list-5', names(5)],
   ['list-10-unordered', ten],
+  // 1/7*40*7 is 39.99999999999999 in float64: with 7 equal servers each gets 39 vnodes, not 40.
+  ['list-7-float-rounding', names(7)],
   ['list-3-hash_ring', names(3), null, { compatibility: 'hash_ring' }],
   ['list-10-hash_ring', ten, null, { compatibility: 'hash_ring' }],
   ['list-5-sha1', names(5), 'sha1'],
@@ -54,6 +56,9 @@ const configs = [
   ['object-3-large-weight', { '10.0.0.1:11211': 1, '10.0.0.2:11211': 1000, '10.0.0.3:11211': 1 }],
   ['object-4-vnodes', { '10.0.0.1:11211': { weight: 1, vnodes: 100 }, '10.0.0.2:11211': { vnodes: 40 },
     '10.0.0.3:11211': { weight: 3 }, '10.0.0.4:11211': { weight: 2, vnodes: 10 } }],
+  // A fractional per-server vnode count is used as the loop bound: 2.5 makes 3 vnodes.
+  ['object-3-vnodes-fraction', { '10.0.0.1:11211': { vnodes: 2.5 }, '10.0.0.2:11211': { vnodes: 3 },
+    '10.0.0.3:11211': 1 }],
   // Integer-like keys of a JS object are enumerated first, ascending: "2", "10", then "b".
   ['object-3-integer-names', { b: 1, 10: 2, 2: 3 }],
 ];
