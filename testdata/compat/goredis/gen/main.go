@@ -293,7 +293,7 @@ func writeVectors(path, system string, c config, where []int) error {
 	for i, s := range c.shards {
 		fmt.Fprintf(&b, " %d=%s", i, s.name)
 	}
-	fmt.Fprintf(&b, "\n# keys: all %d carried\n", len(where))
+	fmt.Fprintf(&b, "\n# keys: %d of %d carried\n", len(where), len(where))
 	for i, s := range where {
 		fmt.Fprintf(&b, "%d %d\n", i, s)
 	}

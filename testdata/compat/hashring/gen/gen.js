@@ -116,7 +116,7 @@ for (const [file, servers, algorithm, options] of configs) {
     `# system: npm hashring ${version} (node ${process.version}), new HashRing(servers, algorithm, options) of ${file}.json`,
     '# front door: ring.get(key) (a library: no server behind it)',
     `# servers: ${listed.map((s, i) => `${i}=${s}`).join(' ')}`,
-    `# keys: all ${keys.length} carried`,
+    `# keys: ${keys.length} of ${keys.length} carried`,
   ];
   fs.writeFileSync(path.join(outDir, `${file}.txt`), `${head.concat(lines).join('\n')}\n`);
   console.log(`${file}: ${keys.length} keys, per server [${count.join(', ')}], ${ring.size} points`);

@@ -296,7 +296,7 @@ public class JedisGen {
       Shard s = c.shards.get(i);
       b.append(' ').append(i).append('=').append(s.name != null ? s.name : "10.0.0." + (i + 1) + ":6379");
     }
-    b.append("\n# keys: all ").append(where.length).append(" carried\n");
+    b.append("\n# keys: ").append(where.length).append(" of ").append(where.length).append(" carried\n");
     for (int i = 0; i < where.length; i++) b.append(i).append(' ').append(where[i]).append('\n');
     return b.toString();
   }
