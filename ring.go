@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -241,7 +240,7 @@ func (r *Ring) Resize(n int) error {
 				added = append(added, ringPoint(r.hash(r.name(i, j)), i))
 			}
 		}
-		slices.SortFunc(added, ring.Compare)
+		ring.Sort(added)
 		all, built = mergeRingPoints(all, added), n
 	}
 	points := make([]ring.Point, 0, n*r.vnodes)

@@ -65,6 +65,46 @@ func Compare(a, b Point) int {
 	return cmp.Compare(a.Owner, b.Owner)
 }
 
+// Sort sorts points as a table orders them, by (Pos, Rank, Owner). Points already in order
+// take one pass; others are spread into about len/64 buckets by the top bits of their
+// positions, each bucket sorted on its own where it fits in cache, which needs a copy of the
+// points for the time of the call.
+func Sort(points []Point) {
+	if slices.IsSortedFunc(points, Compare) {
+		return
+	}
+	var or, and uint64 = 0, math.MaxUint64
+	for _, p := range points {
+		or, and = or|p.Pos, and&p.Pos
+	}
+	varies := or &^ and // the bits above the highest varying one are the same in all
+	b := min(max(bits.Len(uint(len(points)/64)), 1), 16)
+	if len(points) < 1024 || varies == 0 {
+		slices.SortFunc(points, Compare)
+		return
+	}
+	shift := max(bits.Len64(varies)-b, 0)
+	mask := uint64(1)<<b - 1
+	start := make([]int, 1<<b+1)
+	for _, p := range points {
+		start[p.Pos>>shift&mask+1]++
+	}
+	for d := 1; d < len(start); d++ {
+		start[d] += start[d-1]
+	}
+	sorted := make([]Point, len(points))
+	next := slices.Clone(start[:1<<b])
+	for _, p := range points {
+		d := p.Pos >> shift & mask
+		sorted[next[d]] = p
+		next[d]++
+	}
+	for d := range 1 << b {
+		slices.SortFunc(sorted[start[d]:start[d+1]], Compare)
+	}
+	copy(points, sorted)
+}
+
 // Table is an immutable ring: the points in (Pos, Rank, Owner) order, indexed by the top bits
 // of their positions. Indices i in [0, Len()) name points in that order.
 type Table struct {
@@ -85,8 +125,8 @@ type Table struct {
 // hash that piles points together produces, are binary-searched.
 const scanMax = 8
 
-// New returns the table of points. It sorts points in place (input already sorted by
-// position sorts in linear time) and does not keep the slice. It returns an error wrapping
+// New returns the table of points. It sorts points in place (see Sort) and does not keep
+// the slice. It returns an error wrapping
 // ErrNoPoints, ErrTooMany (more than MaxPoints) or ErrOwner (an owner outside [0, MaxPoints)).
 func New(points []Point) (*Table, error) {
 	switch {
@@ -103,7 +143,7 @@ func New(points []Point) (*Table, error) {
 		}
 		t.maxOwner = max(t.maxOwner, p.Owner)
 	}
-	slices.SortFunc(points, Compare)
+	Sort(points)
 	seen := make([]uint64, t.maxOwner/64+1)
 	for i, p := range points {
 		t.pos[i], t.owner[i] = p.Pos, p.Owner
@@ -224,16 +264,17 @@ func (t *Table) Nearest(h uint64) int {
 // walkSmall is how many owners Walk remembers in a fixed array before it allocates a set.
 const walkSmall = 16
 
-// Walk calls yield with the owners of the points from the successor of h clockwise, each
-// owner once, until yield returns false or every owner has been yielded. Owners hidden by a
-// tie are met after the winner, in tie order. Walk allocates only after yielding walkSmall
-// (16) owners: a set of MaxOwner()+1 bits.
-func (t *Table) Walk(h uint64, yield func(owner int32) bool) {
+// Walk calls yield with the owners of the points from point i clockwise, i in [0, Len()),
+// each owner once, until yield returns false or every owner has been yielded; the replicas
+// of position h are Walk(Successor(h), ...). Owners hidden by a tie are met after the
+// winner, in tie order. Walk allocates only after yielding walkSmall (16) owners: a set of
+// MaxOwner()+1 bits.
+func (t *Table) Walk(i int, yield func(owner int32) bool) {
 	n := t.Len()
 	var small [walkSmall]int32
 	var big []uint64
 	found := 0
-	for i, steps := t.Successor(h), 0; steps < n; steps++ {
+	for steps := 0; steps < n; steps++ {
 		o := t.owner[i]
 		if i++; i == n {
 			i = 0

@@ -177,7 +177,7 @@ func checkTable(t *testing.T, name string, tab *Table, rf ref, ps []uint64, walk
 		}
 		if k < walks {
 			got = got[:0]
-			tab.Walk(h, func(o int32) bool { got = append(got, o); return true })
+			tab.Walk(tab.Successor(h), func(o int32) bool { got = append(got, o); return true })
 			if want := rf.walk(h); !slices.Equal(got, want) {
 				t.Fatalf("%s: Walk(%#x) = %v, want %v", name, h, got, want)
 			}
@@ -274,7 +274,7 @@ func TestTies(t *testing.T) {
 		}
 	}
 	var got []int32
-	tab.Walk(11, func(o int32) bool { got = append(got, o); return true })
+	tab.Walk(tab.Successor(11), func(o int32) bool { got = append(got, o); return true })
 	if want := []int32{2, 4, 3, 1}; !slices.Equal(got, want) {
 		t.Errorf("Walk(11) = %v, want %v", got, want)
 	}
@@ -304,7 +304,7 @@ func TestWalk(t *testing.T) {
 		want := rf.walk(h)
 		for _, n := range []int{1, 3, 16, 17, 100, len(want)} {
 			var got []int32
-			tab.Walk(h, func(o int32) bool { got = append(got, o); return len(got) < n })
+			tab.Walk(tab.Successor(h), func(o int32) bool { got = append(got, o); return len(got) < n })
 			if !slices.Equal(got, want[:n]) {
 				t.Fatalf("Walk(%#x) first %d = %v, want %v", h, n, got, want[:n])
 			}
@@ -384,11 +384,11 @@ func TestAllocs(t *testing.T) {
 		"Nearest":   func() { got += tab.Nearest(r.Uint64()) },
 		"Walk(3)": func() {
 			n := 0
-			tab.Walk(r.Uint64(), func(o int32) bool { got += int(o); n++; return n < 3 })
+			tab.Walk(tab.Successor(r.Uint64()), func(o int32) bool { got += int(o); n++; return n < 3 })
 		},
 		"Walk(16)": func() {
 			n := 0
-			tab.Walk(r.Uint64(), func(o int32) bool { got += int(o); n++; return n < walkSmall })
+			tab.Walk(tab.Successor(r.Uint64()), func(o int32) bool { got += int(o); n++; return n < walkSmall })
 		},
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
@@ -461,3 +461,50 @@ func BenchmarkLocate(b *testing.B) {
 }
 
 var sink int32
+
+// Sort orders points as Compare does, whatever their order: random, sorted by position,
+// reversed, piled on few positions, or 32-bit positions shifted up.
+func TestSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, c := range tableCases() {
+		for _, n := range []int{0, 1, 100, 511, 512, 5000, 70000} {
+			points := randomPoints(r, c, n, 40, 5)
+			want := slices.Clone(points)
+			slices.SortFunc(want, Compare)
+			byPos := slices.Clone(want)
+			for k := 0; k+1 < len(byPos); k += 2 { // unsort ties only
+				if byPos[k].Pos == byPos[k+1].Pos {
+					byPos[k], byPos[k+1] = byPos[k+1], byPos[k]
+				}
+			}
+			reversed := slices.Clone(want)
+			slices.Reverse(reversed)
+			for name, in := range map[string][]Point{"random": points, "ties unsorted": byPos, "reversed": reversed} {
+				Sort(in)
+				if !slices.Equal(in, want) {
+					t.Fatalf("%s, %d points, %s: Sort differs from sorting with Compare", c.name, n, name)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkSort compares Sort with the standard library's sort on random points.
+func BenchmarkSort(b *testing.B) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{1600, 1600000} {
+		points := randomPoints(r, tableCases()[0], n, 10000, 1)
+		work := make([]Point, n)
+		for name, sort := range map[string]func([]Point){
+			"engine": Sort,
+			"slices": func(p []Point) { slices.SortFunc(p, Compare) },
+		} {
+			b.Run("sort="+name+"/points="+strconv.Itoa(n), func(b *testing.B) {
+				for b.Loop() {
+					copy(work, points)
+					sort(work)
+				}
+			})
+		}
+	}
+}
