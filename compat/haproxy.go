@@ -102,8 +102,10 @@ func NewHAProxy(b HAProxyBackend) (pool.Pool, error) {
 	var p pool.Pool
 	if b.Consistent {
 		p, err = pool.NewRing(nodes, pool.RingOptions{
-			Hash:   func(key string) uint64 { return uint64(hash(key)) << 32 },
-			Points: func(dst []pool.RingPoint, nodes []pool.Node) []pool.RingPoint { return haproxyPoints(dst, lines, nodes) },
+			Hash: func(key string) uint64 { return uint64(hash(key)) << 32 },
+			Points: func(dst []pool.RingPoint, nodes []pool.Node) []pool.RingPoint {
+				return haproxyPoints(dst, lines, nodes)
+			},
 			Lookup: pool.RingNearestPoint,
 			Ties:   pool.TieFirstPoint,
 		})
