@@ -160,6 +160,7 @@ func checkRefused(t *testing.T, system, ext string) {
 		var ce *ConfigError
 		require.Truef(t, errors.As(err, &ce), "%s: %T is no *ConfigError", path, err)
 		require.Truef(t, strings.HasPrefix(err.Error(), "compat: "+system+": "), "%s: %q", path, err)
+		require.Positivef(t, ce.Line, "%s: %v names no line", path, err)
 		if m := lineInMessage.FindSubmatch(config); m != nil {
 			want, _ := strconv.Atoi(string(m[1]))
 			require.Equalf(t, want, ce.Line, "%s: %v: the system names line %d", filepath.Base(path), err, want)
