@@ -155,6 +155,7 @@ func haproxyLines(b HAProxyBackend) ([]haproxyLine, error) {
 	names := make(map[string]HAProxyServer, len(b.Servers))
 	ids := make(map[int]HAProxyServer, len(b.Servers))
 	lines := make([]haproxyLine, len(b.Servers))
+	total := 0
 	for i, s := range b.Servers {
 		switch {
 		case s.Name == "":
@@ -177,6 +178,9 @@ func haproxyLines(b HAProxyBackend) ([]haproxyLine, error) {
 			return nil, configErr("haproxy", s.Line, "server %q is named twice (also at line %d): HAProxy accepts it with explicit ids, but a pool needs distinct names", s.Name, o.Line)
 		}
 		names[s.Name] = s
+		if total += 16 * s.Weight; b.Consistent && total > maxPoints {
+			return nil, limitErr("haproxy", s.Line, "points", total)
+		}
 		lines[i] = haproxyLine{name: s.Name, id: s.ID, weight: s.Weight, takes: s.Weight > 0 && !s.Disabled && !s.Backup}
 	}
 	return lines, nil
@@ -244,6 +248,9 @@ func haproxyMap(dst []int32, lines []haproxyLine, nodes []pool.Node) []int32 {
 			total += s.weight / g
 		}
 	}
+	if total > maxPoints {
+		return tooManySlots()
+	}
 	score := make([]int, len(servers))
 	for range total {
 		best, bestV := -1, 0
@@ -278,6 +285,15 @@ func gcd(a, b int) int {
 // servers in order.
 func haproxyPoints(dst []pool.RingPoint, lines []haproxyLine, nodes []pool.Node) []pool.RingPoint {
 	servers, node := haproxyServers(lines, nodes)
+	total := 0
+	for _, s := range servers {
+		if s.takes {
+			total += 16 * s.weight
+		}
+	}
+	if total > maxPoints {
+		return tooManyPoints()
+	}
 	for i, s := range servers {
 		if !s.takes {
 			continue

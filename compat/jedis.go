@@ -119,6 +119,7 @@ func jedisLines(c JedisConfig) ([]jedisLine, []pool.Node, map[string]int, error)
 	isUnnamed := map[string]bool{} // node name -> whether its shards are unnamed
 	initial := map[string]int{}    // node name -> its weight as a node
 	var nodes []pool.Node
+	total := 0
 	for i, s := range c.Shards {
 		if int64(s.Weight) != int64(int32(s.Weight)) {
 			return nil, nil, nil, configErr("jedis", s.Line, "shard %d: weight %d is not a Java int", i, s.Weight)
@@ -138,6 +139,9 @@ func jedisLines(c JedisConfig) ([]jedisLine, []pool.Node, map[string]int, error)
 			return nil, nil, nil, configErr("jedis", s.Line, "shard %d: weight %d: Jedis's 160*weight overflows to %d points, which this preset does not reproduce (weights up to %d)", i, s.Weight, l.points, pool.MaxWeight)
 		}
 		if l.points > 0 {
+			if total += l.points; total > maxPoints {
+				return nil, nil, nil, limitErr("jedis", s.Line, "points", total)
+			}
 			if _, ok := initial[l.node]; !ok {
 				nodes = append(nodes, pool.Node{Name: l.node})
 			}
@@ -181,6 +185,25 @@ func jedisPoints(dst []pool.RingPoint, lines []jedisLine, initial map[string]int
 	for i, n := range nodes {
 		at[n.Name] = i
 	}
+	listed := make(map[string]bool, len(lines))
+	total := 0
+	for _, l := range lines {
+		listed[l.node] = true
+		if j, ok := at[l.node]; ok {
+			if w := nodes[j].Weight; w != initial[l.node] {
+				l.points = 160 * w
+			}
+			total += max(l.points, 0)
+		}
+	}
+	for _, n := range nodes {
+		if !listed[n.Name] {
+			total += 160 * n.Weight
+		}
+	}
+	if total > maxPoints {
+		return tooManyPoints()
+	}
 	var buf []byte
 	put := func(i int, l jedisLine, node int) {
 		for n := range l.points {
@@ -211,10 +234,6 @@ func jedisPoints(dst []pool.RingPoint, lines []jedisLine, initial map[string]int
 			l.weight, l.points = w, 160*w
 		}
 		put(i, l, j)
-	}
-	listed := make(map[string]bool, len(lines))
-	for _, l := range lines {
-		listed[l.node] = true
 	}
 	i := len(lines)
 	for j, n := range nodes {

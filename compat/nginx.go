@@ -141,6 +141,7 @@ func nginxLines(u NginxUpstream) ([]nginxLine, error) {
 	}
 	seen := make(map[string]int, len(u.Servers))
 	lines := make([]nginxLine, len(u.Servers))
+	total := 0
 	for i, s := range u.Servers {
 		switch {
 		case s.Address == "":
@@ -154,10 +155,22 @@ func nginxLines(u NginxUpstream) ([]nginxLine, error) {
 			return nil, configErr("nginx", s.Line, "server %q is written twice (also server %d): nginx accepts the copy, but a pool needs distinct servers", s.Address, j+1)
 		}
 		seen[s.Address] = i
+		if total += nginxUnits(u.Consistent, max(s.Weight, 1), max(s.Addresses, 1)); total > maxPoints {
+			return nil, limitErr("nginx", s.Line, map[bool]string{false: "slots", true: "points"}[u.Consistent], total)
+		}
 		host, port := nginxHostPort(s.Address)
 		lines[i] = nginxLine{address: s.Address, weight: max(s.Weight, 1), addresses: max(s.Addresses, 1), down: s.Down, host: host, port: port}
 	}
 	return lines, nil
+}
+
+// nginxUnits is what a line costs: 160 points per unit of weight under `consistent`, its
+// weight per address under `hash`.
+func nginxUnits(consistent bool, weight, addresses int) int {
+	if consistent {
+		return 160 * weight
+	}
+	return weight * addresses
 }
 
 // nginxHostPort cuts an address text as ngx_http_upstream_init_chash does: "unix:" and the
@@ -207,6 +220,9 @@ func nginxMembers(lines []nginxLine, nodes []pool.Node) (index []int32, extra []
 // lines of one address.
 func nginxSlots(dst []int32, lines []nginxLine, nodes []pool.Node) []int32 {
 	index, extra := nginxMembers(lines, nodes)
+	if nginxTotal(false, lines, nodes, index, extra) > maxPoints {
+		return tooManySlots()
+	}
 	fill := func(node int32, weight int) {
 		for range weight {
 			dst = append(dst, node)
@@ -225,6 +241,22 @@ func nginxSlots(dst []int32, lines []nginxLine, nodes []pool.Node) []int32 {
 	return dst
 }
 
+// nginxTotal counts the slots or points of a membership before they are made.
+func nginxTotal(consistent bool, lines []nginxLine, nodes []pool.Node, index, extra []int32) int {
+	total := 0
+	for i, l := range lines {
+		w := l.weight
+		if index[i] >= 0 {
+			w = nodes[index[i]].Weight
+		}
+		total += nginxUnits(consistent, w, l.addresses)
+	}
+	for _, j := range extra {
+		total += nginxUnits(consistent, nodes[j].Weight, 1)
+	}
+	return total
+}
+
 func nginxHashKey(key string) uint64 { return uint64(proxyhash.NginxPart(key, 0)) }
 
 func nginxRehash(key string, probe int, h uint64) uint64 {
@@ -240,6 +272,9 @@ func nginxChashKey(key string) uint64 { return uint64(proxyhash.CRC32(key)) << 3
 // that are not members dropped, since nginx walks past them.
 func nginxPoints(dst []pool.RingPoint, lines []nginxLine, nodes []pool.Node) []pool.RingPoint {
 	index, extra := nginxMembers(lines, nodes)
+	if nginxTotal(true, lines, nodes, index, extra) > maxPoints {
+		return tooManyPoints()
+	}
 	type point struct {
 		pos  uint32
 		node int32
@@ -522,19 +557,31 @@ func (e errString) Error() string { return string(e) }
 // ".invalid" have none (RFC 6761). Other names are looked up with the system's resolver,
 // within five seconds.
 func NginxResolve(host string) (int, error) {
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	switch {
-	case h == "localhost" || strings.HasSuffix(h, ".localhost"):
-		return 2, nil
-	case h == "ip6-localhost" || h == "ip6-loopback":
-		return 1, nil
-	case h == "invalid" || strings.HasSuffix(h, ".invalid"):
-		return 0, errString("host not found")
+	if n, known := nginxKnownHost(host); known {
+		if n == 0 {
+			return 0, errString("host not found")
+		}
+		return n, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
 	return len(addrs), err
+}
+
+// nginxKnownHost returns the number of addresses of the names NginxResolve answers without
+// a resolver.
+func nginxKnownHost(host string) (n int, known bool) {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	switch {
+	case h == "localhost" || strings.HasSuffix(h, ".localhost"):
+		return 2, true
+	case h == "ip6-localhost" || h == "ip6-loopback":
+		return 1, true
+	case h == "invalid" || strings.HasSuffix(h, ".invalid"):
+		return 0, true
+	}
+	return 0, false
 }
 
 // nginxDirective is a directive of an nginx configuration: its words, the line nginx reports
