@@ -134,3 +134,37 @@ func ExampleNewJedis() {
 	fmt.Println(p.Locate("{cart}:1"), p.Locate("{cart}:2"), p.Locate("session:9"))
 	// Output: b b a
 }
+
+func ExampleParseGoRedis() {
+	addrs, err := compat.ParseGoRedis([]byte(`{"shard1": "10.0.0.1:6379", "shard2": "10.0.0.2:6379"}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(addrs), addrs["shard2"])
+	_, err = compat.ParseGoRedis([]byte("{\n  \"a\": \"10.0.0.1:6379\",\n  \"a\": \"10.0.0.2:6379\"\n}"))
+	fmt.Println(err)
+	// Output:
+	// 2 10.0.0.2:6379
+	// compat: goredis: line 3: shard "a" is named twice (also on line 2): a Go map keeps one of them
+}
+
+func ExampleParseJedis() {
+	c, err := compat.ParseJedis([]byte(`{
+  "jedis": "2.9.3",
+  "hashing": "MD5",
+  "keyTagPattern": "^([^:]+):",
+  "shards": [
+    {"host": "10.0.0.1", "port": 6379, "name": "a", "weight": 2},
+    {"host": "10.0.0.2", "port": 6380}
+  ]
+}`))
+	if err != nil {
+		panic(err)
+	}
+	p, err := compat.NewJedis(c)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(c.OldNaming, p.Nodes())
+	// Output: true [{a 2} {10.0.0.2:6380 1}]
+}
