@@ -1,9 +1,12 @@
 package pool
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -33,6 +36,25 @@ type contract struct {
 	// nextOnRemove: after Remove(owner), a key's new owner is the second node that AppendN
 	// gave it before.
 	nextOnRemove bool
+}
+
+var update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+
+// checkRegress compares got with testdata/name. Regress files pin what this package
+// computes, so that no change of placement goes unnoticed: a difference fails the test, and
+// only a deliberate run with -update rewrites the file.
+func checkRegress(t *testing.T, name string, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run %s -update to create it", t.Name())
+	require.Equal(t, string(want), got,
+		"placement changed: if on purpose, rerun with -update and say so in the commit message")
 }
 
 // quick reports whether a test should run its smaller case: with -short, and under the race
@@ -494,6 +516,20 @@ func checkShares(t *testing.T, p Pool, keys []string, tol float64) {
 		assert.InEpsilonf(t, want, got, tol, "node %q of weight %d", n.Name, n.Weight)
 	}
 	t.Logf("%d nodes, %d keys: worst share %.2f%% off its weight", len(p.Nodes()), len(keys), 100*worst)
+}
+
+// shareTolerance returns a tolerance for checkShares of p over count random keys: 2%, or 4
+// standard deviations of the lightest node's sampled share if that is more. A node expecting
+// 4000 of 1M keys (weight 1 of 250) is off by 1.6% on average by chance alone, so 1M keys
+// can check 2% over 10 nodes of weights 1 to 4 but not over 100.
+func shareTolerance(p Pool, count int) float64 {
+	total, lightest := 0, MaxWeight
+	for _, n := range p.Nodes() {
+		total += n.Weight
+		lightest = min(lightest, n.Weight)
+	}
+	share := float64(lightest) / float64(total)
+	return max(0.02, 4*math.Sqrt((1-share)/(share*float64(count))))
 }
 
 // refPool is the slow, obvious weighted rendezvous: for every key it scores every member
