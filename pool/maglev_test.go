@@ -39,32 +39,39 @@ func TestMaglevLadder(t *testing.T) {
 	}
 	require.Equal(t, MaxMaglevTableSize, maglevLadder[len(maglevLadder)-1])
 
+	// The default size by total weight, the weights divided by their common divisor first.
 	for _, tc := range []struct {
-		nodes []Node
-		size  int
+		weights []int
+		size    int
 	}{
-		{[]Node{{"a", 1}}, 65537},
-		{numbered(100), 65537},
-		{[]Node{{"a", 655}}, 65537},                                              // divided by itself: total 1
-		{[]Node{{"a", 301}, {"b", 354}}, 65537},                                  // total 655
-		{[]Node{{"a", 301}, {"b", 355}}, 131101},                                 // total 656
-		{[]Node{{"a", 3010}, {"b", 3550}}, 131101},                               // the same, divided by 10
-		{[]Node{{"a", 40000}, {"b", 40000}, {"c", 4}}, 2097169},                  // divided by 4: 20001
-		{[]Node{{"a", 40000}, {"b", 40000}, {"c", 3}}, 8388617},                  // 80003
-		{[]Node{{"a", MaxWeight}, {"b", MaxWeight - 1}, {"c", 36702}}, 0},        // 167773: too much
-		{[]Node{{"a", MaxWeight}, {"b", MaxWeight - 1}, {"c", 36701}}, 16777259}, // 167772
+		{[]int{1}, 65537},
+		{[]int{655}, 65537}, // divided by itself: total 1
+		{[]int{301, 354}, 65537},
+		{[]int{301, 355}, 131101},
+		{[]int{3010, 3550}, 131101},
+		{[]int{40000, 40000, 4}, 2097169}, // divided by 4: 20001
+		{[]int{40000, 40000, 3}, 8388617}, // 80003
+		{[]int{MaxWeight, MaxWeight - 1, 36701}, MaxMaglevTableSize},
+		{[]int{MaxWeight, MaxWeight - 1, 36702}, 0}, // 167773: too much
 	} {
-		if quick() && tc.size > 1<<21 {
-			continue // a table of millions of slots takes a second under -race
+		nodes := make([]Node, len(tc.weights))
+		for i, w := range tc.weights {
+			nodes[i] = Node{Name: fmt.Sprint(i), Weight: w}
 		}
-		p, err := NewMaglev(tc.nodes, MaglevOptions{})
+		_, total := maglevWeights(nodes)
+		size, err := maglevLadderSize(total)
 		if tc.size == 0 {
-			require.ErrorIsf(t, err, ErrLimit, "%v", tc.nodes)
+			require.ErrorIsf(t, err, ErrLimit, "weights %v", tc.weights)
+			_, err = NewMaglev(nodes, MaglevOptions{})
+			require.ErrorIsf(t, err, ErrLimit, "weights %v", tc.weights)
 			continue
 		}
-		require.NoErrorf(t, err, "%v", tc.nodes)
-		require.Equalf(t, tc.size, p.TableSize(), "%v", tc.nodes)
+		require.NoErrorf(t, err, "weights %v", tc.weights)
+		require.Equalf(t, tc.size, size, "weights %v", tc.weights)
 	}
+	p, err := NewMaglev(numbered(100), MaglevOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 65537, p.TableSize())
 }
 
 func TestMaglevOptions(t *testing.T) {
@@ -86,6 +93,13 @@ func TestMaglevOptions(t *testing.T) {
 	require.ErrorIs(t, p.Add(Node{Name: "x"}, Node{Name: "y"}), ErrLimit, "12 nodes in 11 slots")
 	require.Equal(t, before, owners(p, testKeys(1000)), "a failed Add changed the placement")
 	require.NoError(t, p.Add(Node{Name: "x"}))
+
+	many := make([]Node, MaxMaglevNodes+1)
+	for i := range many {
+		many[i] = Node{Name: fmt.Sprint(i)}
+	}
+	_, err = NewMaglev(many, MaglevOptions{})
+	require.ErrorIs(t, err, ErrLimit, "more than MaxMaglevNodes nodes")
 
 	// A pool that grows past a ladder step moves to the next size; one that fails to grow
 	// past the top stays as it was.
@@ -248,10 +262,8 @@ func maglevChange(before, after *maglevTable, node string) (extra, minimum, seco
 				must++
 			}
 			if a == node {
-				var walk picked
-				walk.add(o, 0, len(before.names))
 				i := s
-				for walk.has(before.slots[i]) {
+				for before.slots[i] == o {
 					i = (i + 1) % len(before.slots)
 				}
 				if before.names[before.slots[i]] == b {
