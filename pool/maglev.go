@@ -53,7 +53,8 @@ import (
 // is AppendN's second node for only about 1 key in N (measured: see TestMaglevMovement).
 //
 // Memory: 2 bytes per slot (M slots, 128 KB by default) and the names. Add, Remove and
-// SetWeight take O(M log M) time to refill the table (about 15 ms for 65537 slots).
+// SetWeight refill the table in O(M log M) time: measured on a shared machine, 2 ms for the
+// default 65537 slots, 40 ms for 10000 nodes in 1048583 slots.
 //
 // Make one with NewMaglev; the zero Maglev is not usable. Locate and AppendN take no lock and
 // never allocate (AppendN allocates when n > 16); they are safe for concurrent use with each
@@ -214,16 +215,19 @@ func populateMaglev(names []string, weights []int, total, size int) []uint16 {
 	}
 
 	slots := make([]uint16, size)
-	taken := make([]bool, size)
+	// Near the end a turn probes many taken slots at random: a bit per slot keeps those
+	// probes in cache (128 KB for a million slots).
+	taken := make([]uint64, (size+63)/64)
 	for filled := 0; ; {
 		for _, i := range round {
 			c := next[i]
-			for taken[c] {
+			for taken[c/64]&(1<<(c%64)) != 0 {
 				if c += skip[i]; c >= size {
 					c -= size
 				}
 			}
-			slots[c], taken[c] = i, true
+			slots[c] = i
+			taken[c/64] |= 1 << (c % 64)
 			if c += skip[i]; c >= size {
 				c -= size
 			}

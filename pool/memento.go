@@ -51,7 +51,8 @@ import (
 // paper's bound is O(log(n/w)^2) for w working buckets of n). Memory: 12 bytes per bucket
 // ever in use (at most MaxMementoBuckets) and the names; a change copies them.
 //
-// Make one with NewMemento or UnmarshalText. Locate and AppendN take no lock and never
+// Make one with NewMemento, or load a saved state into a zero Memento with UnmarshalText;
+// no other method may be called on a zero Memento. Locate and AppendN take no lock and never
 // allocate (AppendN allocates when n > 17); they are safe for concurrent use with each other
 // and with the changes, which build a new table and publish it atomically. Changes are
 // serialized.
@@ -109,12 +110,12 @@ func NewMemento(nodes []Node) (*Memento, error) {
 // join gives the buckets of the new nodes, the last ones of next, and sets the membership
 // to next.
 func (s *mementoState) join(next *members, nodes []Node) error {
-	total := len(s.owner) - len(s.removed)
+	working := s.working()
 	for _, n := range nodes {
-		total += n.Weight
+		working += n.Weight
 	}
-	if grow := total - len(s.owner); grow > 0 && len(s.owner)+grow > MaxMementoBuckets {
-		return fmt.Errorf("pool: memento: %d buckets in use: allowed at most %d: %w", len(s.owner)+grow, MaxMementoBuckets, ErrLimit)
+	if err := checkMementoBuckets(working); err != nil {
+		return err
 	}
 	s.m = next
 	for _, n := range nodes {
@@ -122,6 +123,18 @@ func (s *mementoState) join(next *members, nodes []Node) error {
 		for range n.Weight {
 			s.addBucket(i)
 		}
+	}
+	return nil
+}
+
+// working returns the number of working buckets, the sum of the members' weights.
+func (s *mementoState) working() int { return len(s.owner) - len(s.removed) }
+
+// checkMementoBuckets checks the number of working buckets a change would leave: buckets are
+// reused before new ones are added, so this bounds the buckets in use too.
+func checkMementoBuckets(working int) error {
+	if working > MaxMementoBuckets {
+		return fmt.Errorf("pool: memento: the weights add up to %d buckets: allowed at most %d: %w", working, MaxMementoBuckets, ErrLimit)
 	}
 	return nil
 }
@@ -261,8 +274,7 @@ func (v *supposed) replacer(t *mementoTable, b int32) int32 {
 	if pos < 0 {
 		return -1
 	}
-	working := int32(len(t.owner) - len(t.removed))
-	return working - 1 - (before + t.rank[b])
+	return int32(t.working()) - 1 - (before + t.rank[b])
 }
 
 // locate returns the node position of the bucket of key hash h, in the table's state or, if
@@ -375,8 +387,8 @@ func (p *Memento) SetWeight(name string, weight int) error {
 		i := next.index[name]
 		switch old, w := s.m.nodes[i].Weight, next.nodes[i].Weight; {
 		case w > old:
-			if len(s.owner)+w-old-len(s.removed) > MaxMementoBuckets {
-				return fmt.Errorf("pool: memento: set weight of %q to %d: more than %d buckets: %w", name, w, MaxMementoBuckets, ErrLimit)
+			if err := checkMementoBuckets(s.working() + w - old); err != nil {
+				return err
 			}
 			for range w - old {
 				s.addBucket(int32(i))
