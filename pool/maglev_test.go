@@ -213,40 +213,21 @@ func TestMaglevAgainstReference(t *testing.T) {
 // Weights 1 to 4: the table gives each node its weight's share of the slots within 2%
 // (exactly, without sampling), and the keys follow within sampling noise.
 func TestMaglevWeights(t *testing.T) {
-	count := 1_000_000
-	if quick() {
-		count = 100_000
-	}
-	keys := testKeys(count)
-	for _, size := range []int{10, 100} {
-		nodes := make([]Node, size)
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("w-%03d", i), Weight: 1 + i%4}
-		}
+	keys, pools := weightCases()
+	for _, nodes := range pools {
 		p, err := NewMaglev(nodes, MaglevOptions{})
 		require.NoError(t, err)
 		tab := p.table.Load()
-		held := make([]int, len(tab.names))
+		share := map[string]float64{}
 		for _, o := range tab.slots {
-			held[o]++
+			share[tab.names[o]] += 1 / float64(len(tab.slots))
 		}
-		total, worst := 0, 0.0
-		for _, n := range nodes {
-			total += n.Weight
-		}
-		for i, name := range tab.names {
-			w := nodes[slices.IndexFunc(nodes, func(n Node) bool { return n.Name == name })].Weight
-			want := float64(w) / float64(total)
-			got := float64(held[i]) / float64(len(tab.slots))
-			require.InEpsilonf(t, want, got, 0.02, "%d nodes: %s of weight %d holds %d of %d slots", size, name, w, held[i], len(tab.slots))
-			worst = max(worst, abs(got-want)/want)
-		}
-		t.Logf("%d nodes, %d slots: worst slot share %.2f%% off its weight", size, len(tab.slots), 100*worst)
+		over, under := shareErrors(nodes, share)
+		t.Logf("%d nodes, %d slots: slot shares at most %.2f%% above and %.2f%% below the weight's share", len(nodes), len(tab.slots), 100*over, 100*under)
+		require.Less(t, max(over, under), 0.02)
 		checkShares(t, p, keys, shareTolerance(p, len(keys)))
 	}
 }
-
-func abs(x float64) float64 { return max(x, -x) }
 
 // maglevChange returns, over the table's slots (each stands for 1/M of uniformly hashed
 // keys), the share that changed owner though neither side is the node changed, the share

@@ -304,21 +304,13 @@ func TestMementoLimits(t *testing.T) {
 // Every node's share of the keys is its share of the buckets (jump is even), whatever the
 // history; the figures go to the README.
 func TestMementoWeights(t *testing.T) {
-	count := 1_000_000
-	if quick() {
-		count = 100_000
-	}
-	keys := testKeys(count)
-	for _, size := range []int{10, 100} {
-		nodes := make([]Node, size)
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("w-%03d", i), Weight: 1 + i%4}
-		}
+	keys, pools := weightCases()
+	for _, nodes := range pools {
 		p, err := NewMemento(nodes)
 		require.NoError(t, err)
 		checkShares(t, p, keys, shareTolerance(p, len(keys)))
 		// Remove a middle node and check again: the chain spreads its keys evenly.
-		require.NoError(t, p.Remove(nodes[size/2].Name))
+		require.NoError(t, p.Remove(nodes[len(nodes)/2].Name))
 		checkShares(t, p, keys, shareTolerance(p, len(keys)))
 	}
 }

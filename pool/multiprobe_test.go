@@ -214,30 +214,17 @@ func checkSampled(t *testing.T, p *MultiProbe, tab *multiProbeTable, shares []fl
 // its share, so a light node can hold far less than its weight's share while no node holds
 // much more (computed from the points; the figures go to the README).
 func TestMultiProbeWeights(t *testing.T) {
-	count := 1_000_000
-	if quick() {
-		count = 100_000
-	}
-	keys := testKeys(count)
-	for _, size := range []int{10, 100} {
-		nodes := make([]Node, size)
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("w-%03d", i), Weight: 1 + i%4}
-		}
+	keys, pools := weightCases()
+	for _, nodes := range pools {
 		p, err := NewMultiProbe(nodes, MultiProbeOptions{})
 		require.NoError(t, err)
 		tab := p.table.Load()
-		shares := exactProbeShares(tab.points, size, defaultProbes)
-		total, over, under := 0, 0.0, 0.0
-		for _, n := range nodes {
-			total += n.Weight
+		share := map[string]float64{}
+		for i, s := range exactProbeShares(tab.points, len(nodes), defaultProbes) {
+			share[tab.names[i]] = s
 		}
-		for i, name := range tab.names {
-			w := nodes[slices.IndexFunc(nodes, func(n Node) bool { return n.Name == name })].Weight
-			ratio := shares[i] / (float64(w) / float64(total))
-			over, under = max(over, ratio-1), max(under, 1-ratio)
-		}
-		t.Logf("%d nodes of weights 1 to 4: computed shares at most %.1f%% above and %.1f%% below the weight's share", size, 100*over, 100*under)
+		over, under := shareErrors(nodes, share)
+		t.Logf("%d nodes of weights 1 to 4: computed shares at most %.1f%% above and %.1f%% below the weight's share", len(nodes), 100*over, 100*under)
 		require.Less(t, over, 0.10)
 		checkShares(t, p, keys, max(over, under)+shareTolerance(p, len(keys)))
 	}
