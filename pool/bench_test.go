@@ -17,8 +17,6 @@ import (
 // Every lookup goes through the same interface, the baseline's too. op=build reports the
 // memory a pool keeps, in B/node, next to the time and the garbage of building it.
 
-const benchKeys = 1 << 14 // keys in the timing pool: a power of two, to index with a mask
-
 var (
 	benchSizes = []int{10, 100, 1000, 10_000}
 	benchSink  string
@@ -36,21 +34,12 @@ func (m xxhashModulo) Locate(key string) string {
 	return m[keyhash.XXH64(key)%uint64(len(m))]
 }
 
-// benchNodes returns n nodes of weight 1 with names like addresses.
-func benchNodes(n int) []Node {
-	nodes := make([]Node, n)
-	for i := range nodes {
-		nodes[i] = Node{Name: fmt.Sprintf("10.%d.%d.%d:6379", i>>16, i>>8&255, i&255)}
-	}
-	return nodes
-}
-
 func benchLocate(b *testing.B, p locator) {
-	keys := testKeys(benchKeys)
+	keys := benchKeys()
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		benchSink = p.Locate(keys[i&(benchKeys-1)])
+		benchSink = p.Locate(keys[i&(len(keys)-1)])
 		i++
 	}
 }
@@ -70,7 +59,7 @@ func BenchmarkXXHashModulo(b *testing.B) {
 // ratio of their times as x-modulo. One iteration is one batch of each.
 func benchVersusModulo(b *testing.B, p locator, nodes []Node) {
 	const batch = 256
-	keys := testKeys(benchKeys)
+	keys := benchKeys()
 	modulo := make(xxhashModulo, len(nodes))
 	for i, n := range nodes {
 		modulo[i] = n.Name
@@ -81,7 +70,7 @@ func benchVersusModulo(b *testing.B, p locator, nodes []Node) {
 		for j, l := range [2]locator{p, modulo} {
 			start := time.Now()
 			for k := range batch {
-				benchSink = l.Locate(keys[(i+k)&(benchKeys-1)])
+				benchSink = l.Locate(keys[(i+k)&(len(keys)-1)])
 			}
 			times[j] += time.Since(start)
 		}
@@ -102,11 +91,11 @@ func benchPoolOps[P Pool](b *testing.B, newPool func([]Node) (P, error), extra f
 		b.Run(fmt.Sprintf("op=locate/nodes=%d", n), func(b *testing.B) { benchLocate(b, p) })
 		b.Run(fmt.Sprintf("op=locate-vs-modulo/nodes=%d", n), func(b *testing.B) { benchVersusModulo(b, p, nodes) })
 		b.Run(fmt.Sprintf("op=appendN3/nodes=%d", n), func(b *testing.B) {
-			keys := testKeys(benchKeys)
+			keys := benchKeys()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				benchDst = p.AppendN(benchDst[:0], keys[i&(benchKeys-1)], 3)
+				benchDst = p.AppendN(benchDst[:0], keys[i&(len(keys)-1)], 3)
 				i++
 			}
 		})

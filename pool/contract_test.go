@@ -1,12 +1,9 @@
 package pool
 
 import (
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -36,25 +33,6 @@ type contract struct {
 	// nextOnRemove: after Remove(owner), a key's new owner is the second node that AppendN
 	// gave it before.
 	nextOnRemove bool
-}
-
-var update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
-
-// checkRegress compares got with testdata/name. Regress files pin what this package
-// computes, so that no change of placement goes unnoticed: a difference fails the test, and
-// only a deliberate run with -update rewrites the file.
-func checkRegress(t *testing.T, name string, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -run %s -update to create it", t.Name())
-	require.Equal(t, string(want), got,
-		"placement changed: if on purpose, rerun with -update and say so in the commit message")
 }
 
 // quick reports whether a test should run its smaller case: with -short, and under the race

@@ -315,7 +315,7 @@ func TestMementoWeights(t *testing.T) {
 	}
 }
 
-// mementoHistories are the states the golden files in testdata/memento hold, each the
+// mementoHistories are the states that testdata/regress/pool-memento-*.txt hold, each the
 // result of the changes it lists.
 func mementoHistories(t *testing.T) map[string]*Memento {
 	t.Helper()
@@ -344,6 +344,9 @@ func mementoHistories(t *testing.T) map[string]*Memento {
 	return out
 }
 
+// mementoGolden names the regress file of a history's saved state.
+func mementoGolden(history string) string { return "pool-memento-" + history + ".txt" }
+
 // placements writes the owner of every key, one "key owner" line each, both quoted.
 func placements(p Pool, keys []string) string {
 	var b strings.Builder
@@ -360,8 +363,8 @@ func TestMementoText(t *testing.T) {
 	for name, p := range mementoHistories(t) {
 		text, err := p.MarshalText()
 		require.NoError(t, err)
-		checkRegress(t, "memento/"+name+".txt", string(text))
-		checkRegress(t, "memento/"+name+".placement", placements(p, keys[:200]))
+		checkRegress(t, mementoGolden(name), string(text))
+		checkRegress(t, "pool-memento-"+name+"-placement.txt", placements(p, keys[:200]))
 
 		var loaded Memento
 		require.NoError(t, loaded.UnmarshalText(text), name)
@@ -396,7 +399,7 @@ func TestMementoOtherProcess(t *testing.T) {
 		t.Skip("starts a process")
 	}
 	for name := range mementoHistories(t) {
-		path, err := filepath.Abs(filepath.Join("testdata", "memento", name+".txt"))
+		path, err := filepath.Abs(filepath.Join("..", "testdata", "regress", mementoGolden(name)))
 		require.NoError(t, err)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMementoOtherProcess$")
 		cmd.Env = append(os.Environ(), "MEMENTO_CHILD_STATE="+path)
@@ -470,7 +473,7 @@ func TestMementoTextErrors(t *testing.T) {
 // Whatever text loads must write itself back the same and place keys on members.
 func FuzzMementoText(f *testing.F) {
 	for _, name := range []string{"fresh", "middle", "history"} {
-		if text, err := os.ReadFile(filepath.Join("testdata", "memento", name+".txt")); err == nil {
+		if text, err := os.ReadFile(filepath.Join("..", "testdata", "regress", mementoGolden(name))); err == nil {
 			f.Add(text)
 		}
 	}

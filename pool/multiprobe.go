@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/shardkit/shard/internal/ring"
 )
 
 // MultiProbe places keys by multi-probe consistent hashing (Ben Appleton and Michael
@@ -43,8 +44,9 @@ import (
 // points and lists the best first: the owner, then the node that would own the key if the
 // owner were removed, and so on. After Remove(owner) a key goes to AppendN's second node.
 //
-// Cost. Locate makes k probes and k searches among the points, O(k log P) for P points.
-// Memory: 12 bytes per point and the names; a change rebuilds the points in O(P log P).
+// Cost. Locate makes k probes and k searches among the points, each O(1) on average in the
+// ring engine's top-bits index (internal/ring, shared with the rings). Memory: 16 to 20 bytes
+// per point and the names; a change rebuilds the points in O(P log P).
 //
 // Make one with NewMultiProbe; the zero MultiProbe is not usable. Locate and AppendN take no
 // lock and never allocate (AppendN allocates when n > 16); they are safe for concurrent use
@@ -66,8 +68,9 @@ type MultiProbeOptions struct {
 const (
 	// MaxProbes is the most probes per key: AppendN keeps one cursor per probe on its stack.
 	MaxProbes = 64
-	// MaxMultiProbePoints is the most points, the sum of the weights, a MultiProbe pool holds.
-	MaxMultiProbePoints = 1 << 22
+	// MaxMultiProbePoints is the most points, the sum of the weights, a MultiProbe pool holds:
+	// the most the ring engine holds.
+	MaxMultiProbePoints = ring.MaxPoints
 	// defaultProbes is the paper's choice.
 	defaultProbes = 21
 )
@@ -75,8 +78,8 @@ const (
 // multiProbeTable is one immutable membership and its points.
 type multiProbeTable struct {
 	m      *members
-	names  []string // the members' names in name order: the points' owners index this
-	points *probeRing
+	names  []string    // the members' names in name order: the points' owners index this
+	points *ring.Table // one point per unit of weight, owned by the node's place in names
 	probes int
 }
 
@@ -115,64 +118,20 @@ func newMultiProbeTable(m *members, probes int) (*multiProbeTable, error) {
 		t.names[i] = n.Name
 	}
 	slices.Sort(t.names)
-	points := make([]probePoint, 0, total)
+	points := make([]ring.Point, 0, total)
 	for i, name := range t.names {
 		seed := keyhash.XXH64(name)
 		for j := range m.nodes[m.index[name]].Weight {
-			points = append(points, probePoint{pos: splitMix64(seed, uint64(j)), owner: int32(i)})
+			// The owner is the node's place in name order, which ring ties rank by.
+			points = append(points, ring.Point{Pos: splitMix64(seed, uint64(j)), Owner: int32(i)})
 		}
 	}
-	t.points = newProbeRing(points)
+	var err error
+	if t.points, err = ring.New(points); err != nil {
+		return nil, fmt.Errorf("pool: multiprobe: %w", err) // not reached: the sizes are checked above
+	}
 	return t, nil
 }
-
-// probePoint is a point of a node: its position and the node's place in name order, which
-// breaks ties of position.
-type probePoint struct {
-	pos   uint64
-	owner int32
-}
-
-// probeRing is the sorted points, with the questions of the ring engine in internal/ring
-// (Successor, Position, Owner, Len) answered by a binary search, so that moving to that
-// engine, whose index makes a search O(1), changes only this type.
-type probeRing struct {
-	pos   []uint64
-	owner []int32
-}
-
-func newProbeRing(points []probePoint) *probeRing {
-	slices.SortFunc(points, func(a, b probePoint) int {
-		return cmp.Or(cmp.Compare(a.pos, b.pos), cmp.Compare(a.owner, b.owner))
-	})
-	r := &probeRing{pos: make([]uint64, len(points)), owner: make([]int32, len(points))}
-	for i, p := range points {
-		r.pos[i], r.owner[i] = p.pos, p.owner
-	}
-	return r
-}
-
-// Successor returns the index of the first point at or after h, or 0 if every point is
-// before h.
-func (r *probeRing) Successor(h uint64) int {
-	i, j := 0, len(r.pos)
-	for i < j { // the first index in [i, j] with pos >= h
-		m := int(uint(i+j) >> 1)
-		if r.pos[m] < h {
-			i = m + 1
-		} else {
-			j = m
-		}
-	}
-	if i == len(r.pos) {
-		return 0
-	}
-	return i
-}
-
-func (r *probeRing) Position(i int) uint64 { return r.pos[i] }
-func (r *probeRing) Owner(i int) int32     { return r.owner[i] }
-func (r *probeRing) Len() int              { return len(r.pos) }
 
 // Locate returns the name of the node that owns key.
 func (p *MultiProbe) Locate(key string) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/shardkit/shard/internal/ring"
 	"github.com/stretchr/testify/require"
 )
 
@@ -99,19 +100,6 @@ func TestMultiProbeAgainstBruteForce(t *testing.T) {
 	}
 }
 
-// Points at one position: the first name in byte order holds it, the others stand behind it.
-func TestMultiProbeTies(t *testing.T) {
-	r := newProbeRing([]probePoint{{pos: 50, owner: 2}, {pos: 10, owner: 1}, {pos: 50, owner: 0}, {pos: 90, owner: 1}})
-	require.Equal(t, []uint64{10, 50, 50, 90}, r.pos)
-	require.Equal(t, []int32{1, 0, 2, 1}, r.owner)
-	for _, tc := range []struct {
-		h    uint64
-		want int
-	}{{0, 0}, {10, 0}, {11, 1}, {50, 1}, {51, 3}, {90, 3}, {91, 0}, {math.MaxUint64, 0}} {
-		require.Equalf(t, tc.want, r.Successor(tc.h), "Successor(%d)", tc.h)
-	}
-}
-
 // exactProbeShares returns the share of uniformly hashed keys that each owner's points take
 // with k probes, computed, not sampled. A probe falls in the arc that ends at point i (the
 // points in between, at the same position, take nothing) with probability L_i, the arc's
@@ -120,7 +108,7 @@ func TestMultiProbeTies(t *testing.T) {
 // of its k probes falls there at some distance x and the k-1 others are farther:
 // share_i = k * integral from 0 to L_i of G(x)^(k-1) dx. G is linear between arc lengths, so
 // the integral has a closed form on each piece.
-func exactProbeShares(r *probeRing, owners, k int) []float64 {
+func exactProbeShares(r *ring.Table, owners, k int) []float64 {
 	n := r.Len()
 	length := make([]float64, n)
 	for i := range n {
