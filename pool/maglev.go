@@ -23,12 +23,12 @@ import (
 // two independent hashes without a seed. The nodes take turns in the order of their names,
 // so the table depends only on the membership, not on the order in which nodes joined.
 //
-// Weights. The paper lets weighted backends take turns more often. Here the weights are
-// first divided by their greatest common divisor, and a round of turns gives a node of
-// weight w w turns: the round is w_max sub-rounds, and in sub-round j every node of weight
-// above j, in name order, takes one turn. The table fills in about M/W rounds (W the sum of
-// the divided weights), so each node holds its weight's share of the slots give or take one
-// round's turns: within W/M relative, 1% with the default table.
+// Weights. A node of greater weight takes turns more often. The weights are first divided by
+// their greatest common divisor, and a round of turns gives a node of weight w w turns: the
+// round is w_max sub-rounds, and in sub-round j every node of weight above j, in name order,
+// takes one turn. The table fills in about M/W rounds (W the sum of the divided weights), so
+// each node holds its weight's share of the slots give or take one round's turns: within
+// W/M relative, 1% with the default table.
 //
 // Table size. MaglevOptions.TableSize sets M. The default is the smallest prime on the
 // ladder 65537, 131101, 262147, ... (the smallest prime at or above 2^16, 2^17, ... 2^24)
@@ -41,9 +41,9 @@ import (
 // where they were, but not all: measured over the slots of the default table, removing or
 // adding one node of 10, 100 or 1000 moves, besides the keys that must move, another 0.2% to
 // 0.6% of all keys between other nodes: 2% more than the minimum at 10 nodes, 55% more at
-// 100, 5.5 times the minimum at 1000 (the paper reports a few percent of extra disruption
-// with M = 65537 and 1000 backends of which 1% to 10% fail). A weight change moves keys
-// between other nodes too. See TestMaglevMovement.
+// 100, 5.5 times the minimum at 1000 (the paper's resilience measurements show the same
+// kind of extra disruption, a few percent of the table). A weight change moves keys between
+// other nodes too. See TestMaglevMovement.
 //
 // Replicas. Maglev has no natural second choice. AppendN walks the table from the key's
 // slot, slot after slot, and lists each node the first time it meets it: the owner, then
