@@ -498,8 +498,8 @@ func checkShares(t *testing.T, p Pool, keys []string, tol float64) {
 
 // shareTolerance returns a tolerance for checkShares of p over count random keys: 2%, or 4
 // standard deviations of the lightest node's sampled share if that is more. A node expecting
-// 4000 of 1M keys (weight 1 of 250) is off by 1.6% on average by chance alone, so 1M keys
-// can check 2% over 10 nodes of weights 1 to 4 but not over 100.
+// 4000 of 1M keys (weight 1 of 250) has a standard deviation of 1.6% by chance alone, so 1M
+// keys can check 2% over 10 nodes of weights 1 to 4 but not over 100.
 func shareTolerance(p Pool, count int) float64 {
 	total, lightest := 0, MaxWeight
 	for _, n := range p.Nodes() {

@@ -23,11 +23,11 @@ import (
 // Buckets. Nodes hold buckets 0, 1, 2, ... in the order they joined, a node of weight w
 // holding w of them. A key goes to bucket JumpHash(xxhash64(key), n), n the number of buckets
 // in use, working or removed, exactly as shard.Jump places it (the same code) while no bucket
-// has been removed from the middle: with weights 1, a pool of nodes a, b, c places every key on the node shard.Jump
-// with 3 shards numbers 0, 1 or 2. A key whose bucket was removed is hashed again, with the
-// bucket as seed, into the buckets that were working when it was removed (MementoHash's
-// replacement chain), so a removal moves only the removed bucket's keys and spreads them
-// evenly over the rest.
+// has been removed from the middle: with weights 1, a pool of nodes a, b, c places every key
+// on the node shard.Jump with 3 shards numbers 0, 1 or 2. A key whose bucket was removed is
+// hashed again, with the bucket as seed, into the buckets that were working when it was
+// removed (MementoHash's replacement chain), so a removal moves only the removed bucket's
+// keys and spreads them evenly over the rest.
 //
 // Changes. Remove removes a node's buckets highest first; when no bucket is recorded as
 // removed and the node holds the last buckets, they are dropped as shard.Jump drops shards
