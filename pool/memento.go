@@ -417,7 +417,7 @@ const mementoHeader = "memento v1"
 //	buckets 6
 //	node "cache-a" weight 2 buckets 0,3
 //	node "cache-b" weight 1 buckets 1
-//	removed 5,2,4
+//	removed 2,5,4
 //
 // "buckets" is the number of buckets in use, working or removed; one "node" line follows
 // per member in join order, with its name quoted as in Go, its weight and the buckets it

@@ -425,6 +425,8 @@ func TestMementoTextErrors(t *testing.T) {
 	var p Memento
 	require.NoError(t, p.UnmarshalText([]byte(good)))
 	require.NoError(t, p.UnmarshalText([]byte("# comment\n\n"+strings.ReplaceAll(good, "\n", "\r\n"))), "comments, blank lines and CRLF")
+	doc := "# comments, and blank lines, are ignored\nmemento v1\nbuckets 6\nnode \"cache-a\" weight 2 buckets 0,3\nnode \"cache-b\" weight 1 buckets 1\nremoved 2,5,4\n"
+	require.NoError(t, p.UnmarshalText([]byte(doc)), "the example in MarshalText's doc")
 
 	for _, tc := range []struct {
 		text string
