@@ -504,9 +504,10 @@ func parseLeaf(line string, n int) (Leaf, error) {
 		if len(path) == 0 || len(path) > MaxTrieDepth {
 			return Leaf{}, fmt.Errorf("path of %d bits: want 1 to %d binary digits, or - for the root", len(path), MaxTrieDepth)
 		}
-		for _, c := range []byte(path) {
+		for i, c := range []byte(path) {
 			if c != '0' && c != '1' {
-				return Leaf{}, fmt.Errorf("path has byte %q: want binary digits, or - for the root", c)
+				// A one-byte string, so that %q shows a byte that is not UTF-8 as "\xff".
+				return Leaf{}, fmt.Errorf("path has byte %q: want binary digits, or - for the root", path[i:i+1])
 			}
 			l.Path = l.Path<<1 | uint64(c-'0')
 		}
