@@ -38,6 +38,6 @@ func TestTrieErrorShowsRawByte(t *testing.T) {
 	var tr Trie
 	err := tr.UnmarshalText([]byte("\xff 0\n"))
 	require.ErrorIs(t, err, ErrTrieShape)
-	assert.Contains(t, err.Error(), `path has byte "\xff"`)
+	assert.Contains(t, err.Error(), `path has byte '\xff'`)
 	assert.False(t, strings.Contains(err.Error(), "ÿ"), err.Error())
 }

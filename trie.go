@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/shardkit/shard/internal/keyhash"
 )
@@ -504,10 +505,13 @@ func parseLeaf(line string, n int) (Leaf, error) {
 		if len(path) == 0 || len(path) > MaxTrieDepth {
 			return Leaf{}, fmt.Errorf("path of %d bits: want 1 to %d binary digits, or - for the root", len(path), MaxTrieDepth)
 		}
-		for i, c := range []byte(path) {
+		for _, c := range []byte(path) {
 			if c != '0' && c != '1' {
-				// A one-byte string, so that %q shows a byte that is not UTF-8 as "\xff".
-				return Leaf{}, fmt.Errorf("path has byte %q: want binary digits, or - for the root", path[i:i+1])
+				q := fmt.Sprintf("%q", c)
+				if c >= utf8.RuneSelf { // %q would show the rune U+00xx: 'ÿ' for the byte 0xff
+					q = fmt.Sprintf(`'\x%02x'`, c)
+				}
+				return Leaf{}, fmt.Errorf("path has byte %s: want binary digits, or - for the root", q)
 			}
 			l.Path = l.Path<<1 | uint64(c-'0')
 		}
