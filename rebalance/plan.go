@@ -101,14 +101,35 @@ type Move struct {
 func PlanKeys(before, after shard.Sharder, keys iter.Seq[string]) *Plan {
 	counts := map[pair]int64{}
 	var total int64
+	// A small resize counts in a matrix, which is 2.4 times as fast as the map per key
+	// (BenchmarkPlanKeys); keys placed outside it, by a sharder that breaks its contract,
+	// still count, in the map.
+	rows, cols := before.Shards(), after.Shards()
+	var dense []int64
+	if rows > 0 && cols > 0 && rows <= maxDense/cols {
+		dense = make([]int64, rows*cols)
+	}
 	if keys != nil {
 		for k := range keys {
-			counts[pair{before.Locate(k), after.Locate(k)}]++
+			from, to := before.Locate(k), after.Locate(k)
+			if dense != nil && uint(from) < uint(rows) && uint(to) < uint(cols) {
+				dense[from*cols+to]++
+			} else {
+				counts[pair{from, to}]++
+			}
 			total++
+		}
+	}
+	for i, n := range dense {
+		if n > 0 {
+			counts[pair{i / cols, i % cols}] += n
 		}
 	}
 	return plan(counts, total)
 }
+
+// maxDense is the most cells PlanKeys counts in a matrix: 32 KiB.
+const maxDense = 4096
 
 // Moves yields the keys of keys whose shard differs between before and after, in the order
 // of keys, each with its shard before and after. A nil keys yields nothing.

@@ -357,3 +357,38 @@ func TestPlanMemory(t *testing.T) {
 	assert.Less(t, n, uint64(limit), "PlanLeaves on tries of %d and %d leaves: %d bytes", len(before), len(after), n)
 	t.Logf("PlanLeaves on %d and %d leaves: %.1f MiB allocated", len(before), len(after), float64(n)/(1<<20))
 }
+
+// wildSharder breaks the Sharder contract: it claims shards shards and places a key on
+// place(key), anywhere in int.
+type wildSharder struct {
+	shards int
+	place  func(string) int
+}
+
+func (w wildSharder) Locate(k string) int { return w.place(k) }
+func (w wildSharder) Resize(int) error    { return nil }
+func (w wildSharder) Shards() int         { return w.shards }
+
+// TestPlanKeysAnyShard: PlanKeys counts exactly whatever shards the sharders return, in or
+// out of the range they claim, with no panic and no matrix of their size.
+func TestPlanKeysAnyShard(t *testing.T) {
+	keys := testKeys(3000)
+	spread := func(k string) int { return int(keyhash.XXH64(k)%7) - 2 } // -2..4
+	for name, tc := range map[string]struct{ before, after wildSharder }{
+		"out of range":  {wildSharder{3, spread}, wildSharder{4, func(k string) int { return spread(k) + 1 }}},
+		"maxint shards": {wildSharder{math.MaxInt, func(string) int { return math.MaxInt - 1 }}, wildSharder{math.MaxInt, spread}},
+		"no shards":     {wildSharder{0, spread}, wildSharder{-1, spread}},
+	} {
+		want := map[pair]int64{}
+		for _, k := range keys {
+			want[pair{tc.before.Locate(k), tc.after.Locate(k)}]++
+		}
+		var plan *Plan
+		require.NotPanics(t, func() { plan = PlanKeys(tc.before, tc.after, slices.Values(keys)) }, name)
+		checkFlows(t, plan, int64(len(keys)))
+		require.Len(t, plan.Flows, len(want), name)
+		for k, n := range want {
+			require.Equal(t, n, plan.Count(k.from, k.to), "%s: Count(%d, %d)", name, k.from, k.to)
+		}
+	}
+}
