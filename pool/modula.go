@@ -202,9 +202,9 @@ func (p *Modula) miss(pr *modulaProbe) {
 	}
 }
 
-// next probes on from pr's slot until it finds a node that taken does not hold, and returns
-// it. The caller guarantees that one exists among the nodes with slots.
-func (p *Modula) next(t *modulaTable, pr *modulaProbe, key string, taken []int32) int32 {
+// next probes on from pr's slot until it finds a node not yet picked, and returns it. The
+// caller guarantees that one exists among the nodes with slots.
+func (p *Modula) next(t *modulaTable, pr *modulaProbe, key string, taken *picked) int32 {
 	for {
 		if pr.walking {
 			if pr.slot++; pr.slot == t.size {
@@ -215,7 +215,7 @@ func (p *Modula) next(t *modulaTable, pr *modulaProbe, key string, taken []int32
 			pr.h = p.opts.Rehash(key, pr.probes, pr.h)
 			pr.slot = pr.h % t.size
 		}
-		if s := t.slots[pr.slot]; s >= 0 && !slices.Contains(taken, s) {
+		if s := t.slots[pr.slot]; s >= 0 && (taken == nil || !taken.has(s)) {
 			return s
 		}
 		p.miss(pr)
@@ -231,8 +231,7 @@ func (p *Modula) AppendN(dst []string, key string, n int) []string {
 	if n <= 0 {
 		return dst
 	}
-	var small [16]int32
-	taken := small[:0]
+	var taken picked
 	pr := p.start(t, p.hash(key))
 	s := t.slots[pr.slot]
 	if s < 0 {
@@ -241,13 +240,13 @@ func (p *Modula) AppendN(dst []string, key string, n int) []string {
 	}
 	for {
 		dst = append(dst, t.names[s])
-		taken = append(taken, s)
-		if len(taken) == n || len(taken) == t.slotted {
+		taken.add(s, 0, t.members)
+		if taken.len() == n || taken.len() == t.slotted {
 			break
 		}
-		s = p.next(t, &pr, key, taken)
+		s = p.next(t, &pr, key, &taken)
 	}
-	for _, o := range t.pointless[:min(len(t.pointless), n-len(taken))] {
+	for _, o := range t.pointless[:min(len(t.pointless), n-taken.len())] {
 		dst = append(dst, t.names[o])
 	}
 	return dst

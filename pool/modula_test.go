@@ -216,19 +216,3 @@ func TestModulaMovesAsModulo(t *testing.T) {
 	}
 	assert.Greater(t, moved, len(keys)/2, "removing the first node of a modulo pool should move most keys")
 }
-
-func BenchmarkModulaLocate(b *testing.B) {
-	keys := benchKeys()
-	for _, size := range []int{10, 1000} {
-		p, err := NewModula(benchNodes(size), ModulaOptions{})
-		require.NoError(b, err)
-		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
-			b.ReportAllocs()
-			s := 0
-			for i := 0; b.Loop(); i++ {
-				s += len(p.Locate(keys[i&(len(keys)-1)]))
-			}
-			poolSink = s
-		})
-	}
-}
