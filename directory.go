@@ -141,8 +141,8 @@ func stranded(op string, pins *segmap.Map[int32], n int) error {
 		return nil
 	}
 	shard, _ := pins.Get(owner)
-	return fmt.Errorf("shard: directory: %s to %d shards: owner %.64q is pinned to shard %d (%d owners pinned to shards >= %d): unpin or repin them first: %w",
-		op, n, owner, shard, count, n, ErrShard)
+	return fmt.Errorf("shard: directory: %s to %d shards: owner %.64q is pinned to shard %d (owners pinned to shards >= %d: %d): unpin or repin them first: %w",
+		op, n, owner, shard, n, count, ErrShard)
 }
 
 // Pin sets owner's entry to shard, in [0, Shards()): from now on every key of owner is

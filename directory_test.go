@@ -134,11 +134,11 @@ func TestDirectoryResize(t *testing.T) {
 
 	err = d.Resize(7)
 	require.ErrorIs(t, err, ErrShard)
-	require.EqualError(t, err, `shard: directory: resize to 7 shards: owner "alpha" is pinned to shard 8 (2 owners pinned to shards >= 7): unpin or repin them first: shard out of range`)
+	require.EqualError(t, err, `shard: directory: resize to 7 shards: owner "alpha" is pinned to shard 8 (owners pinned to shards >= 7: 2): unpin or repin them first: shard out of range`)
 	require.Equal(t, 10, d.Shards())
 	require.Equal(t, before, placement(d, keys))
 
-	require.ErrorContains(t, d.Resize(8), `owner "alpha" is pinned to shard 8 (1 owners pinned to shards >= 8)`)
+	require.ErrorContains(t, d.Resize(8), `owner "alpha" is pinned to shard 8 (owners pinned to shards >= 8: 1)`)
 	require.ErrorIs(t, d.Resize(0), ErrShardCount, "the fallback's own error for a bad count")
 	require.NoError(t, d.Resize(9))
 	require.Equal(t, 9, d.Shards())

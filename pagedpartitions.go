@@ -60,9 +60,9 @@ var ErrStalePage = errors.New("stale partition page")
 
 // NewPagedPartitions returns a PagedPartitions with n shards over a fixed number of
 // partitions in pages of pageSize partitions: partitions in [1, 2^24], pageSize a power of
-// two in [1, 65536] (the last page may be shorter), n in [1, min(partitions, 65536)]. Every
-// page starts at version 1. As with NewPartitions, shard i starts with the i-th contiguous
-// range of partitions.
+// two in [1, 65536] (the last page may be shorter), n in [1, partitions] and at most 65536,
+// since the pages hold 16-bit shard numbers. Every page starts at version 1. As with
+// NewPartitions, shard i starts with the i-th contiguous range of partitions.
 func NewPagedPartitions(n, partitions, pageSize int) (*PagedPartitions, error) {
 	if partitions < 1 || partitions > maxPagedPartitions {
 		return nil, fmt.Errorf("shard: paged partitions: %d partitions: allowed range is [1, %d]: %w", partitions, maxPagedPartitions, ErrPartitionCount)
