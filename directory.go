@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -14,11 +13,11 @@ import (
 
 // ErrDirectory reports a directory entry that cannot be used: an owner longer than
 // MaxOwnerLen, a key given where its owner is meant, an owner given twice, or a saved
-// directory that is malformed.
-var ErrDirectory = errors.New("invalid directory entry")
+// directory that is malformed. It is the same value as pool.ErrDirectory.
+var ErrDirectory = segmap.ErrDirectory
 
 // MaxOwnerLen is the longest owner a Directory pins, in bytes.
-const MaxOwnerLen = 1 << 16
+const MaxOwnerLen = segmap.MaxOwnerLen
 
 // Directory is a Sharder that looks a key's owner up in an explicit owner -> shard table
 // first and falls back to another Sharder's rule for every owner it does not list: document
@@ -73,9 +72,7 @@ func (d *Directory) Clone(s Sharder) (*Directory, error) {
 	if s == nil {
 		return nil, fmt.Errorf("shard: directory: clone: nil Sharder: %w", ErrDirectory)
 	}
-	d.mu.Lock()
 	pins := d.pins.Load()
-	d.mu.Unlock()
 	if err := stranded("clone", pins, s.Shards()); err != nil {
 		return nil, err
 	}
@@ -152,6 +149,9 @@ func stranded(op string, pins *segmap.Map[int32], n int) error {
 // placement: moving owner's data first is the caller's (or the rebalance package's) job. On
 // error nothing changes.
 func (d *Directory) Pin(owner string, shard int) error {
+	if d.s == nil {
+		return errZeroDirectory("pin")
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.checkEntry(owner, shard); err != nil {
@@ -161,17 +161,17 @@ func (d *Directory) Pin(owner string, shard int) error {
 	return nil
 }
 
+func errZeroDirectory(op string) error {
+	return fmt.Errorf("shard: directory: %s: zero Directory: make one with NewDirectory: %w", op, ErrDirectory)
+}
+
 // checkEntry returns an error if owner cannot be pinned to shard. Its message lacks the
 // package prefix, which the caller adds with what it was doing.
 func (d *Directory) checkEntry(owner string, shard int) error {
-	switch {
-	case d.s == nil:
-		return fmt.Errorf("owner %.64q: zero Directory: make one with NewDirectory: %w", owner, ErrDirectory)
-	case len(owner) > MaxOwnerLen:
-		return fmt.Errorf("owner %.64q...: %d bytes, longer than %d: %w", owner, len(owner), MaxOwnerLen, ErrDirectory)
-	case d.ownerOf(owner) != owner:
-		return fmt.Errorf("owner %.64q: that key's owner is %.64q: pin the owner: %w", owner, d.ownerOf(owner), ErrDirectory)
-	case shard < 0 || shard >= d.s.Shards() || shard > math.MaxInt32:
+	if err := segmap.CheckOwner(owner, d.owner); err != nil {
+		return err
+	}
+	if shard < 0 || shard >= d.s.Shards() || shard > math.MaxInt32 {
 		return fmt.Errorf("owner %.64q to shard %d: allowed range is [0, %d): %w", owner, shard, d.s.Shards(), ErrShard)
 	}
 	return nil
@@ -220,23 +220,13 @@ func (d *Directory) Load(entries iter.Seq2[string, int]) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.s == nil {
-		return fmt.Errorf("shard: directory: load: zero Directory: make one with NewDirectory: %w", ErrDirectory)
+		return errZeroDirectory("load")
 	}
-	var bad error
-	i := 0
-	pins, err := segmap.Build(func(yield func(string, int32) bool) {
-		for owner, shard := range entries {
-			if bad = d.checkEntry(owner, shard); bad != nil || !yield(owner, int32(shard)) {
-				return
-			}
-			i++
-		}
+	pins, err := segmap.BuildChecked(entries, func(owner string, shard int) (int32, error) {
+		return int32(shard), d.checkEntry(owner, shard)
 	})
-	switch {
-	case bad != nil:
-		return fmt.Errorf("shard: directory: load: entry %d: %w", i, bad)
-	case err != nil:
-		return fmt.Errorf("shard: directory: load: owner %v: %w", err, ErrDirectory)
+	if err != nil {
+		return fmt.Errorf("shard: directory: load: %w", err)
 	}
 	d.pins.Store(pins)
 	return nil
@@ -264,7 +254,7 @@ func (d *Directory) UnmarshalText(text []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.s == nil {
-		return fmt.Errorf("shard: directory: text: zero Directory: make one with NewDirectory: %w", ErrDirectory)
+		return errZeroDirectory("text")
 	}
 	pins, err := segmap.ParseText(text, func(owner string, field []byte) (int32, error) {
 		shard, ok := parseUint(field, 31)

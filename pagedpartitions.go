@@ -270,23 +270,6 @@ func (p *PagedPartitions) Move(moves ...PartitionMove) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner := make(map[int]uint16, len(moves)) // the partitions moved so far, by their new owner
-	for i, m := range moves {
-		if m.Partition < 0 || m.Partition >= t.partitions {
-			return nil, fmt.Errorf("shard: paged partitions: move %d: partition %d: allowed range is [0, %d): %w", i, m.Partition, t.partitions, ErrPartition)
-		}
-		if m.To < 0 || m.To >= t.shards {
-			return nil, fmt.Errorf("shard: paged partitions: move %d: partition %d to shard %d: allowed range is [0, %d): %w", i, m.Partition, m.To, t.shards, ErrShard)
-		}
-		cur, ok := owner[m.Partition]
-		if !ok {
-			cur = t.pages[m.Partition>>t.shift][m.Partition&(1<<t.shift-1)]
-		}
-		if int(cur) != m.From {
-			return nil, fmt.Errorf("shard: paged partitions: move %d: partition %d is on shard %d, not on shard %d: %w", i, m.Partition, cur, m.From, ErrStalePage)
-		}
-		owner[m.Partition] = uint16(m.To)
-	}
 	next, changed, err := t.withMoves(moves, t.shards)
 	if err != nil {
 		return nil, err
@@ -295,21 +278,31 @@ func (p *PagedPartitions) Move(moves ...PartitionMove) ([]int, error) {
 	return changed, nil
 }
 
-// withMoves returns a copy of t with the checked moves made and the shard count set, and the
-// pages that changed, each with its version one higher.
+// withMoves returns a copy of t with the moves made in order and the shard count set, and
+// the pages that changed, each with its version one higher; or the error of the first move
+// that Move refuses.
 func (t *pagedTable) withMoves(moves []PartitionMove, shards int) (*pagedTable, []int, error) {
 	next := &pagedTable{partitions: t.partitions, shift: t.shift, shards: shards,
-		pages: slices.Clone(t.pages), versions: slices.Clone(t.versions)}
+		pages: slices.Clone(t.pages), versions: slices.Clone(t.versions), missing: t.missing}
 	copied := make(map[int]bool)
 	var touched []int
-	for _, m := range moves {
-		i := m.Partition >> t.shift
+	for k, m := range moves {
+		if m.Partition < 0 || m.Partition >= t.partitions {
+			return nil, nil, fmt.Errorf("shard: paged partitions: move %d: partition %d: allowed range is [0, %d): %w", k, m.Partition, t.partitions, ErrPartition)
+		}
+		if m.To < 0 || m.To >= shards {
+			return nil, nil, fmt.Errorf("shard: paged partitions: move %d: partition %d to shard %d: allowed range is [0, %d): %w", k, m.Partition, m.To, shards, ErrShard)
+		}
+		i, j := m.Partition>>t.shift, m.Partition&(1<<t.shift-1)
+		if cur := next.pages[i][j]; int(cur) != m.From {
+			return nil, nil, fmt.Errorf("shard: paged partitions: move %d: partition %d is on shard %d, not on shard %d: %w", k, m.Partition, cur, m.From, ErrStalePage)
+		}
 		if !copied[i] {
 			copied[i] = true
 			next.pages[i] = slices.Clone(t.pages[i])
 			touched = append(touched, i)
 		}
-		next.pages[i][m.Partition&(1<<t.shift-1)] = uint16(m.To)
+		next.pages[i][j] = uint16(m.To)
 	}
 	slices.Sort(touched)
 	changed := touched[:0]

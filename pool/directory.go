@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -13,11 +12,11 @@ import (
 
 // ErrDirectory reports a directory entry that cannot be used: an owner longer than
 // MaxOwnerLen, a key given where its owner is meant, an owner given twice, or a saved
-// directory that is malformed.
-var ErrDirectory = errors.New("invalid directory entry")
+// directory that is malformed. It is the same value as shard.ErrDirectory.
+var ErrDirectory = segmap.ErrDirectory
 
 // MaxOwnerLen is the longest owner a Directory pins, in bytes.
-const MaxOwnerLen = 1 << 16
+const MaxOwnerLen = segmap.MaxOwnerLen
 
 // Directory is a Pool that looks a key's owner up in an explicit owner -> node table first
 // and falls back to another Pool for every owner it does not list: package shard's Directory
@@ -64,9 +63,7 @@ func (d *Directory) Clone(p Pool) (*Directory, error) {
 	if p == nil {
 		return nil, fmt.Errorf("pool: directory: clone: nil Pool: %w", ErrDirectory)
 	}
-	d.mu.Lock()
 	pins := d.pins.Load()
-	d.mu.Unlock()
 	names := memberNames(p)
 	count, owner := pins.Matching(func(node string) bool { _, ok := names[node]; return !ok })
 	if count > 0 {
@@ -190,8 +187,10 @@ func (d *Directory) Nodes() []Node {
 	return d.p.Nodes()
 }
 
+// errZero is the error of a change to the zero Directory; it wraps ErrEmpty, as the zero
+// value of a pool has no node.
 func errZero(op string) error {
-	return fmt.Errorf("pool: directory: %s: zero Directory: make one with NewDirectory: %w", op, ErrDirectory)
+	return fmt.Errorf("pool: directory: %s: zero Directory: make one with NewDirectory: %w", op, ErrEmpty)
 }
 
 // Pin sets owner's entry to node, a member: from now on every key of owner is placed there.
@@ -216,13 +215,11 @@ func (d *Directory) Pin(owner, node string) error {
 // checkEntry returns the member's own string for node, or an error (without the package
 // prefix) if owner cannot be pinned to node.
 func (d *Directory) checkEntry(names map[string]string, owner, node string) (string, error) {
+	if err := segmap.CheckOwner(owner, d.owner); err != nil {
+		return "", err
+	}
 	name, member := names[node]
-	switch {
-	case len(owner) > MaxOwnerLen:
-		return "", fmt.Errorf("owner %.64q...: %d bytes, longer than %d: %w", owner, len(owner), MaxOwnerLen, ErrDirectory)
-	case d.ownerOf(owner) != owner:
-		return "", fmt.Errorf("owner %.64q: that key's owner is %.64q: pin the owner: %w", owner, d.ownerOf(owner), ErrDirectory)
-	case !member:
+	if !member {
 		return "", fmt.Errorf("owner %.64q to %q: not a member: %w", owner, node, ErrNode)
 	}
 	return name, nil
@@ -265,22 +262,11 @@ func (d *Directory) Load(entries iter.Seq2[string, string]) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	names := memberNames(d.p)
-	var bad error
-	i := 0
-	pins, err := segmap.Build(func(yield func(string, string) bool) {
-		for owner, node := range entries {
-			var name string
-			if name, bad = d.checkEntry(names, owner, node); bad != nil || !yield(owner, name) {
-				return
-			}
-			i++
-		}
+	pins, err := segmap.BuildChecked(entries, func(owner, node string) (string, error) {
+		return d.checkEntry(names, owner, node)
 	})
-	switch {
-	case bad != nil:
-		return fmt.Errorf("pool: directory: load: entry %d: %w", i, bad)
-	case err != nil:
-		return fmt.Errorf("pool: directory: load: owner %v: %w", err, ErrDirectory)
+	if err != nil {
+		return fmt.Errorf("pool: directory: load: %w", err)
 	}
 	d.pins.Store(pins)
 	return nil

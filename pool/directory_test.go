@@ -282,12 +282,12 @@ func TestDirectoryZeroValue(t *testing.T) {
 	text, err := d.MarshalText()
 	require.NoError(t, err)
 	require.Equal(t, "directory entries=0\n", string(text))
-	require.ErrorIs(t, d.Pin("x", "a"), ErrDirectory)
-	require.ErrorIs(t, d.Add(Node{Name: "a"}), ErrDirectory)
-	require.ErrorIs(t, d.Remove("a"), ErrDirectory)
-	require.ErrorIs(t, d.SetWeight("a", 1), ErrDirectory)
-	require.ErrorIs(t, d.UnmarshalText(text), ErrDirectory)
-	require.ErrorIs(t, d.Load(maps.All(map[string]string{})), ErrDirectory)
+	require.ErrorIs(t, d.Pin("x", "a"), ErrEmpty)
+	require.ErrorIs(t, d.Add(Node{Name: "a"}), ErrEmpty)
+	require.ErrorIs(t, d.Remove("a"), ErrEmpty)
+	require.ErrorIs(t, d.SetWeight("a", 1), ErrEmpty)
+	require.ErrorIs(t, d.UnmarshalText(text), ErrEmpty)
+	require.ErrorIs(t, d.Load(maps.All(map[string]string{})), ErrEmpty)
 	require.Panics(t, func() { NewDirectory(nil, nil) })
 }
 
