@@ -355,6 +355,7 @@ func TestPagedPartitionsTextErrors(t *testing.T) {
 		{h + "page=2 version=1\n0-8 1\n", "line 3: range 0-8: partitions end at 7", ErrPartitionTable},
 		{h + "page=2 version=1\n0-7 2\n", "line 3: shard 2: allowed range is [0, 2)", ErrPartitionTable},
 		{h + "page=2 version=1\n0-7 1\r\n", "line 3", ErrPartitionTable},
+		{h + "page=2 version=1\n0-07 1\n", `line 3: "0-07 1": want "FIRST-LAST SHARD" or "PARTITION SHARD" in decimal`, ErrPartitionTable},
 		{h + p0 + "page=1 version=1\n0-15 0\n", "line 4: page 1: version 1 is older than the loaded version 2", ErrStalePage},
 		{h + p0 + "page=1 version=2\n0-15 0\n", "line 4: page 1: version 2 is loaded with other owners: a changed page needs a new version", ErrStalePage},
 		{"hash=xxh64 partitions=40 pagesize=8 shards=2\npage=0 version=1\n0-7 0\n", "text has partitions=40 pagesize=8, this table has partitions=40 pagesize=16", ErrPartitionCount},

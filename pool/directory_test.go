@@ -23,23 +23,26 @@ func prefixOwner(key string) string {
 	return key
 }
 
-// Without entries a Directory is its fallback: it passes the contract as the reference does
-// (but for the reference's allocations).
-func TestDirectoryContractOnReference(t *testing.T) {
-	c := contract{name: "directory(reference)", orderFree: true, minimal: true, nextOnRemove: true,
-		newPool: func(nodes []Node) (Pool, error) {
-			p, err := newRefPool(nodes)
+// Without entries a Directory is its fallback: over Rendezvous it passes the whole contract
+// (allocations included), over the reference all of it but the reference's allocations.
+func TestDirectoryContract(t *testing.T) {
+	over := func(newPool func([]Node) (Pool, error)) func([]Node) (Pool, error) {
+		return func(nodes []Node) (Pool, error) {
+			p, err := newPool(nodes)
 			if err != nil {
 				return nil, err
 			}
 			return NewDirectory(p, nil), nil
-		}}
+		}
+	}
+	checkContract(t, contract{name: "directory(rendezvous)", newPool: over(newRendezvousPool(RendezvousOptions{})),
+		orderFree: true, minimal: true, nextOnRemove: true})
+
+	c := contract{name: "directory(reference)", newPool: over(newRefPool), orderFree: true, minimal: true, nextOnRemove: true}
 	keys := testKeys(3000)
-	t.Run("bad input", func(t *testing.T) { checkBadInput(t, c, keys[:500]) })
-	t.Run("lookups", func(t *testing.T) { checkLookups(t, c, keys[:300]) })
-	t.Run("movement", func(t *testing.T) { checkMovement(t, c, keys) })
-	t.Run("history", func(t *testing.T) { checkHistory(t, c, keys[:300]) })
-	t.Run("concurrent changes", func(t *testing.T) { checkConcurrent(t, c, keys[:50]) })
+	t.Run("reference/bad input", func(t *testing.T) { checkBadInput(t, c, keys[:500]) })
+	t.Run("reference/lookups", func(t *testing.T) { checkLookups(t, c, keys[:300]) })
+	t.Run("reference/movement", func(t *testing.T) { checkMovement(t, c, keys) })
 }
 
 // hashPool places a key on the node at xxhash(key) mod the member count and lists the
@@ -144,14 +147,21 @@ func TestDirectoryRemove(t *testing.T) {
 }
 
 func TestDirectoryAllocs(t *testing.T) {
-	p := newHashPool(t, 20)
+	maglev, err := NewMaglev(numbered(20), MaglevOptions{})
+	require.NoError(t, err)
+	for _, p := range []Pool{newHashPool(t, 20), maglev} {
+		checkDirectoryAllocs(t, p)
+	}
+}
+
+func checkDirectoryAllocs(t *testing.T, p Pool) {
 	d := NewDirectory(p, prefixOwner)
 	keys := []string{"", "user:1000", "1-A1", strings.Repeat("x", 4096)}
 	dst := make([]string, 0, 3)
 	check := func(what string) {
 		for _, k := range append(keys, "owner:17", "owner:9999") {
-			require.Zerof(t, testing.AllocsPerRun(100, func() { _ = d.Locate(k) }), "%s: Locate(%.20q) allocates", what, k)
-			require.Zerof(t, testing.AllocsPerRun(100, func() { dst = d.AppendN(dst[:0], k, 3) }), "%s: AppendN(%.20q, 3) allocates", what, k)
+			require.Zerof(t, testing.AllocsPerRun(100, func() { _ = d.Locate(k) }), "%T: %s: Locate(%.20q) allocates", p, what, k)
+			require.Zerof(t, testing.AllocsPerRun(100, func() { dst = d.AppendN(dst[:0], k, 3) }), "%T: %s: AppendN(%.20q, 3) allocates", p, what, k)
 		}
 	}
 	check("no entries")

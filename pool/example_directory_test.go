@@ -1,27 +1,29 @@
-package pool
+package pool_test
 
-import "fmt"
+import (
+	"fmt"
 
-// The example runs on the tests' reference pool (weighted rendezvous, computed the slow way);
-// any Pool works the same way.
+	"github.com/shardkit/shard/pool"
+)
+
 func ExampleNewDirectory() {
-	p, err := newRefPool([]Node{{Name: "cache-a"}, {Name: "cache-b"}, {Name: "cache-c"}})
+	p, err := pool.NewRendezvous([]pool.Node{{Name: "cache-a"}, {Name: "cache-b"}, {Name: "cache-c"}}, pool.RendezvousOptions{})
 	if err != nil {
 		panic(err)
 	}
-	d := NewDirectory(p, nil)
+	d := pool.NewDirectory(p, nil)
 	fmt.Println(d.Locate("user:42"), d.AppendN(nil, "user:42", 3))
-	if err := d.Pin("user:42", "cache-c"); err != nil { // a hot owner gets its own node
+	if err := d.Pin("user:42", "cache-a"); err != nil { // a hot owner gets its own node
 		panic(err)
 	}
 	fmt.Println(d.Locate("user:42"), d.AppendN(nil, "user:42", 3))
-	fmt.Println(d.Remove("cache-c"))
+	fmt.Println(d.Remove("cache-a"))
 	text, _ := d.MarshalText()
 	fmt.Print(string(text))
 	// Output:
-	// cache-a [cache-a cache-c cache-b]
-	// cache-c [cache-c cache-a cache-b]
-	// pool: directory: remove "cache-c": owner "user:42" is pinned to it (owners pinned to the nodes to remove: 1): repin or unpin them first: invalid node
+	// cache-b [cache-b cache-c cache-a]
+	// cache-a [cache-a cache-b cache-c]
+	// pool: directory: remove "cache-a": owner "user:42" is pinned to it (owners pinned to the nodes to remove: 1): repin or unpin them first: invalid node
 	// directory entries=1
-	// "user:42" "cache-c"
+	// "user:42" "cache-a"
 }
