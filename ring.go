@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
 	"sync"
@@ -204,8 +205,9 @@ func newRing(strategy string, kind ringKind, n int, opts RingOptions) (*Ring, er
 // Locate returns the shard that owns key, in [0, Shards()): the owner of the first point at
 // or after the key's position, or of the smallest point if there is none.
 func (r *Ring) Locate(key string) int {
+	// Position's switch, repeated: Position is too big to inline, and calling it costs
+	// Locate about 0.5 ns (BenchmarkLocate, murmur ring of 10 shards).
 	var h uint64
-	// Direct calls for the built-in hashes save the indirect call and let them inline.
 	switch r.kind {
 	case murmurKind:
 		h = murmurPosition(key)
@@ -217,6 +219,57 @@ func (r *Ring) Locate(key string) int {
 		h = r.hash(key)
 	}
 	return int(r.table.Load().Locate(h))
+}
+
+// Position returns key's position on the ring, the 64-bit value that Locate looks up and
+// that Arcs are ranges of: RingOptions.Hash(key) for NewRing, the Jedis 32-bit hash in the
+// top 32 bits for NewJedisRing, MurmurToken(key) with its sign bit flipped (so that
+// unsigned order is Cassandra's signed order) for NewMurmurRing. A store that keeps each
+// row's Position can move a ring's changed arcs by range. It never allocates (unless
+// RingOptions.Hash does) and is safe for concurrent use.
+func (r *Ring) Position(key string) uint64 {
+	// Direct calls for the built-in hashes save the indirect call and let them inline.
+	switch r.kind {
+	case murmurKind:
+		return murmurPosition(key)
+	case jedisKind:
+		return jedisPosition(key)
+	case xxhKind:
+		return keyhash.XXH64(key)
+	}
+	return r.hash(key)
+}
+
+// Arc is a range of ring positions [First, Last], both ends included, whose keys all belong
+// to Shard.
+type Arc struct {
+	First, Last uint64
+	Shard       int
+}
+
+// Arcs yields the ring's arcs in increasing order of positions, from the one that holds 0 to
+// the one that holds math.MaxUint64, every position in exactly one: a key belongs to the
+// shard of the arc that holds Position(key). Two consecutive arcs never have the same shard
+// (the first and the last may: the arc of the smallest point is cut at the wrap), so a ring
+// of n shards with v points each has at most n*v+1 arcs. Arcs reads the ring as it was
+// when called, allocates nothing per arc, and is safe for concurrent use, also with Resize.
+func (r *Ring) Arcs() iter.Seq[Arc] {
+	t := r.table.Load()
+	return func(yield func(Arc) bool) {
+		var cur Arc
+		started := false
+		for a := range t.Arcs() {
+			if started && int(a.Owner) == cur.Shard {
+				cur.Last = a.Last
+				continue
+			}
+			if started && !yield(cur) {
+				return
+			}
+			cur, started = Arc{First: a.First, Last: a.Last, Shard: int(a.Owner)}, true
+		}
+		yield(cur)
+	}
 }
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
