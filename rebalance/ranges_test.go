@@ -559,7 +559,7 @@ func TestNewRangeMigrationRejects(t *testing.T) {
 		{{First: 0, Last: 4, From: 1, To: 1}},
 		{{First: 0, Last: 4, From: -1, To: 1}},
 		{{First: 0, Last: 4, From: 0, To: -2}},
-		{{First: 10, Last: 20, From: 0, To: 1}, {First: 0, Last: 4, From: 0, To: 1}},  // unsorted
+		{{First: 10, Last: 20, From: 0, To: 1}, {First: 0, Last: 4, From: 0, To: 1}},   // unsorted
 		{{First: 10, Last: 20, From: 0, To: 1}, {First: 20, Last: 24, From: 2, To: 1}}, // overlapping
 	} {
 		_, err := NewRangeMigration("bad", w.before, w.after, pos, ranges, w.store, Options{})
