@@ -52,38 +52,44 @@ func OwnerLayout(before shard.Sharder, resized func(n int) (shard.Sharder, error
 		}
 		usage[s] += n
 	}
-	return &ownerLayout{before: before, resized: resized, owners: owners, usage: usage}, nil
+	return &ownerLayout{sharded{before, resized, usage}, owners}, nil
 }
 
-type ownerLayout struct {
+// sharded is what the layouts of a Sharder share: its placement now, its resize and what
+// each shard holds.
+type sharded struct {
 	before  shard.Sharder
 	resized func(int) (shard.Sharder, error)
-	owners  iter.Seq2[string, int64]
 	usage   []int64
 }
 
-func (l *ownerLayout) Usage() []int64 { return slices.Clone(l.usage) }
+func (l *sharded) Usage() []int64 { return slices.Clone(l.usage) }
 
-func (l *ownerLayout) Resize(n int) (*Plan, error) {
-	after, err := resizedSharder(l.before, l.resized, n)
-	if err != nil {
-		return nil, err
-	}
-	return PlanOwners(l.before, after, l.owners)
-}
-
-// resizedSharder calls resized(n) and checks its result.
-func resizedSharder(before shard.Sharder, resized func(int) (shard.Sharder, error), n int) (shard.Sharder, error) {
-	after, err := resized(n)
+// after calls resized(n) and checks its result.
+func (l *sharded) after(n int) (shard.Sharder, error) {
+	after, err := l.resized(n)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("rebalance: layout: resize to %d shards: %w", n, err)
 	case after == nil || after.Shards() != n:
 		return nil, fmt.Errorf("rebalance: layout: resize to %d shards gave a sharder of %v: %w", n, shardsOf(after), ErrLayout)
-	case shareState(before, after):
+	case shareState(l.before, after):
 		return nil, fmt.Errorf("rebalance: layout: resize to %d shards gave the sharder itself, or one that wraps it: return a second sharder: %w", n, ErrLayout)
 	}
 	return after, nil
+}
+
+type ownerLayout struct {
+	sharded
+	owners iter.Seq2[string, int64]
+}
+
+func (l *ownerLayout) Resize(n int) (*Plan, error) {
+	after, err := l.after(n)
+	if err != nil {
+		return nil, err
+	}
+	return PlanOwners(l.before, after, l.owners)
 }
 
 func shardsOf(s shard.Sharder) string {
@@ -110,20 +116,16 @@ func SampleLayout(usage []int64, before shard.Sharder, resized func(n int) (shar
 	if err := checkUsage(usage); err != nil {
 		return nil, err
 	}
-	return &sampleLayout{before: before, resized: resized, sample: sample, usage: slices.Clone(usage)}, nil
+	return &sampleLayout{sharded{before, resized, slices.Clone(usage)}, sample}, nil
 }
 
 type sampleLayout struct {
-	before  shard.Sharder
-	resized func(int) (shard.Sharder, error)
-	sample  iter.Seq[string]
-	usage   []int64
+	sharded
+	sample iter.Seq[string]
 }
 
-func (l *sampleLayout) Usage() []int64 { return slices.Clone(l.usage) }
-
 func (l *sampleLayout) Resize(n int) (*Plan, error) {
-	after, err := resizedSharder(l.before, l.resized, n)
+	after, err := l.after(n)
 	if err != nil {
 		return nil, err
 	}

@@ -123,9 +123,11 @@ type RangeStore interface {
 // crash, its modes and its errors (ErrCopyMismatch, ErrCopyLost). A key is served by its
 // range's shard, the old one until the range is marked; a key in no range does not move.
 //
-// The keys of one range share one lock: while a range moves, Do of any of its keys waits
-// for it, and in Lazy mode the first Do of a key moves its whole range, so prefer Async for
-// large ranges. All methods are safe for concurrent use.
+// The keys of one range share one lock, held in this process (as a plain Store's per-owner
+// locks are: every access to keys being moved goes through the same RangeMigration): while
+// a range moves, Do of any of its keys waits for it, and in Lazy mode the first Do of a key
+// moves its whole range, so prefer Async for large ranges. All methods are safe for
+// concurrent use.
 type RangeMigration struct {
 	m             *Migration
 	before, after shard.Sharder

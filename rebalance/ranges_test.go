@@ -196,6 +196,7 @@ func TestPlanRingIsShort(t *testing.T) {
 	for _, n := range []int{1, 2, 10, 100} {
 		for _, v := range []int{1, 16, 160, 1000} {
 			grow, shrink := growthRanges(t, n, v)
+			t.Logf("ring of %d -> %d shards, %d points each: %d ranges", n, n+1, v, grow)
 			require.LessOrEqualf(t, grow, v, "%d -> %d shards of %d points", n, n+1, v)
 			require.Equalf(t, grow, shrink, "%d <- %d shards of %d points: the same arcs move back", n, n+1, v)
 			if n >= 10 && v >= 16 {
@@ -221,6 +222,7 @@ func TestPlanRingIsShort(t *testing.T) {
 				p, _, err := PlanPoolRing(dir[0], dir[1])
 				require.NoError(t, err)
 				require.LessOrEqualf(t, len(p.Ranges), bound, "lookup %d, a node of weight %d", opts.Lookup, w)
+				t.Logf("pool ring, lookup %d, 5 nodes of %d points, one of weight %d joins or leaves: %d ranges (bound %d)", opts.Lookup, opts.Vnodes, w, len(p.Ranges), bound)
 				require.Greater(t, len(p.Ranges), bound/3)
 			}
 		}
@@ -438,33 +440,54 @@ func TestRangeMigrationMoves(t *testing.T) {
 		rm := w.migration(t, "grow-"+mode.String(), Options{Mode: mode, Concurrency: 3})
 		require.Equal(t, w.plan.Ranges, rm.Ranges())
 		ctx := context.Background()
-		// Writers add rows to random keys while the ranges move.
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		for g := range 4 {
-			wg.Go(func() {
-				for i := g; ; i += 4 {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					k := w.keys[(i*7919)%len(w.keys)]
-					require.NoError(t, rm.Do(ctx, k, func(s int) error {
-						w.store.put(s, k, int(w.rows[k].Add(1))-1)
-						return nil
-					}))
-				}
+		// Writers add rows to keys all over the ring while the ranges move.
+		stop := writeWhile(4, func(i int) error {
+			k := w.keys[(i*7919)%len(w.keys)]
+			return rm.Do(ctx, k, func(s int) error {
+				w.store.put(s, k, int(w.rows[k].Add(1))-1)
+				return nil
 			})
-		}
+		})
 		require.NoError(t, rm.Run(ctx))
-		close(stop)
-		wg.Wait()
+		writes, err := stop()
+		require.NoError(t, err)
+		require.Positive(t, writes)
 		require.NoError(t, rm.Finish(ctx))
 		w.checkMoved(t)
 		w.checkServed(t, rm)
 		st := rm.Stats()
 		require.Equal(t, int64(len(w.plan.Ranges)), st.ByRun+st.Lazily, mode)
+	}
+}
+
+// writeWhile starts writers goroutines, each calling write(i) for i = g, g+writers, ...
+// until stop is called; stop waits for them and returns how many writes succeeded and the
+// first error.
+func writeWhile(writers int, write func(i int) error) (stop func() (int64, error)) {
+	var (
+		wg       sync.WaitGroup
+		done     atomic.Bool
+		n        atomic.Int64
+		mu       sync.Mutex
+		firstErr error
+	)
+	for g := range writers {
+		wg.Go(func() {
+			for i := g; !done.Load(); i += writers {
+				if err := write(i); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	return func() (int64, error) {
+		done.Store(true)
+		wg.Wait()
+		return n.Load(), firstErr
 	}
 }
 

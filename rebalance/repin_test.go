@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -67,26 +66,13 @@ func TestRepinPinAndDrain(t *testing.T) {
 	w := newRepinWorld(t, 600)
 	r := w.repin(t, "rebalance-shard-3")
 
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var writes atomic.Int64
-	for g := range 3 {
-		wg.Go(func() {
-			for i := g; ; i += 3 {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o := w.owners[(i*31)%len(w.owners)]
-				require.NoError(t, r.Do(ctx, o, func(s int) error {
-					w.store.put(s, o, int(w.rows[o].Add(1))-1, "written during the moves")
-					return nil
-				}))
-				writes.Add(1)
-			}
+	stop := writeWhile(3, func(i int) error {
+		o := w.owners[(i*31)%len(w.owners)]
+		return r.Do(ctx, o, func(s int) error {
+			w.store.put(s, o, int(w.rows[o].Add(1))-1, "written during the moves")
+			return nil
 		})
-	}
+	})
 
 	hot := w.owners[7]
 	to := (w.d.Locate(hot) + 1) % 3
@@ -105,9 +91,9 @@ func TestRepinPinAndDrain(t *testing.T) {
 	}
 	require.NotEmpty(t, onThree)
 	require.NoError(t, r.Drain(ctx, 3, slices.Values(w.owners), 25, three.Locate))
-	close(stop)
-	wg.Wait()
-	require.Positive(t, writes.Load())
+	writes, err := stop()
+	require.NoError(t, err)
+	require.Positive(t, writes)
 	w.check(t, r)
 	require.Equal(t, 1+len(onThree), w.d.Len(), "the hot owner and every drained one are pinned")
 
