@@ -3,7 +3,7 @@
 // a resize moves, and the speed ratio of ours to the best peer of the same kind. It ends with
 // the library's speed targets, each marked pass or miss.
 //
-//	go -C benchmarks/peers run . [-keys 1000000] [-shards 10] [-rounds 31]
+//	go -C benchmarks/peers run . [-keys 1000000] [-shards 10] [-rounds 31] [-only ring,rendezvous]
 //
 // Timing is the lower quartile of many short interleaved rounds (see measure.Race), so that
 // a machine shared with other work disturbs every contestant alike; read ratios, not absolutes.
@@ -15,6 +15,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,12 +30,13 @@ func main() {
 	vnodes := flag.Int("vnodes", 160, "points per shard for every ring that lets its user choose (ours and peers)")
 	rounds := flag.Int("rounds", 31, "interleaved timing rounds; the lower quartile is reported")
 	minDur := flag.Duration("mindur", 2*time.Millisecond, "length of one timing measurement")
+	only := flag.String("only", "", "comma-separated kinds (ring, rendezvous, jump, ...) to run, all if empty: at 10000 shards some peers take minutes to build")
 	flag.Parse()
 	if *keys < 1 || *shards < 1 || *keylen < 0 || *pool < 1 || *vnodes < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "peers: -keys, -shards, -pool, -vnodes and -rounds must be at least 1, -keylen at least 0")
 		os.Exit(2)
 	}
-	if err := run(os.Stdout, *keys, *shards, *keylen, *pool, *vnodes, *rounds, *minDur); err != nil {
+	if err := run(os.Stdout, *keys, *shards, *keylen, *pool, *vnodes, *rounds, *minDur, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
@@ -49,7 +51,7 @@ type result struct {
 	movedPct float64 // on shards -> shards+1; NaN if the strategy cannot grow that far
 }
 
-func run(w io.Writer, nkeys, n, keylen, pool, vnodes, rounds int, minDur time.Duration) error {
+func run(w io.Writer, nkeys, n, keylen, pool, vnodes, rounds int, minDur time.Duration, only string) error {
 	timingKeys := measure.Keys(1, pool, keylen)
 	qualityKeys := measure.Keys(2, nkeys, keylen)
 
@@ -57,8 +59,14 @@ func run(w io.Writer, nkeys, n, keylen, pool, vnodes, rounds int, minDur time.Du
 	var live []measure.Locator
 	var liveRes []*result
 	for _, c := range contestants(vnodes) {
+		if only != "" && !slices.Contains(strings.Split(only, ","), c.kind) {
+			continue
+		}
 		r := &result{c: c, movedPct: math.NaN()}
 		results = append(results, r)
+		if c.maxShards > 0 && n > c.maxShards {
+			continue // too slow to build this large
+		}
 		l, err := c.build(n)
 		if err != nil {
 			continue // e.g. first-byte SHA-1 above 10 shards

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 // A contestant is one way to place keys: one of ours or another package's. Every one is
@@ -31,6 +32,9 @@ type contestant struct {
 	// resize changes l to n shards, as the package's users would: ours by Resize (the
 	// history-dependent strategies remember their shape), the peers by adding members.
 	resize func(l measure.Locator, n int) (measure.Locator, error)
+	// maxShards, when not zero, is the most shards worth building: stathat/consistent
+	// re-sorts its ring after every member it adds, about 30 s for 1000 members.
+	maxShards int
 }
 
 // Kinds: strategies of one kind make the same promise, so their speed compares directly.
@@ -173,6 +177,7 @@ func contestants(vnodes int) []contestant {
 		c.Set(nodeNames(n))
 		return &stathatRing{c}, nil
 	})
+	cs[len(cs)-1].maxShards = 101 // 100 shards and the growth to 101
 	peer("golang/groupcache/consistenthash", "groupcache", kindRing, func(n int) (measure.Locator, error) {
 		m := consistenthash.New(vnodes, crc32.ChecksumIEEE)
 		m.Add(nodeNames(n)...)
@@ -195,8 +200,48 @@ func contestants(vnodes int) []contestant {
 			},
 		})
 	}
+
+	// The named pools, over the same member names as the peers, grown by adding a member.
+	for _, p := range []struct {
+		name, kind string
+		new        func(nodes []pool.Node) (pool.Pool, error)
+	}{
+		{"pool-ring", kindRing, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewRing(nodes, pool.RingOptions{Vnodes: vnodes})
+		}},
+		{"pool-rendezvous", kindRendezvous, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+	} {
+		cs = append(cs, contestant{
+			name: "ours/" + p.name, id: "ours-" + p.name, kind: p.kind, ours: true,
+			build: func(n int) (measure.Locator, error) {
+				nodes := make([]pool.Node, n)
+				for i, name := range nodeNames(n) {
+					nodes[i] = pool.Node{Name: name}
+				}
+				pl, err := p.new(nodes)
+				return &named{pl}, err
+			},
+			resize: func(l measure.Locator, n int) (measure.Locator, error) {
+				pl := l.(*named).p
+				for m := len(pl.Nodes()); m < n; m++ {
+					if err := pl.Add(pool.Node{Name: nodeName(m)}); err != nil {
+						return nil, err
+					}
+				}
+				return l, nil
+			},
+		})
+	}
 	return cs
 }
+
+// named is a pool of ours behind the Locator interface, its member names read back as
+// indices the way the peers' are.
+type named struct{ p pool.Pool }
+
+func (n *named) Locate(k string) int { return nodeIndex(n.p.Locate(k)) }
 
 // A target is a speed ratio, ours over a peer's ns per lookup, that ours must not exceed.
 type target struct {
@@ -212,6 +257,8 @@ var targets = []target{
 	{"ours/murmur-ring", "buraksezer/consistent+xxhash", 1.0},
 	{"ours/murmur-ring", "serialx/hashring", 0.2},
 	{"ours/murmur-ring", "stathat/consistent", 0.2},
+	{"ours/pool-ring", "buraksezer/consistent+xxhash", 1.0},
+	{"ours/pool-rendezvous", "dgryski/go-rendezvous+xxhash", 1.5},
 	{"ours/partitions", "xxhash % n", 1.5},
 	{"ours/trie", "xxhash % n", 1.5},
 }

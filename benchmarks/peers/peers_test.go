@@ -1,12 +1,17 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/buraksezer/consistent"
+	"github.com/serialx/hashring"
+
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 var sink int
@@ -14,14 +19,24 @@ var sink int
 // parallelSink keeps the parallel loops' sums alive without a data race.
 var parallelSink atomic.Int64
 
-// BenchmarkLocate times every contestant on the same pool of 16-byte keys. Not at 1000
-// shards: stathat/consistent re-sorts its ring after every member it adds and takes about
-// 30 s to build one with 1000 members of 160 points.
+// large adds 10000 shards to BenchmarkLocate: building buraksezer/consistent with 10000
+// members takes over a minute (it redistributes its partitions after every member it adds).
+var large = flag.Bool("large", false, "BenchmarkLocate at 10000 shards too (builds take minutes)")
+
+// BenchmarkLocate times every contestant on the same pool of 16-byte keys, at 10, 100 and
+// 1000 shards (and 10000 with -large), each up to its maxShards.
 func BenchmarkLocate(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
 	mask := len(keys) - 1
+	sizes := []int{10, 100, 1000}
+	if *large {
+		sizes = append(sizes, 10000)
+	}
 	for _, c := range contestants(160) {
-		for _, n := range []int{10, 100} {
+		for _, n := range sizes {
+			if c.maxShards > 0 && n > c.maxShards {
+				continue
+			}
 			l, err := c.build(n)
 			if err != nil {
 				continue // not for this many shards
@@ -88,6 +103,52 @@ func TestContestants(t *testing.T) {
 					t.Fatalf("%s(%d).Locate(%q) = %d, want a stable shard in [0, %d)", c.name, n, k, got, n)
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkAppendN times three distinct members per key (replicas): our pools' AppendN with
+// room in dst, buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
+// same members and keys.
+func BenchmarkAppendN(b *testing.B) {
+	keys := measure.Keys(1, 1<<14, 16)
+	mask := len(keys) - 1
+	for _, n := range []int{10, 100, 1000} {
+		names := nodeNames(n)
+		nodes := make([]pool.Node, n)
+		members := make([]consistent.Member, n)
+		weights := make(map[string]int, n)
+		for i, name := range names {
+			nodes[i], members[i], weights[name] = pool.Node{Name: name}, member(name), 160
+		}
+		ring, err := pool.NewRing(nodes, pool.RingOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rdv, err := pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bur := consistent.New(members, consistent.Config{Hasher: xxHasher{}, PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1)})
+		ser := hashring.NewWithWeights(weights)
+		impls := []struct {
+			id     string
+			append func(k string) int
+		}{
+			{"ours-pool-ring", func(k string) int { var d [3]string; return len(ring.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-rendezvous", func(k string) int { var d [3]string; return len(rdv.AppendN(d[:0], k, 3)[2]) }},
+			{"buraksezer", func(k string) int { m, _ := bur.GetClosestN(bytesOf(k), 3); return len(m[2].String()) }},
+			{"serialx", func(k string) int { m, _ := ser.GetNodes(k, 3); return len(m[2]) }},
+		}
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/shards=%d/n=3", impl.id, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += impl.append(keys[i&mask])
+					i++
+				}
+			})
 		}
 	}
 }
