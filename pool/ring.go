@@ -192,8 +192,8 @@ func defaultPointName(node string, i int) string { return node + "-" + strconv.I
 func (r *Ring) Locate(key string) string {
 	s := r.state.Load()
 	h := r.position(key)
-	if s.nearest {
-		return s.names[s.table.Owner(s.table.Nearest(h))]
+	if s.lookup != RingSuccessor {
+		return s.names[s.table.Owner(s.owner(h))]
 	}
 	return s.names[s.table.Locate(h)]
 }
@@ -204,9 +204,9 @@ func (r *Ring) Locate(key string) string {
 func (r *Ring) LocateBatch(keys []string, dst []string) {
 	dst = batchDst(keys, dst)
 	s := r.state.Load()
-	if s.nearest {
+	if s.lookup != RingSuccessor {
 		for i, k := range keys {
-			dst[i] = s.names[s.table.Owner(s.table.Nearest(r.position(k)))]
+			dst[i] = s.names[s.table.Owner(s.owner(r.position(k)))]
 		}
 		return
 	}

@@ -379,7 +379,7 @@ func (t *Table) NearestPoint(h uint64) int {
 	if next == 0 {
 		prev = t.Len() - 1
 	}
-	if h-t.pos[prev] <= t.pos[next]-h {
+	if h-t.Position(prev) <= t.Position(next)-h {
 		return prev
 	}
 	return next
