@@ -279,16 +279,19 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	if n > rendezvousSmall {
 		return r.appendMany(dst, t, k, n)
 	}
+	var top [rendezvousSmall]rendezvousCandidate
+	if len(t.classes) == 1 { // one weight: the n largest scores
+		for _, c := range top[:r.bestN(top[:n], t, k, 0, len(t.names))] {
+			dst = append(dst, t.names[c.i])
+		}
+		return dst
+	}
 	// The n best of each weight by score, then of those the n best by e.
-	var top, class [rendezvousSmall]rendezvousCandidate
+	var class [rendezvousSmall]rendezvousCandidate
 	found, from := 0, 0
 	for _, c := range t.classes {
 		got := r.bestN(class[:n], t, k, from, c.end)
 		from = c.end
-		if len(t.classes) == 1 {
-			top, found = class, got
-			break
-		}
 		for _, cand := range class[:got] {
 			cand.e = negLog(cand.s) / c.weight
 			found = insertCandidate(top[:n], found, cand, t.names)
@@ -303,26 +306,35 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 // bestN fills best with the len(best) largest scores among nodes [from, to), largest first
 // (of equal scores the smaller name first), and returns how many it found.
 func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uint64, from, to int) int {
-	found := 0
-	for i := from; i < to; i++ {
-		var s uint64
-		if r.dflt {
-			s = mum(k ^ t.nhash[i])
-		} else {
-			s = r.opts.Score(k, t.nhash[i])
+	found, floor := 0, uint64(0) // floor: once best is full, the score to beat
+	if r.dflt {
+		for i, n := range t.nhash[from:to] {
+			if s := mum(k ^ n); found < len(best) || s > floor {
+				found, floor = insertBest(best, found, s, int32(from+i))
+			}
 		}
-		if found == len(best) && s <= best[found-1].s {
-			continue // the common case: not among the best
+		return found
+	}
+	for i, n := range t.nhash[from:to] {
+		if s := r.opts.Score(k, n); found < len(best) || s > floor {
+			found, floor = insertBest(best, found, s, int32(from+i))
 		}
-		j := min(found, len(best)-1)
-		for j > 0 && best[j-1].s < s {
-			best[j] = best[j-1]
-			j--
-		}
-		best[j] = rendezvousCandidate{s: s, i: int32(i)}
-		found = min(found+1, len(best))
 	}
 	return found
+}
+
+// insertBest inserts score s of node i into best[:found], kept largest first (after equal
+// scores, which belong to smaller names), dropping the smallest if best is full, and returns
+// the new count and the smallest score kept.
+func insertBest(best []rendezvousCandidate, found int, s uint64, i int32) (int, uint64) {
+	j := min(found, len(best)-1)
+	for j > 0 && best[j-1].s < s {
+		best[j] = best[j-1]
+		j--
+	}
+	best[j] = rendezvousCandidate{s: s, i: i}
+	found = min(found+1, len(best))
+	return found, best[found-1].s
 }
 
 // insertCandidate inserts c into top[:found], kept best first, dropping the worst if top is
