@@ -284,6 +284,12 @@ const Batch = 32
 // where one Locate after another waits for each key's misses in turn.
 func (t *Table) LocateBatch(hs []uint64, owners []int32) {
 	owners = owners[:len(hs)]
+	if t.branchless { // in cache: nothing to overlap, and the steps would cost more than they save
+		for m, h := range hs {
+			owners[m] = t.Locate(h)
+		}
+		return
+	}
 	for len(hs) > 0 {
 		g := min(len(hs), Batch)
 		var lo, hi [Batch]uint32
