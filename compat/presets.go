@@ -1,0 +1,6 @@
+package compat
+
+// presets lists every system, one line each (in the order of Preset.System's doc).
+var presets = []Preset{
+	twemproxyPreset,
+}
