@@ -116,9 +116,14 @@ func presetOf(t testing.TB, system string) Preset {
 // names skip says aside) and requires every carried key on the recorded server. It returns
 // the numbers of files and of placements checked.
 func checkVectors(t *testing.T, system, ext string, skip func(name string) bool) (files, placements int) {
+	return checkVectorsIn(t, system, system, ext, skip)
+}
+
+// checkVectorsIn is checkVectors over the files of dir (under testdata/compat).
+func checkVectorsIn(t *testing.T, system, dir, ext string, skip func(name string) bool) (files, placements int) {
 	keys := vectorKeys(t)
 	preset := presetOf(t, system)
-	paths, err := filepath.Glob(filepath.Join(vectorRoot, system, "*."+ext))
+	paths, err := filepath.Glob(filepath.Join(vectorRoot, dir, "*."+ext))
 	require.NoError(t, err)
 	for _, path := range paths {
 		name := strings.TrimSuffix(filepath.Base(path), "."+ext)
@@ -146,15 +151,20 @@ func checkVectors(t *testing.T, system, ext string, skip func(name string) bool)
 		files++
 		placements += got
 	}
-	t.Logf("%s: %d of %d placements reproduced, %d configuration files", system, placements, placements, files)
+	t.Logf("%s: %d of %d placements reproduced, %d configuration files", dir, placements, placements, files)
 	return files, placements
 }
 
 // checkRefused requires every refused-* configuration of system to fail with ErrConfig and a
 // message that names the system, and the line where the text has one.
 func checkRefused(t *testing.T, system, ext string) int {
+	return checkRefusedIn(t, system, system, ext)
+}
+
+// checkRefusedIn is checkRefused over the files of dir (under testdata/compat).
+func checkRefusedIn(t *testing.T, system, dir, ext string) int {
 	preset := presetOf(t, system)
-	paths, err := filepath.Glob(filepath.Join(vectorRoot, system, "refused-*."+ext))
+	paths, err := filepath.Glob(filepath.Join(vectorRoot, dir, "refused-*."+ext))
 	require.NoError(t, err)
 	for _, path := range paths {
 		config, err := os.ReadFile(path)
