@@ -59,7 +59,9 @@ func (c *lmClient) rebuild() {
 	c.pointHash = c.hash
 }
 
-func (c *lmClient) consistent() bool { return c.dist != lmModula && c.dist != lmRandom && c.dist != lmBucket }
+func (c *lmClient) consistent() bool {
+	return c.dist != lmModula && c.dist != lmRandom && c.dist != lmBucket
+}
 
 // setDistribution is memcached_behavior_set_distribution: the value is read as a C enum
 // (its low 32 bits, signed).
