@@ -4,4 +4,5 @@ package compat
 var presets = []Preset{
 	twemproxyPreset,
 	libmemcachedPreset,
+	spymemcachedPreset,
 }
