@@ -5,4 +5,5 @@ var presets = []Preset{
 	twemproxyPreset,
 	libmemcachedPreset,
 	spymemcachedPreset,
+	hashringPreset,
 }

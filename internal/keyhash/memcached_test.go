@@ -231,3 +231,26 @@ func forLines(t *testing.T, path string, f func(string)) {
 func (h Memcached) String() string {
 	return [...]string{"?", "OneAtATime", "MD5", "CRC16", "CRC32", "CRC32a", "FNV64", "FNV64a", "FNV32", "FNV32a", "Hsieh", "Murmur", "Murmur3", "Jenkins"}[h] + "(" + strconv.Itoa(int(h)) + ")"
 }
+
+// Node's crypto.createHash(name).update("a").digest() of each digest, its first 4 bytes
+// (node v20, OpenSSL 3), and no allocation on a key.
+func TestDigests(t *testing.T) {
+	for _, tc := range []struct {
+		d     Digest
+		size  int
+		first string
+	}{
+		{DigestMD5, 16, "0cc175b9"}, {DigestSHA1, 20, "86f7e437"}, {DigestSHA256, 32, "ca978112"},
+		{DigestSHA512_224, 28, "d5cdb9cc"}, {DigestSHA512_256, 32, "455e5188"}, {DigestSHA3_256, 32, "80084bf2"},
+		{DigestSHA3_512, 64, "697f2d85"}, {DigestMD5SHA1, 36, "0cc175b9"},
+	} {
+		sum := tc.d.Append(nil, "a")
+		require.Len(t, sum, tc.size)
+		require.Equal(t, tc.first, hex.EncodeToString(sum[:4]))
+		require.Equal(t, binary.LittleEndian.Uint32(sum), tc.d.First32("a"))
+	}
+	key := strings.Repeat("k", 300)
+	for d := DigestMD5; d <= DigestMD5SHA1; d++ {
+		require.Zero(t, testing.AllocsPerRun(20, func() { _ = d.First32(key) }), "digest %d allocates", d)
+	}
+}

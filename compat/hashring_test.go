@@ -1,0 +1,17 @@
+package compat
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestHashringVectors(t *testing.T) {
+	files, placements := checkVectors(t, "hashring", "json", nil)
+	require.Equal(t, 33, files)
+	require.Equal(t, 66000, placements)
+}
+
+func TestHashringRefused(t *testing.T) {
+	require.Equal(t, 5, checkRefused(t, "hashring", "json"))
+}
