@@ -117,10 +117,30 @@ func (l *serverList) nodes() []pool.Node {
 	for _, s := range l.servers {
 		if !seen[s.name] {
 			seen[s.name] = true
-			nodes = append(nodes, pool.Node{Name: s.name, Weight: int(min(max(math.Round(s.weight), 1), pool.MaxWeight))})
+			nodes = append(nodes, pool.Node{Name: s.name, Weight: poolWeight(s.weight)})
 		}
 	}
 	return nodes
+}
+
+// poolWeight is a system's weight as a pool reports it: clamped to [1, pool.MaxWeight].
+func poolWeight(w float64) int { return int(min(max(math.Round(w), 1), pool.MaxWeight)) }
+
+// members returns the engine's nodes (in the order they joined) with the weights of the
+// list: a change of one server can change another's (spymemcached's weight map is keyed
+// by address, and two names can be one address).
+func (s *servers) members(engineNodes func() []pool.Node) []pool.Node {
+	s.mu.Lock() // held across the engine's Nodes, as a change holds it across the engine's
+	defer s.mu.Unlock()
+	engine := engineNodes()
+	weight := make(map[string]float64, len(s.cur.servers))
+	for _, srv := range slices.Backward(s.cur.servers) {
+		weight[srv.name] = srv.weight // the first entry of a name wins
+	}
+	for i := range engine {
+		engine[i].Weight = poolWeight(weight[engine[i].Name])
+	}
+	return engine
 }
 
 // ringPoints is the Ring's point generator: the rules' points of the list being built,
@@ -264,6 +284,10 @@ func (p *ringPool) SetWeight(name string, weight int) error {
 	return p.s.setWeight(name, weight, p.Ring.SetWeight)
 }
 
+// Nodes returns the servers in the order they joined, with their weights clamped to
+// [1, pool.MaxWeight].
+func (p *ringPool) Nodes() []pool.Node { return p.s.members(p.Ring.Nodes) }
+
 // modulaPool is a system's pool on a Modula.
 type modulaPool struct {
 	*pool.Modula
@@ -280,6 +304,10 @@ func (p *modulaPool) Remove(names ...string) error { return p.s.remove(names, p.
 func (p *modulaPool) SetWeight(name string, weight int) error {
 	return p.s.setWeight(name, weight, p.Modula.SetWeight)
 }
+
+// Nodes returns the servers in the order they joined, with their weights clamped to
+// [1, pool.MaxWeight].
+func (p *modulaPool) Nodes() []pool.Node { return p.s.members(p.Modula.Nodes) }
 
 // appendDigestPoints appends the points that one digest gives a server: n points, point j
 // being digest bytes 4j..4j+3 read as a little-endian uint32 (ketama, nc_ketama.c
