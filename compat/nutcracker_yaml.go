@@ -43,11 +43,16 @@ type yamlItem struct {
 func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 	text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")) // a byte order mark
 	var (
-		pools     []yamlPool
-		cur       *yamlPool
-		dirIndent = -1 // indentation of the current pool's directives
-		pending   *yamlDirective
-		itemInd   = -1 // indentation of the pending sequence's items
+		pools      []yamlPool
+		cur        *yamlPool
+		rootIndent = -1 // indentation of the pools
+		dirIndent  = -1 // indentation of the current pool's directives
+		pending    *yamlDirective
+		itemInd    = -1 // indentation of the pending sequence's items
+		// cont is the plain scalar that the next line continues if it is indented more
+		// than contAfter (YAML folds the line break into a space).
+		cont      *string
+		contAfter int
 	)
 	fail := func(line int, format string, args ...any) error {
 		return lineError("twemproxy", line, format, args...)
@@ -61,8 +66,9 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 		pending, itemInd = nil, -1
 		return nil
 	}
-	lines := strings.Split(string(text), "\n")
-	for i, raw := range lines {
+	// plain returns whether a scalar's text was plain (may continue on the next lines).
+	plain := func(text string) bool { return text[0] != '"' && text[0] != '\'' }
+	for i, raw := range strings.Split(string(text), "\n") {
 		n := i + 1
 		raw = strings.TrimSuffix(raw, "\r")
 		if !utf8.ValidString(raw) {
@@ -78,17 +84,27 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 			return nil, fail(n, "%v", err)
 		}
 		if content == "" {
+			cont = nil // a blank or comment line ends a plain scalar
 			continue
 		}
-		if indent == 0 {
+		if cont != nil && indent > contAfter {
+			if strings.Contains(content+" ", ": ") {
+				return nil, fail(n, "a continued value holds \": \", which YAML reads as a mapping")
+			}
+			*cont += " " + content
+			continue
+		}
+		cont = nil
+		if rootIndent < 0 {
+			rootIndent = indent
+		}
+		if indent == rootIndent {
 			switch {
 			case content == "---" || strings.HasPrefix(content, "--- ") || content == "...":
 				return nil, fail(n, "a YAML document marker: nutcracker allows one document without markers")
 			case content[0] == '%':
 				return nil, fail(n, "a YAML directive: nutcracker refuses them")
 			}
-		}
-		if indent == 0 {
 			if err := finish(); err != nil {
 				return nil, err
 			}
@@ -103,8 +119,8 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 			cur, dirIndent = &pools[len(pools)-1], -1
 			continue
 		}
-		if cur == nil {
-			return nil, fail(n, "indented text before the first pool")
+		if indent < rootIndent {
+			return nil, fail(n, "indented less than the pools")
 		}
 		if content == "-" || strings.HasPrefix(content, "- ") || strings.HasPrefix(content, "-\t") {
 			if pending == nil || (pending.isSeq && indent != itemInd) || (!pending.isSeq && indent < dirIndent) {
@@ -123,6 +139,9 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 			}
 			pending.isSeq, itemInd = true, indent
 			pending.items = append(pending.items, yamlItem{value: value, line: n})
+			if plain(item) {
+				cont, contAfter = &pending.items[len(pending.items)-1].value, indent
+			}
 			continue
 		}
 		if dirIndent < 0 {
@@ -132,7 +151,7 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 			if pending != nil && !pending.isSeq && indent > dirIndent {
 				return nil, fail(n, "a mapping under directive %q: nutcracker allows directives two levels deep", pending.key)
 			}
-			return nil, fail(n, "indented by %d where the pool's directives are indented by %d (a value continued on another line is not supported)", indent, dirIndent)
+			return nil, fail(n, "indented by %d where the pool's directives are indented by %d", indent, dirIndent)
 		}
 		if err := finish(); err != nil {
 			return nil, err
@@ -142,11 +161,13 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 			return nil, fail(n, "%v", err)
 		}
 		cur.directives = append(cur.directives, yamlDirective{key: key, line: n, value: value})
-		switch {
+		switch d := &cur.directives[len(cur.directives)-1]; {
 		case !present: // a sequence follows, or nothing (refused by finish)
-			pending = &cur.directives[len(cur.directives)-1]
+			pending = d
 		case value == "":
 			return nil, fail(n, "directive %q has an empty value", key)
+		case plain(strings.TrimSpace(content[strings.Index(content, ":")+1:])):
+			cont, contAfter = &d.value, indent
 		}
 	}
 	if err := finish(); err != nil {

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -82,13 +83,13 @@ func newPool(r *rules, list *serverList, ring pool.RingOptions, hash func(string
 		ring.Points = s.ringPoints
 		p, err := pool.NewRing(nodes, ring)
 		if err != nil {
-			return nil, wrapPoolError(r.system, err)
+			return nil, fmt.Errorf("compat: %s: %w: %w", r.system, err, ErrConfig)
 		}
 		return &ringPool{Ring: p, s: s}, nil
 	}
 	p, err := pool.NewModula(nodes, pool.ModulaOptions{Hash: hash, Slots: s.modulaSlots})
 	if err != nil {
-		return nil, wrapPoolError(r.system, err)
+		return nil, fmt.Errorf("compat: %s: %w: %w", r.system, err, ErrConfig)
 	}
 	return &modulaPool{Modula: p, s: s}, nil
 }
