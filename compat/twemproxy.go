@@ -155,26 +155,38 @@ func newTwemproxy(cfg Twemproxy) (pool.Pool, error) {
 		reorder: twemproxyOrder,
 		check:   tm.check,
 	}
-	tag := cfg.HashTag
-	key := func(k string) uint32 {
-		if tag != "" {
-			if start := strings.IndexByte(k, tag[0]); start >= 0 {
-				if end := strings.IndexByte(k[start+1:], tag[1]); end > 0 {
-					k = k[start+1 : start+1+end]
-				}
+	if ketama {
+		r.points = tm.points
+		return newPool(r, list, pool.RingOptions{Hash: twemproxyKeyHash(hash, cfg.HashTag, 32), Ties: pool.TieFirstPoint}, nil)
+	}
+	r.slots = twemproxySlots
+	return newPool(r, list, pool.RingOptions{}, twemproxyKeyHash(hash, cfg.HashTag, 0))
+}
+
+// twemproxyKeyHash returns nutcracker's hash of a key (server_pool_idx), shifted left by
+// shift (32 for a ring position): with a hash tag, a key holding the tag's first byte and,
+// after it, its second with a byte or more between hashes only the bytes between; an empty
+// key hashes to 0 (server_pool_hash), not to the hash of no bytes.
+func twemproxyKeyHash(hash keyhash.Memcached, tag string, shift uint) func(string) uint64 {
+	if tag == "" {
+		return func(k string) uint64 {
+			if k == "" {
+				return 0
+			}
+			return uint64(hash.Sum32(k)) << shift
+		}
+	}
+	return func(k string) uint64 {
+		if start := strings.IndexByte(k, tag[0]); start >= 0 {
+			if end := strings.IndexByte(k[start+1:], tag[1]); end > 0 {
+				k = k[start+1 : start+1+end]
 			}
 		}
 		if k == "" {
-			return 0 // server_pool_hash: an empty key hashes to 0
+			return 0
 		}
-		return hash.Sum32(k)
+		return uint64(hash.Sum32(k)) << shift
 	}
-	if ketama {
-		r.points = tm.points
-		return newPool(r, list, pool.RingOptions{Hash: func(k string) uint64 { return top32(key(k)) }, Ties: pool.TieFirstPoint}, nil)
-	}
-	r.slots = twemproxySlots
-	return newPool(r, list, pool.RingOptions{}, func(k string) uint64 { return uint64(key(k)) })
 }
 
 // twemproxyName returns nutcracker's default name of a server (conf_add_server): the host

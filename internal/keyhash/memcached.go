@@ -159,12 +159,13 @@ func crc16(b []byte) uint32 {
 
 func fnv64(b []byte, a bool) uint32 {
 	h := uint64(0xcbf29ce484222325)
-	for _, c := range b {
-		s := uint64(int64(int8(c)))
-		if a {
-			h = (h ^ s) * 0x100000001b3
-		} else {
-			h = h*0x100000001b3 ^ s
+	if a {
+		for _, c := range b {
+			h = (h ^ uint64(int64(int8(c)))) * 0x100000001b3
+		}
+	} else {
+		for _, c := range b {
+			h = h*0x100000001b3 ^ uint64(int64(int8(c)))
 		}
 	}
 	return uint32(h)
@@ -172,10 +173,12 @@ func fnv64(b []byte, a bool) uint32 {
 
 func fnv32(b []byte, a bool) uint32 {
 	h := uint32(0x811c9dc5)
-	for _, c := range b {
-		if a {
+	if a {
+		for _, c := range b {
 			h = (h ^ signed(c)) * 0x01000193
-		} else {
+		}
+	} else {
+		for _, c := range b {
 			h = h*0x01000193 ^ signed(c)
 		}
 	}
