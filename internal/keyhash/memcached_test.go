@@ -91,7 +91,11 @@ func TestMemcachedAgainstReferences(t *testing.T) {
 				require.NotEqualf(t, sum(tc.ref(), high), tc.h.Sum32Bytes(high), "%v(%q) must widen bytes as signed", tc.h, high)
 			}
 			b := []byte(randomKey(r, n, false))
-			require.Equalf(t, murmur3.Sum32WithSeed(b, 0xdeadbeef*uint32(n)), Murmur3.Sum32Bytes(b), "Murmur3(%q)", b)
+			// (murmur3.Sum32WithSeed trips the race detector's pointer checks; the streaming
+			// hash computes the same.)
+			ref := murmur3.New32WithSeed(0xdeadbeef * uint32(n))
+			ref.Write(b)
+			require.Equalf(t, ref.Sum32(), Murmur3.Sum32Bytes(b), "Murmur3(%q)", b)
 			require.Equalf(t, crc32.ChecksumIEEE(b), CRC32a.Sum32Bytes(b), "CRC32a(%q)", b)
 			require.Equal(t, Murmur3.Sum32Bytes(b), Murmur3.Sum32(string(b)))
 		}
