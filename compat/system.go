@@ -15,9 +15,9 @@ import (
 
 // server is one entry of a system's server list. Each system uses the fields it needs.
 type server struct {
-	name   string  // what Locate returns; two entries may share it (a server listed twice)
-	host   string  // libmemcached: sorts by host, then port
-	port   int     //
+	name   string // what Locate returns; two entries may share it (a server listed twice)
+	host   string // libmemcached: sorts by host, then port, and names points after them
+	port   int
 	weight float64 // the weight as the system reads it, exactly
 	point  string  // the base of the server's point names, where it differs from name
 	vnodes float64 // hashring: the server's own vnode count, 0 if none
@@ -51,7 +51,8 @@ type rules struct {
 	// reorder puts l in the system's order after a change; nil keeps the order of the list
 	// (new servers last).
 	reorder func(l *serverList)
-	// check refuses a list the system cannot place keys with; nil accepts all.
+	// check refuses a list the system cannot place keys with, saying why (without the
+	// package prefix); nil accepts all.
 	check func(l *serverList) error
 	// points appends the ring points of l, each naming its server by index in l.servers
 	// (for a Ring); slots appends the slots of l likewise (for a Modula).
@@ -69,14 +70,10 @@ type servers struct {
 	next *serverList
 }
 
-// newPool returns the pool of list: a Ring when the rules have points, else a Modula. The
-// Ring's key hash, lookup and tie rule come from opts; its Points is the rules'.
+// newPool returns the pool of list, which the caller has checked: a Ring when the rules
+// have points, with the key hash and tie rule of ring (its Points are the rules'), else a
+// Modula with the key hash hash.
 func newPool(r *rules, list *serverList, ring pool.RingOptions, hash func(string) uint64) (pool.Pool, error) {
-	if r.check != nil {
-		if err := r.check(list); err != nil {
-			return nil, err
-		}
-	}
 	s := &servers{r: r, cur: list, next: list}
 	nodes := list.nodes()
 	if r.points != nil {
@@ -99,16 +96,8 @@ func wrapPoolError(system string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &poolError{system: system, err: err}
+	return fmt.Errorf("compat: %s: %w", system, err)
 }
-
-type poolError struct {
-	system string
-	err    error
-}
-
-func (e *poolError) Error() string { return "compat: " + e.system + ": " + e.err.Error() }
-func (e *poolError) Unwrap() error { return e.err }
 
 // nodes returns the distinct servers of l as pool nodes, in the order they first appear,
 // each with its first entry's weight clamped to [1, pool.MaxWeight].
@@ -195,7 +184,7 @@ func (s *servers) change(refused func(l *serverList) bool, edit func(l *serverLi
 	}
 	if s.r.check != nil {
 		if err := s.r.check(next); err != nil {
-			return err
+			return configError(s.r.system, "%v", err)
 		}
 	}
 	s.next = next

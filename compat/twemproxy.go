@@ -3,6 +3,7 @@ package compat
 import (
 	"cmp"
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -87,12 +88,20 @@ func NewTwemproxy(cfg Twemproxy) (pool.Pool, error) {
 	return newTwemproxy(cfg)
 }
 
-// twemproxyAt names where a server came from: its line, or its place in Servers.
+// at returns an error naming where server i came from: its line, or its place in Servers.
 func (c *Twemproxy) at(i int, format string, args ...any) error {
 	if c.lines != nil {
 		return lineError("twemproxy", c.lines[i], format, args...)
 	}
-	return configError("twemproxy", "server %d (%s): %s", i, c.Servers[i].Addr, fmt.Sprintf(format, args...))
+	return configError("twemproxy", "%s (%s): %s", c.where(i), c.Servers[i].Addr, fmt.Sprintf(format, args...))
+}
+
+// where names server i: "line N" or "server i".
+func (c *Twemproxy) where(i int) string {
+	if c.lines != nil {
+		return fmt.Sprintf("line %d", c.lines[i])
+	}
+	return fmt.Sprintf("server %d", i)
 }
 
 // list checks cfg and returns its servers in nutcracker's order.
@@ -125,7 +134,7 @@ func (c *Twemproxy) list() (*serverList, keyhash.Memcached, bool, error) {
 			return nil, 0, false, c.at(i, "an empty server name")
 		}
 		if j, dup := byName[name]; dup {
-			return nil, 0, false, c.at(i, "pool %q has servers with same name %q (the other: %s): nutcracker refuses it", c.Name, name, c.Servers[j].Addr)
+			return nil, 0, false, c.at(i, "pool %q has servers with same name %q (this one and the one of %s): nutcracker refuses it", c.Name, name, c.where(j))
 		}
 		byName[name] = i
 		list.servers = append(list.servers, server{name: name, weight: float64(s.Weight)})
@@ -136,7 +145,7 @@ func (c *Twemproxy) list() (*serverList, keyhash.Memcached, bool, error) {
 		if c.lines != nil {
 			return nil, 0, false, lineError("twemproxy", c.lines[0], "pool %q: %v", c.Name, err)
 		}
-		return nil, 0, false, err
+		return nil, 0, false, configError("twemproxy", "pool %q: %v", c.Name, err)
 	}
 	return list, hash, ketama, nil
 }
@@ -240,7 +249,7 @@ func twemproxyDigests(l *serverList) (digests []int, total uint32) {
 func (t *twemproxyRules) check(l *serverList) error {
 	digests, total := twemproxyDigests(l)
 	if total == 0 {
-		return configError("twemproxy", "the weights sum to 0 modulo 2^32: nutcracker divides by it")
+		return errors.New("the weights sum to 0 modulo 2^32: nutcracker divides by it")
 	}
 	if t.ketama {
 		points := 0
@@ -248,7 +257,7 @@ func (t *twemproxyRules) check(l *serverList) error {
 			points += 4 * d
 		}
 		if limit := (len(l.servers) + 10) * 160; points > limit {
-			return configError("twemproxy", "weights that give %d ketama points, more than the %d nutcracker allocates (it would write past them)", points, limit)
+			return fmt.Errorf("weights that give %d ketama points, more than the %d nutcracker allocates (it would write past them)", points, limit)
 		}
 		return nil
 	}
@@ -257,7 +266,7 @@ func (t *twemproxyRules) check(l *serverList) error {
 		slots += int(s.weight)
 	}
 	if slots > 1<<22 {
-		return configError("twemproxy", "weights that sum to %d modula slots: at most %d here (nutcracker allocates 8 bytes a slot)", slots, 1<<22)
+		return fmt.Errorf("weights that sum to %d modula slots: at most %d here (nutcracker allocates 8 bytes a slot)", slots, 1<<22)
 	}
 	return nil
 }
