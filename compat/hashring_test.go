@@ -15,3 +15,10 @@ func TestHashringVectors(t *testing.T) {
 func TestHashringRefused(t *testing.T) {
 	require.Equal(t, 5, checkRefused(t, "hashring", "json"))
 }
+
+// JavaScript's reading of odd values (testdata/compat/hashring/js), from the real hashring.
+func TestHashringJSVectors(t *testing.T) {
+	files, placements := checkVectorsIn(t, "hashring", "hashring/js", "json", nil)
+	require.Equal(t, 4, files)
+	require.Equal(t, 8000, placements)
+}
