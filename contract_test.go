@@ -23,7 +23,10 @@ import (
 // This file holds the checks every Sharder must pass, so each strategy's test states only
 // what is its own: its golden vectors and which movement guarantees it makes.
 
-var update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+var (
+	update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+	long   = flag.Bool("long", false, "run the longest cross-checks in full (minutes)")
+)
 
 // checkRegress compares got with testdata/name. Regress files pin what this library
 // computes, so that no change of placement goes unnoticed: a difference fails the test, and

@@ -33,22 +33,94 @@ func JumpHash(key uint64, n int) int {
 	return jumpHash(key, n)
 }
 
+// jumpMultiplier is the multiplier of Guava's LinearCongruentialGenerator (and the paper's).
+const jumpMultiplier = 2862933555777941757
+
 // jumpHash is JumpHash for n in [1, maxJump].
+//
+// Guava steps from candidate c to next = (int) ((c+1) / r), r = x / 2^31 for the random x in
+// [1, 2^31], and stops when next >= n. Dividing by r on every step puts the division's
+// latency on the chain that carries c from step to step. The division here, 2^31/x, depends
+// only on the generator, so it runs ahead of that chain, which is one multiplication and
+// two additions (see jumpStep); above jumpUncheckedMax buckets jumpStepChecked adds a check
+// that falls back to Guava's division in the rare steps where the fast value could differ.
+//
+// The candidate travels as b = c+1 in a float64, which holds every count exactly.
 func jumpHash(state uint64, n int) int {
 	limit := float64(n)
-	candidate := 0
-	for {
-		state = state*2862933555777941757 + 1
-		// Java: ((double) ((int) (state >>> 33) + 1)) / 0x1.0p31, the int addition wrapping.
-		r := float64(int32(state>>33)+1) / (1 << 31)
-		next := float64(candidate+1) / r
-		// Java truncates next to an int (saturating) and stops unless 0 <= next < n. A
-		// negative r (the wrapped case) gives next <= -1; otherwise next >= 1.
-		if next < 0 || next >= limit {
-			return candidate
+	b := 1.0
+	if n <= jumpUncheckedMax {
+		for {
+			state = state*jumpMultiplier + 1
+			x := int32(state>>33) + 1
+			if x < 0 { // Guava's int addition wrapped: r = -1, next < 0, the walk stops
+				break
+			}
+			next := jumpStep(b, x)
+			if next > limit {
+				break
+			}
+			b = next
 		}
-		candidate = int(next)
+		return int(b) - 1
 	}
+	for {
+		state = state*jumpMultiplier + 1
+		x := int32(state>>33) + 1
+		if x < 0 {
+			break
+		}
+		next := jumpStepChecked(b, x)
+		if next > limit {
+			break
+		}
+		b = next
+	}
+	return int(b) - 1
+}
+
+// jumpUncheckedMax is the largest bucket count for which jumpStep is exact on every step.
+const jumpUncheckedMax = 1 << 18
+
+// jumpRound, added to a y in [0.5, 2^51), gives 2^52 + (y - 1/2 rounded to the nearest
+// integer): in [2^52, 2^53) float64 values are exactly the integers.
+const jumpRound = 0x1p52 - 0.5
+
+// jumpStep returns Guava's next candidate + 1 from candidate + 1 = b and the random x in
+// [1, 2^31), for b <= 2^18, without a division on b's path. It is always exact:
+//
+// Let q = b*2^31/x, the exact quotient, k = floor(q), and u = 2^-53 the unit roundoff.
+// Guava computes g = fl(q) (its r is exact, so b/r rounds once) and continues with trunc(g).
+// Here lo = fl((2^31 + 2^-19)/x) = (2^31/x)(1 + 2^-50)(1 + e1) and p = fl(b*lo) =
+// q(1 + 2^-50)(1 + e1)(1 + e2), |e1|, |e2| <= u, so q < p < q(1 + 2^-49): the numerator's
+// bias keeps p above q whichever way the two roundings go. Since q*x = b*2^31 is an integer,
+// q is either an integer or at least 1/x below the next one, and q*2^-49 <= 1/x because
+// b <= 2^18; so k < p < k+1. Adding jumpRound then rounds to 2^52 + k with no tie, and
+// subtracting 2^52 - 1 gives k+1 exactly. Guava's g is within q*u < 1/x of q, on the same
+// side of every integer (or equal to q when q is an integer), so trunc(g) = k too. The
+// conversion float64(...) stops the compiler from fusing the multiply and the add; fused,
+// p is the exact product and the argument holds all the more.
+func jumpStep(b float64, x int32) float64 {
+	return float64(b*((0x1p31+0x1p-19)/float64(x))) + jumpRound - (0x1p52 - 1)
+}
+
+// jumpStepChecked is jumpStep for any b up to 2^31: it brackets q between two products and
+// uses them only when both round to the same integer; otherwise (q within about q*2^-47 of an
+// integer: for q below 2^22, under one step in 10^7) it divides as Guava does.
+//
+// With r = fl(2^31/x), lower = fl(r(1 - 2^-47)) and upper = fl(r(1 + 2^-47)), the products
+// p1 = fl(b*lower) < q(1 - 2^-48)(1 + u) and p2 = fl(b*upper) > q(1 + 2^-48)(1 - u) lie
+// strictly below and above both q and g = fl(q). If p1 + jumpRound and p2 + jumpRound round
+// to the same 2^52 + k, then k <= p1 and p2 <= k+1, so q and g lie in (k, k+1) and
+// trunc(g) = k. A result at or above 2^53 means p1 >= 2^52 - 1/2, far beyond any count, and
+// both this step and Guava's stop.
+func jumpStepChecked(b float64, x int32) float64 {
+	r := 0x1p31 / float64(x)
+	s := float64(b*(r*(1-0x1p-47))) + jumpRound
+	if s != float64(b*(r*(1+0x1p-47)))+jumpRound {
+		return float64(int64(b/(float64(x)/0x1p31))) + 1 // Guava's division; below 2^63
+	}
+	return s - (0x1p52 - 1)
 }
 
 // Jump places a key on shard JumpHash(xxhash64(key), n).

@@ -70,7 +70,12 @@ func rendezvousMultipliers(n int) []uint64 {
 // Flood, "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014; constants of
 // Vigna's splitmix64.c).
 func splitMix64(i uint64) uint64 {
-	z := i * 0x9e3779b97f4a7c15
+	return mix64(i * 0x9e3779b97f4a7c15)
+}
+
+// mix64 is SplitMix64's output function (java.util.SplittableRandom's mix64): a bijection
+// of 64-bit words that turns the generator's evenly spaced states into random-looking ones.
+func mix64(z uint64) uint64 {
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
