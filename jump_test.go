@@ -16,11 +16,12 @@ func TestJumpContract(t *testing.T) {
 	checkContract(t, contract{
 		name:          "jump",
 		newSharder:    func(n int) (Sharder, error) { return NewJump(n) },
-		sizes:         []int{1, 2, 7, 10, 64, 1000, 1 << 30},
+		sizes:         []int{1, 2, 7, 10, 64, 1000, jumpUncheckedMax, 1 << 30},
 		tooMany:       maxJump + 1,
 		resizeIsFresh: true,
 		minimalGrow:   true,
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 

@@ -31,6 +31,47 @@ type Sharder interface {
 	Shards() int           // the current number of shards
 }
 
+// BatchLocator is implemented by sharders that place many keys in one call faster than one
+// Locate per key. LocateBatch sets dst[i] to the shard of keys[i], exactly what Locate(keys[i])
+// returns, for every i in [0, len(keys)), and leaves the rest of dst alone.
+//
+// Every key of one call sees the same placement: a Resize that runs concurrently takes effect
+// before or after the whole batch. Like Locate, LocateBatch never allocates and takes no lock.
+// It panics if len(dst) < len(keys): like an index out of range, that is a mistake in the
+// calling code, not bad data.
+type BatchLocator interface {
+	LocateBatch(keys []string, dst []int)
+}
+
+// LocateBatch sets dst[i] to s.Locate(keys[i]) for every key, with s's own LocateBatch when s
+// implements BatchLocator and one Locate per key otherwise (then each key sees the placement
+// of the moment it is looked up). It panics if len(dst) < len(keys).
+func LocateBatch(s Sharder, keys []string, dst []int) {
+	if b, ok := s.(BatchLocator); ok {
+		b.LocateBatch(keys, dst)
+		return
+	}
+	dst = batchDst(keys, dst)
+	for i, k := range keys {
+		dst[i] = s.Locate(k)
+	}
+}
+
+// batchDst returns dst[:len(keys)], or panics if dst is shorter than keys.
+func batchDst(keys []string, dst []int) []int {
+	if len(dst) < len(keys) {
+		panicShortBatch(len(keys), len(dst))
+	}
+	return dst[:len(keys)]
+}
+
+// panicShortBatch is out of line so that batchDst stays small enough to inline.
+//
+//go:noinline
+func panicShortBatch(keys, dst int) {
+	panic(fmt.Sprintf("shard: LocateBatch: %d keys but room for %d shards in dst", keys, dst))
+}
+
 // ErrShardCount reports a shard count that a strategy cannot address: below 1, or above the
 // strategy's own maximum. Errors returned by constructors and Resize wrap it, so callers can
 // test for it with errors.Is.
