@@ -68,14 +68,17 @@ func jumpBackHash(key uint64, n int) int {
 		for {
 			state += splitMixGamma
 			r := mix64(state)
-			if b = uint32(r) & mask; b < low {
-				break
-			} else if b < bound {
-				return int(b)
+			// Java tries the low half, then the high half. A draw below n settles it, so
+			// pick the first such half without a branch, and branch once on the word.
+			b1, b2 := uint32(r)&mask, uint32(r>>32)&mask
+			b = b2
+			if b1 < bound {
+				b = b1
 			}
-			if b = uint32(r>>32) & mask; b < low {
-				break
-			} else if b < bound {
+			if b < bound {
+				if b < low {
+					break
+				}
 				return int(b)
 			}
 		}
