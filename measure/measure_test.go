@@ -8,6 +8,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/shardkit/shard"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,6 +112,22 @@ func TestRace(t *testing.T) {
 	for _, v := range ns {
 		assert.Greater(t, v, 0.0)
 	}
+}
+
+// BatchPass must place the keys as LocatePass does, whatever the chunk size.
+func TestBatchPass(t *testing.T) {
+	j, err := shard.NewJump(100)
+	require.NoError(t, err)
+	keys := Keys(2, 1001, 8)
+	want := LocatePass(j)(keys)
+	for _, size := range []int{0, 1, 3, 256, 5000} {
+		assert.Equal(t, want, BatchPass(j, size)(keys), "chunks of %d", size)
+	}
+	assert.Zero(t, AllocsPerBatchKey(j, keys))
+	ns := RacePasses([]Pass{LocatePass(j), BatchPass(j, 64)}, keys, 3, 0)
+	require.Len(t, ns, 2)
+	assert.Positive(t, ns[0])
+	assert.Positive(t, ns[1])
 }
 
 func TestHeapBytes(t *testing.T) {
