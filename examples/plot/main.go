@@ -1,11 +1,13 @@
-// Command plot draws the chart of examples/compare: the load of every shard under each
-// strategy, and document 002's curve of the Murmur ring's deviation against its vnode
-// count. It reads the data as JSON on standard input and writes an .svg or .png:
+// Command plot draws the charts of examples/compare and benchmarks/peers: the load of every
+// shard under each strategy, document 002's curve of the Murmur ring's deviation against its
+// vnode count, and the time of one lookup against the shard count. It reads the data as JSON
+// on standard input, draws a panel for each part present, and writes an .svg or .png:
 //
 //	go run . -o chart.png < data.json
 //
 // It is a module of its own so that the plotting library (gonum.org/v1/plot) stays out of
-// the shard module's dependencies; examples/compare runs it when given -plot.
+// the shard module's dependencies; examples/compare and benchmarks/peers run it when given
+// -plot (see measure.DrawChart).
 package main
 
 import (
@@ -29,7 +31,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// data is what examples/compare writes.
+// data is what examples/compare and benchmarks/peers write; each part is optional.
 type data struct {
 	Title  string `json:"title"`
 	Shards int    `json:"shards"`
@@ -48,6 +50,19 @@ type data struct {
 			StddevPct float64 `json:"stddev_pct"`
 		} `json:"points"`
 	} `json:"vnodes"`
+	Scaling *scaling `json:"scaling"`
+}
+
+// scaling is the time of one lookup of each implementation at several shard counts.
+type scaling struct {
+	Title  string `json:"title"`
+	Series []struct {
+		Name   string `json:"name"`
+		Points []struct {
+			Shards int     `json:"shards"`
+			Ns     float64 `json:"ns"`
+		} `json:"points"`
+	} `json:"series"`
 }
 
 func main() {
@@ -68,21 +83,30 @@ func run(in io.Reader, out string) error {
 	if err := json.NewDecoder(in).Decode(&d); err != nil {
 		return fmt.Errorf("reading the data: %w", err)
 	}
-	if len(d.Loads) == 0 {
-		return errors.New("the data has no loads")
-	}
 	plots := []*plot.Plot{}
-	lp, err := loadPlot(d)
-	if err != nil {
-		return err
+	if len(d.Loads) > 0 {
+		lp, err := loadPlot(d)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, lp)
 	}
-	plots = append(plots, lp)
 	if d.Vnodes != nil && len(d.Vnodes.Points) > 0 {
 		vp, err := vnodesPlot(d)
 		if err != nil {
 			return err
 		}
 		plots = append(plots, vp)
+	}
+	if d.Scaling != nil && len(d.Scaling.Series) > 0 {
+		sp, err := scalingPlot(*d.Scaling)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, sp)
+	}
+	if len(plots) == 0 {
+		return errors.New("the data has nothing to draw: no loads, vnodes or scaling")
 	}
 
 	const panelW, h = 16 * vg.Centimeter, 12 * vg.Centimeter
@@ -199,6 +223,39 @@ func vnodesPlot(d data) (*plot.Plot, error) {
 	}
 	p.Add(line, points, lbl)
 	p.Y.Min = 0
+	return p, nil
+}
+
+// scalingPlot draws ns per lookup against the shard count, both axes logarithmic, one line
+// per implementation.
+func scalingPlot(s scaling) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = s.Title
+	p.X.Label.Text = "shards"
+	p.Y.Label.Text = "ns per lookup"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	for i, series := range s.Series {
+		xy := make(plotter.XYs, 0, len(series.Points))
+		for _, pt := range series.Points {
+			if pt.Shards > 0 && pt.Ns > 0 { // a log axis has no room for 0
+				xy = append(xy, plotter.XY{X: float64(pt.Shards), Y: pt.Ns})
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, points.Color, points.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+		line.Dashes = plotutil.Dashes(i / 7) // colors repeat after seven series; dashes tell them apart
+		p.Add(line, points)
+		p.Legend.Add(series.Name, line, points)
+	}
 	return p, nil
 }
 
