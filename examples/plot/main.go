@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,19 +99,25 @@ func run(in io.Reader, out string) error {
 		}
 		plots = append(plots, vp)
 	}
+	// The scaling panel has too many lines to lay a legend over them: it goes beside it.
+	scaleAt, scaleLegend := -1, plot.NewLegend()
 	if d.Scaling != nil && len(d.Scaling.Series) > 0 {
-		sp, err := scalingPlot(*d.Scaling)
+		sp, err := scalingPlot(*d.Scaling, &scaleLegend)
 		if err != nil {
 			return err
 		}
+		scaleAt = len(plots)
 		plots = append(plots, sp)
 	}
 	if len(plots) == 0 {
 		return errors.New("the data has nothing to draw: no loads, vnodes or scaling")
 	}
 
-	const panelW, h = 16 * vg.Centimeter, 12 * vg.Centimeter
+	const panelW, h, legendW = 16 * vg.Centimeter, 12 * vg.Centimeter, 9 * vg.Centimeter
 	w := panelW * vg.Length(len(plots))
+	if scaleAt >= 0 {
+		w += legendW
+	}
 	var c draw.Canvas
 	var save func(io.Writer) (int64, error)
 	if ext == ".svg" {
@@ -124,7 +131,12 @@ func run(in io.Reader, out string) error {
 		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 	canvases := plot.Align([][]*plot.Plot{plots}, tiles, c)
 	for i, p := range plots {
-		p.Draw(canvases[0][i])
+		pc := canvases[0][i]
+		if i == scaleAt {
+			scaleLegend.Draw(draw.Crop(pc, pc.Size().X-legendW+vg.Centimeter/2, 0, 0, 0))
+			pc = draw.Crop(pc, 0, -legendW, 0, 0)
+		}
+		p.Draw(pc)
 	}
 	f, err := os.Create(out)
 	if err != nil {
@@ -227,15 +239,15 @@ func vnodesPlot(d data) (*plot.Plot, error) {
 }
 
 // scalingPlot draws ns per lookup against the shard count, both axes logarithmic, one line
-// per implementation.
-func scalingPlot(s scaling) (*plot.Plot, error) {
+// per implementation, and names the lines in legend.
+func scalingPlot(s scaling, legend *plot.Legend) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = s.Title
 	p.X.Label.Text = "shards"
 	p.Y.Label.Text = "ns per lookup"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
+	p.X.Tick.Marker, p.Y.Tick.Marker = powerTicks{}, powerTicks{}
+	legend.Top, legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	for i, series := range s.Series {
 		xy := make(plotter.XYs, 0, len(series.Points))
@@ -254,9 +266,22 @@ func scalingPlot(s scaling) (*plot.Plot, error) {
 		line.Color, points.Color, points.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
 		line.Dashes = plotutil.Dashes(i / 7) // colors repeat after seven series; dashes tell them apart
 		p.Add(line, points)
-		p.Legend.Add(series.Name, line, points)
+		legend.Add(series.Name, line, points)
 	}
 	return p, nil
+}
+
+// powerTicks are logarithmic ticks labelled 10, 100, 1000, 10^4, 10^5, ... (not 1e+04).
+type powerTicks struct{}
+
+func (powerTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.LogTicks{Prec: -1}.Ticks(min, max)
+	for i, t := range ts {
+		if e := math.Log10(t.Value); t.Label != "" && t.Value >= 1e4 && e == math.Trunc(e) {
+			ts[i].Label = fmt.Sprintf("10^%.0f", e)
+		}
+	}
+	return ts
 }
 
 // shortTicks are the default ticks with labels in their shortest form ("125", not "125.00").
