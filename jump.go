@@ -47,23 +47,16 @@ const jumpMultiplier = 2862933555777941757
 //
 // The candidate travels as b = c+1 in a float64, which holds every count exactly.
 func jumpHash(state uint64, n int) int {
+	if n <= jumpUncheckedMax {
+		return jumpHashUnchecked(state, n)
+	}
+	return jumpHashChecked(state, n)
+}
+
+// jumpHashChecked is jumpHash with jumpStepChecked, for any n.
+func jumpHashChecked(state uint64, n int) int {
 	limit := float64(n)
 	b := 1.0
-	if n <= jumpUncheckedMax {
-		for {
-			state = state*jumpMultiplier + 1
-			x := int32(state>>33) + 1
-			if x < 0 { // Guava's int addition wrapped: r = -1, next < 0, the walk stops
-				break
-			}
-			next := jumpStep(b, x)
-			if next > limit {
-				break
-			}
-			b = next
-		}
-		return int(b) - 1
-	}
 	for {
 		state = state*jumpMultiplier + 1
 		x := int32(state>>33) + 1
@@ -71,6 +64,25 @@ func jumpHash(state uint64, n int) int {
 			break
 		}
 		next := jumpStepChecked(b, x)
+		if next > limit {
+			break
+		}
+		b = next
+	}
+	return int(b) - 1
+}
+
+// jumpHashUnchecked is jumpHash for n <= jumpUncheckedMax, small enough to inline.
+func jumpHashUnchecked(state uint64, n int) int {
+	limit := float64(n)
+	b := 1.0
+	for {
+		state = state*jumpMultiplier + 1
+		x := int32(state>>33) + 1
+		if x < 0 { // Guava's int addition wrapped: r = -1, next < 0, the walk stops
+			break
+		}
+		next := jumpStep(b, x)
 		if next > limit {
 			break
 		}
@@ -195,7 +207,11 @@ func NewJump(n int) (*Jump, error) {
 
 // Locate returns JumpHash(xxhash64(key), n), in [0, Shards()).
 func (j *Jump) Locate(key string) int {
-	return jumpHash(keyhash.XXH64(key), int(j.n.Load()))
+	h, n := keyhash.XXH64(key), int(j.n.Load())
+	if n <= jumpUncheckedMax {
+		return jumpHashUnchecked(h, n) // inlined: one call less for the usual counts
+	}
+	return jumpHashChecked(h, n)
 }
 
 // LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
