@@ -108,7 +108,7 @@ func jumpHash4(s0, s1, s2, s3 uint64, n int) (int, int, int, int) {
 		s3 = s3*jumpMultiplier + 1
 		x0, x1, x2, x3 := int32(s0>>33)+1, int32(s1>>33)+1, int32(s2>>33)+1, int32(s3>>33)+1
 		n0, n1, n2, n3 := jumpStep(b0, x0), jumpStep(b1, x1), jumpStep(b2, x2), jumpStep(b3, x3)
-		if x0|x1|x2|x3 < 0 { // a wrapped x stops its walk (see jumpHash)
+		if x0|x1|x2|x3 < 0 { // a wrapped x stops its walk (see jumpHashUnchecked)
 			n0, n1, n2, n3 = stopIfWrapped(n0, x0, stop), stopIfWrapped(n1, x1, stop), stopIfWrapped(n2, x2, stop), stopIfWrapped(n3, x3, stop)
 		}
 		b0, b1, b2, b3 = min(n0, stop), min(n1, stop), min(n2, stop), min(n3, stop)

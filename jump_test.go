@@ -276,6 +276,36 @@ func modInverse(a, m int64) int64 {
 	return (oldS%m + m) % m
 }
 
+// The four walks side by side must each equal jumpHash, also when some walk's generator
+// wraps (Guava's stop) while the others go on.
+func TestJumpHash4(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 19))
+	rounds := 200000
+	if quick() {
+		rounds = 20000
+	}
+	for i := range rounds {
+		var s [4]uint64
+		for j := range s {
+			s[j] = r.Uint64()
+			if r.IntN(8) == 0 {
+				s[j] = wrapKey(r.IntN(6))
+			}
+		}
+		n := 1 + r.IntN(1000)
+		if i%2 == 1 {
+			n = 1 + r.IntN(jumpUncheckedMax)
+		}
+		var got [4]int
+		got[0], got[1], got[2], got[3] = jumpHash4(s[0], s[1], s[2], s[3], n)
+		for j := range s {
+			if want := jumpHash(s[j], n); got[j] != want {
+				t.Fatalf("jumpHash4(%#x, %d) walk %d = %d, want %d", s, n, j, got[j], want)
+			}
+		}
+	}
+}
+
 func TestJumpHashNaive(t *testing.T) {
 	keys := 3000
 	if quick() {
