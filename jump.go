@@ -94,39 +94,46 @@ func jumpHashUnchecked(state uint64, n int) int {
 // jumpHash4 is jumpHash of four states, for n <= jumpUncheckedMax. One walk is a chain of
 // dependent steps that leaves most of the processor idle; four walks stepping side by side
 // fill it, and share one unpredictable loop exit instead of paying one each. A walk that has
-// stopped keeps stepping, from b = n+1 so that it stays stopped, until the last one stops;
-// its answer is the last b it reached that was at most n.
+// stopped keeps stepping until the last one stops: its b only grows (to +Inf at worst, never
+// NaN), and its answer is the last b it reached that was at most n.
 func jumpHash4(s0, s1, s2, s3 uint64, n int) (int, int, int, int) {
 	limit := float64(n)
 	stop := limit + 1
+	// For floats >= 0 the order of their bits is the order of their values, and comparing
+	// bits is an integer compare that can feed a conditional move.
+	top := math.Float64bits(limit)
 	b0, b1, b2, b3 := 1.0, 1.0, 1.0, 1.0
-	c0, c1, c2, c3 := 1, 1, 1, 1 // the last b <= n of each walk, as an int
-	for b0+b1+b2+b3 < 4*stop {   // exact sums of integers; equal once every b is n+1
+	one := math.Float64bits(1)
+	c0, c1, c2, c3 := one, one, one, one // the bits of the last b <= n of each walk
+	for {
 		s0 = s0*jumpMultiplier + 1
 		s1 = s1*jumpMultiplier + 1
 		s2 = s2*jumpMultiplier + 1
 		s3 = s3*jumpMultiplier + 1
 		x0, x1, x2, x3 := int32(s0>>33)+1, int32(s1>>33)+1, int32(s2>>33)+1, int32(s3>>33)+1
-		n0, n1, n2, n3 := jumpStep(b0, x0), jumpStep(b1, x1), jumpStep(b2, x2), jumpStep(b3, x3)
+		b0, b1, b2, b3 = jumpStep(b0, x0), jumpStep(b1, x1), jumpStep(b2, x2), jumpStep(b3, x3)
 		if x0|x1|x2|x3 < 0 { // a wrapped x stops its walk (see jumpHashUnchecked)
-			n0, n1, n2, n3 = stopIfWrapped(n0, x0, stop), stopIfWrapped(n1, x1, stop), stopIfWrapped(n2, x2, stop), stopIfWrapped(n3, x3, stop)
+			b0, b1, b2, b3 = stopIfWrapped(b0, x0, stop), stopIfWrapped(b1, x1, stop), stopIfWrapped(b2, x2, stop), stopIfWrapped(b3, x3, stop)
 		}
-		b0, b1, b2, b3 = min(n0, stop), min(n1, stop), min(n2, stop), min(n3, stop)
 		// Conditional moves, not branches: when a walk stops is unpredictable.
-		if v := int(b0); v <= n {
-			c0 = v
+		v0, v1, v2, v3 := math.Float64bits(b0), math.Float64bits(b1), math.Float64bits(b2), math.Float64bits(b3)
+		if v0 <= top {
+			c0 = v0
 		}
-		if v := int(b1); v <= n {
-			c1 = v
+		if v1 <= top {
+			c1 = v1
 		}
-		if v := int(b2); v <= n {
-			c2 = v
+		if v2 <= top {
+			c2 = v2
 		}
-		if v := int(b3); v <= n {
-			c3 = v
+		if v3 <= top {
+			c3 = v3
+		}
+		if min(v0, v1, v2, v3) > top {
+			return int(math.Float64frombits(c0)) - 1, int(math.Float64frombits(c1)) - 1,
+				int(math.Float64frombits(c2)) - 1, int(math.Float64frombits(c3)) - 1
 		}
 	}
-	return c0 - 1, c1 - 1, c2 - 1, c3 - 1
 }
 
 // stopIfWrapped returns stop if x wrapped, else next.
