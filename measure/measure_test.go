@@ -3,6 +3,7 @@ package measure
 import (
 	"math"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -128,6 +129,16 @@ func TestBatchPass(t *testing.T) {
 	require.Len(t, ns, 2)
 	assert.Positive(t, ns[0])
 	assert.Positive(t, ns[1])
+}
+
+func TestParallelPass(t *testing.T) {
+	keys := Keys(4, 300, 8)
+	before := runtime.GOMAXPROCS(0)
+	want := LocatePass(xxLocator(7))(keys)
+	for _, g := range []int{1, 2, 3} {
+		assert.Equal(t, g*want, ParallelPass(xxLocator(7), g)(keys), "%d goroutines", g)
+		assert.Equal(t, before, runtime.GOMAXPROCS(0), "GOMAXPROCS not restored")
+	}
 }
 
 func TestHeapBytes(t *testing.T) {

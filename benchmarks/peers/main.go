@@ -7,6 +7,9 @@
 //     that many shards (and can be built with them in a few seconds);
 //   - at every shard count of -batch, ours placing the keys with a loop of Locate and with
 //     LocateBatch, side by side;
+//   - at -shards shards, ours looking keys up from one goroutine with GOMAXPROCS 1 and from
+//     two with GOMAXPROCS 2, side by side, in millions of lookups per second (lookups share
+//     no writes, so two should make about twice as many);
 //   - the library's speed targets, each marked pass or miss.
 //
 // With -plot it also draws ns per lookup against the shard count (the second table), through
@@ -25,6 +28,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -138,6 +142,9 @@ func run(w io.Writer, c config) error {
 		if err := batchTable(w, c, cs, timingKeys, ts, allocs); err != nil {
 			return err
 		}
+	}
+	if err := parallelTable(w, c, cs, timingKeys); err != nil {
+		return err
 	}
 	return targetTable(w, c, ts, allocs)
 }
@@ -350,6 +357,35 @@ func batchTable(w io.Writer, c config, cs []contestant, timingKeys []string, ts 
 			t.Add(name, strconv.Itoa(n), fmt.Sprintf("%.1f", loop), fmt.Sprintf("%.1f", batch),
 				fmt.Sprintf("%.2fx", loop/batch), fmt.Sprintf("%.0f", batchAllocs[i]))
 		}
+	}
+	_, err := t.WriteTo(w)
+	return err
+}
+
+// parallelTable races, for each of ours at c.shards shards, lookups from one goroutine with
+// GOMAXPROCS 1 against two goroutines with GOMAXPROCS 2.
+func parallelTable(w io.Writer, c config, cs []contestant, timingKeys []string) error {
+	var passes []measure.Pass
+	var names []string
+	for _, ct := range cs {
+		if !ct.ours {
+			continue
+		}
+		l, err := ct.build(c.shards)
+		if err != nil {
+			continue // not for this many shards
+		}
+		passes = append(passes, measure.ParallelPass(l, 1), measure.ParallelPass(l, 2))
+		names = append(names, ct.name)
+	}
+	ns := measure.RacePasses(passes, timingKeys, c.rounds, c.minDur)
+	fmt.Fprintf(w, "\nours at %d shards: millions of lookups per second from 1 goroutine (GOMAXPROCS 1) and from 2 (GOMAXPROCS 2), raced side by side on %d CPUs\n\n",
+		c.shards, runtime.NumCPU())
+	var t measure.Table
+	t.Header = []string{"implementation", "Mlookups/s, 1", "Mlookups/s, 2", "2 / 1"}
+	for i, name := range names {
+		one, two := 1000/ns[2*i], 2*1000/ns[2*i+1]
+		t.Add(name, fmt.Sprintf("%.1f", one), fmt.Sprintf("%.1f", two), fmt.Sprintf("%.2fx", two/one))
 	}
 	_, err := t.WriteTo(w)
 	return err

@@ -126,7 +126,7 @@ func TestRun(t *testing.T) {
 	}
 	s := out.String()
 	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
-		"ours/jump-back at 10^6", "| every ours "} {
+		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
