@@ -74,9 +74,9 @@ func (j *Jump) Locate(key string) int {
 }
 
 // LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
-// len(dst) < len(keys). Up to 2^18 shards it walks four keys side by side, which on an
-// amd64 server places keys about 1.4 times as fast as a loop of Locate at 1000 shards;
-// above that it loops.
+// len(dst) < len(keys). Up to 2^18 shards it walks four keys side by side, which places keys
+// about twice as fast as a loop of Locate at 10 to 1000 shards (1.9x to 2.1x in one run on a
+// shared 2-CPU Xeon); above that it loops.
 func (j *Jump) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	n := int(j.n.Load())
