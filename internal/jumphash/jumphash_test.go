@@ -66,8 +66,8 @@ func TestGuavaVectors(t *testing.T) {
 	}
 }
 
-// TestDivide cross-checks jumpHash with the division on every step on random pairs,
-// a quarter of them near SmallMax, where jumpHash switches its step.
+// TestDivide cross-checks Guava with the division on every step on random pairs,
+// a quarter of them near SmallMax, where Guava switches its step.
 func TestDivide(t *testing.T) {
 	pairs := 2_000_000
 	if quick() {
@@ -209,7 +209,7 @@ func modInverse(a, m int64) int64 {
 	return (oldS%m + m) % m
 }
 
-// The four walks side by side must each equal jumpHash, also when some walk's generator
+// The four walks side by side must each equal Guava's walk, also when some walk's generator
 // wraps (Guava's stop) while the others go on.
 func TestGuava4(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 19))
@@ -232,7 +232,7 @@ func TestGuava4(t *testing.T) {
 		var got [4]int
 		got[0], got[1], got[2], got[3] = Guava4(s[0], s[1], s[2], s[3], n)
 		for j := range s {
-			if want := Guava(s[j], n); got[j] != want {
+			if want := divide(s[j], n); got[j] != want {
 				t.Fatalf("Guava4(%#x, %d) walk %d = %d, want %d", s, n, j, got[j], want)
 			}
 		}
