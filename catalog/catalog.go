@@ -15,6 +15,9 @@ const (
 	// DefaultPartitions is the partition count of the general Partitions strategy, as many
 	// as Redis Cluster has slots, so up to 16384 shards can be addressed.
 	DefaultPartitions = 16384
+	// DefaultPageSize is the page size of the paged-partitions strategy: 16 pages of the
+	// default 16384 partitions, 1024 pages of 2^20.
+	DefaultPageSize = 1024
 )
 
 // Options are the parameters some strategies take; a zero field means its default.
@@ -64,6 +67,8 @@ const (
 	jedisVnodes   = 160
 	maxTrie       = 1 << shard.MaxTrieDepth
 	redisSlots    = 16384
+	// maxPagedShards: PagedPartitions keeps shard numbers in 16 bits.
+	maxPagedShards = 1 << 16
 )
 
 // fixed returns a max function for a limit that no option changes.
@@ -82,6 +87,9 @@ func All() []Strategy {
 		{Name: "trie", max: fixed(maxTrie), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
 		{Name: "partitions", max: Options.partitions, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
 		{Name: "redis-cluster", max: fixed(redisSlots), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
+		{Name: "paged-partitions", max: func(o Options) int { return min(o.partitions(), maxPagedShards) }, New: func(n int, o Options) (shard.Sharder, error) {
+			return shard.NewPagedPartitions(n, o.partitions(), DefaultPageSize)
+		}},
 	}
 }
 
