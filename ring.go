@@ -224,6 +224,9 @@ func (r *Ring) Locate(key string) int {
 // The ring keeps the sorted points of the most shards it ever had, so growing back after a
 // shrink hashes nothing again.
 func (r *Ring) Resize(n int) error {
+	if r.maxShards == 0 {
+		return fmt.Errorf("shard: zero Ring: make rings with NewRing, NewJedisRing or NewMurmurRing: %w", ErrShardCount)
+	}
 	if err := checkCount(r.strategy, n, r.maxShards); err != nil {
 		return err
 	}

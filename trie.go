@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/shardkit/shard/internal/keyhash"
 )
@@ -151,6 +152,16 @@ func (t *Trie) Locate(key string) int {
 func (t *Trie) LocateHash(h uint64) int {
 	s := t.load()
 	return int(s.dir[h>>(s.shift&63)])
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys).
+func (t *Trie) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	s := t.load()
+	for i, k := range keys {
+		dst[i] = int(s.dir[keyhash.XXH64(k)>>(s.shift&63)])
+	}
 }
 
 // Shards returns the current number of shards.
@@ -506,7 +517,11 @@ func parseLeaf(line string, n int) (Leaf, error) {
 		}
 		for _, c := range []byte(path) {
 			if c != '0' && c != '1' {
-				return Leaf{}, fmt.Errorf("path has byte %q: want binary digits, or - for the root", c)
+				q := fmt.Sprintf("%q", c)
+				if c >= utf8.RuneSelf { // %q would show the rune U+00xx: 'ÿ' for the byte 0xff
+					q = fmt.Sprintf(`'\x%02x'`, c)
+				}
+				return Leaf{}, fmt.Errorf("path has byte %s: want binary digits, or - for the root", q)
 			}
 			l.Path = l.Path<<1 | uint64(c-'0')
 		}

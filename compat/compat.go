@@ -1,25 +1,21 @@
-// Package compat places keys exactly where other systems place them: a preset per system
-// takes that system's own configuration text (a nutcracker.yml pool, a libmemcached client
-// configuration, ...) and returns a [pool.Pool] that gives every key the server the system
-// gives it, quirks included. Golden vectors made by running each real system
-// (testdata/compat/<system>, with a README per system that states its rule step by step)
-// pin every preset.
+// Package compat builds pools that place every key exactly where another system places it, from
+// that system's own configuration text: a Preset per system takes what its users already run
+// (an nginx upstream block, an HAProxy backend, a go-redis Addrs map, a Jedis shard list) and
+// returns a pool.Pool whose Locate names the server that system would pick.
 //
-// Every preset is listed by [Presets]; each system also has a typed configuration and
-// constructor for Go code (for example [Twemproxy] and [NewTwemproxy]).
+// Every preset is checked against golden vectors made by running the real system
+// (testdata/compat/<system>, with a README per system that states its placement rule step by
+// step and every quirk found). Each preset's documentation says what it reproduces, what the
+// system does that a pool cannot (round robin, health checks), and what Add, Remove and
+// SetWeight mean for it.
 //
-// The pools are pool.Ring or pool.Modula underneath, with the system's rule for points or
-// slots, key hash and server order; Locate and AppendN keep their contract (no lock, no
-// allocation). Add, Remove and SetWeight change the server list and rebuild the placement as
-// the system does when its configuration changes that way: a node added through Add is a
-// server written with that name and weight in the system's vocabulary. A server listed twice
-// is one node of the pool, and counts twice where the system counts it twice. Nodes reports
-// each server's weight clamped to [1, pool.MaxWeight]; the exact weights are in the typed
-// configurations.
+// Presets are built on the pool engines (pool.Ring, pool.Modula, pool.Rendezvous) with
+// options, so lookups take no lock, never allocate, and are safe for concurrent use with
+// changes, as every pool's are.
 //
-// A configuration the system refuses is refused, and so is one the system accepts but cannot
-// place keys with (random distributions, an empty continuum, arithmetic that overflows its
-// buffers): the error names the line, starts with "compat: <system>: " and wraps ErrConfig.
+// A configuration the system itself refuses, or one this package cannot reproduce, returns an
+// error of type *ConfigError that names the line ("compat: nginx: line 4: ...") and wraps
+// ErrConfig, which callers test with errors.Is.
 package compat
 
 import (
@@ -29,41 +25,55 @@ import (
 	"github.com/shardkit/shard/pool"
 )
 
-// ErrConfig reports a configuration that a system refuses, or one it accepts but cannot
-// place keys with. Errors of the parsers and constructors wrap it; test with errors.Is.
-var ErrConfig = errors.New("invalid configuration")
+// ErrConfig reports a configuration that the system refuses or that a preset cannot
+// reproduce. Every error of a parser or a typed constructor of this package wraps it.
+var ErrConfig = errors.New("compat: invalid configuration")
 
 // A Preset builds the pool of one system from that system's own configuration text.
 type Preset struct {
 	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"
-	Doc    string // one line: what configuration text it takes
+	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
 	// New parses config and returns the pool named name in it ("" when the text holds one).
 	New func(config []byte, name string) (pool.Pool, error)
 }
 
-// Presets returns one entry per system, in a fixed order.
-func Presets() []Preset {
-	out := make([]Preset, len(presets))
-	copy(out, presets)
-	return out
+// ConfigError is a configuration refused by a preset: the system, the line (1-based; 0 when
+// no line applies, as for a configuration built in code) and what was wrong. It wraps
+// ErrConfig, and the pool's own error when the pool refused the result (pool.ErrLimit for
+// too many points, for instance).
+type ConfigError struct {
+	System string
+	Line   int
+	Msg    string
+	Err    error // the pool's error, or nil
 }
 
-// lineError returns an error naming the system and the line of its configuration text.
-func lineError(system string, line int, format string, args ...any) error {
-	return fmt.Errorf("compat: %s: line %d: %s: %w", system, line, fmt.Sprintf(format, args...), ErrConfig)
-}
-
-// configError returns an error naming the system, for what no line of text holds (a typed
-// configuration, a change through the Pool interface).
-func configError(system string, format string, args ...any) error {
-	return fmt.Errorf("compat: %s: %s: %w", system, fmt.Sprintf(format, args...), ErrConfig)
-}
-
-// singleConfig checks that a preset of a system whose text holds one configuration was not
-// asked for a named one.
-func singleConfig(system, name string) error {
-	if name != "" {
-		return configError(system, "the configuration text holds one client; asked for %q: give no name", name)
+func (e *ConfigError) Error() string {
+	s := "compat: " + e.System + ": "
+	if e.Line > 0 {
+		s += fmt.Sprintf("line %d: ", e.Line)
 	}
-	return nil
+	s += e.Msg
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrConfig and the pool's error, if any, for errors.Is and errors.As.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrConfig, e.Err}
+	}
+	return []error{ErrConfig}
+}
+
+// configErr returns a *ConfigError of system at line.
+func configErr(system string, line int, format string, args ...any) error {
+	return &ConfigError{System: system, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// poolErr wraps an error of a pool constructor as a *ConfigError at line.
+func poolErr(system string, line int, err error) error {
+	return &ConfigError{System: system, Line: line, Msg: "the pool refuses it", Err: err}
 }

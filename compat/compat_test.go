@@ -1,246 +1,310 @@
 package compat
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/pool"
 )
 
-func TestPresets(t *testing.T) {
+// presetConfig builds a preset from a committed configuration.
+func presetConfig(t testing.TB, system, file string) pool.Pool {
+	config, err := os.ReadFile(filepath.Join(vectorDir, system, file))
+	require.NoError(t, err)
+	p, err := presetOf(t, system).New(config, "")
+	require.NoError(t, err)
+	return p
+}
+
+// One configuration of each kind per preset: the ones the benchmarks and the allocation check
+// use.
+var presetCases = []struct{ system, file string }{
+	{"twemproxy", "ketama-md5-10.yml"},
+	{"twemproxy", "ketama-fnv1a_64-10.yml"},
+	{"twemproxy", "modula-fnv1a_64-10.yml"},
+	{"twemproxy", "ketama-fnv1a_64-5-tag-colons.yml"},
+	{"libmemcached", "weighted-md5-10.conf"},
+	{"libmemcached", "consistent-default-10.conf"},
+	{"libmemcached", "modula-default-10.conf"},
+	{"libmemcached", "namespace-md5-5.conf"},
+	{"spymemcached", "ketama-ketama-spy-10.conf"},
+	{"spymemcached", "ketama-native-spy-10-11211-unordered.conf"},
+	{"spymemcached", "arraymod-native-10.conf"},
+	{"hashring", "list-10-unordered.json"},
+	{"nginx", "hash-10.conf"},
+	{"nginx", "hash-down-weights.conf"},
+	{"nginx", "chash-10.conf"},
+	{"haproxy", "map-default-10.cfg"},
+	{"haproxy", "consistent-default-10.cfg"},
+	{"goredis", "ring-10-shards-unordered.json"},
+	{"jedis", "unnamed-10.json"},
+	{"jedis", "unnamed-10-md5.json"},
+	{"jedis", "named-3-tag-default.json"},
+}
+
+func TestPresetsAllocateNothing(t *testing.T) {
+	for _, c := range presetCases {
+		t.Run(c.file, func(t *testing.T) { checkZeroAllocs(t, presetConfig(t, c.system, c.file)) })
+	}
+}
+
+func TestPresetsList(t *testing.T) {
 	var systems []string
 	for _, p := range Presets() {
 		require.NotEmpty(t, p.Doc, p.System)
 		require.NotNil(t, p.New, p.System)
 		systems = append(systems, p.System)
 	}
-	require.Equal(t, []string{"twemproxy", "libmemcached", "spymemcached", "hashring"}, systems[:4])
-	got := Presets()
-	got[0].System = "changed"
-	require.Equal(t, "twemproxy", Presets()[0].System, "Presets returns a copy")
+	for _, s := range []string{"twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"} {
+		require.Contains(t, systems, s)
+	}
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(systems))), len(systems), "a system listed twice")
+}
 
-	for _, p := range Presets() {
-		_, err := p.New([]byte("\x00\xff garbage {"), "")
-		require.ErrorIsf(t, err, ErrConfig, "%s: garbage", p.System)
-		require.Truef(t, strings.HasPrefix(err.Error(), "compat: "+p.System+": "), "%s: %v", p.System, err)
+// shard.NewJedisRing(n) is Jedis's unnamed MD5 ring of n shards; the jedis preset of n unnamed
+// shards with MD5 must agree with it on every key, shard i being the i-th shard's address.
+func TestNewJedisRingAgreesWithPreset(t *testing.T) {
+	ks := keys(t)
+	for _, n := range []int{1, 2, 3, 10, 50} {
+		c := JedisConfig{Hashing: "MD5"}
+		for i := range n {
+			c.Shards = append(c.Shards, JedisShard{Host: "10.0.0.1", Port: 7000 + i, Weight: 1})
+		}
+		p, err := NewJedis(c)
+		require.NoError(t, err)
+		r, err := shard.NewJedisRing(n)
+		require.NoError(t, err)
+		for _, k := range ks {
+			require.Equalf(t, "10.0.0.1:"+strconv.Itoa(7000+r.Locate(k)), p.Locate(k), "%d shards, key %q", n, k)
+		}
 	}
 }
 
-// presetConfigs returns every configuration of the vector sets that a preset accepts, by
-// system, with the preset.
-func presetConfigs(t testing.TB) map[string][][]byte {
-	out := map[string][][]byte{}
-	for system, glob := range map[string]string{
-		"twemproxy": "twemproxy/*.yml", "libmemcached": "libmemcached/*.conf", "spymemcached": "spymemcached/*.conf",
-		"hashring": "hashring/*.json",
+// Remove keeps every preset's promise: under nginx's hash the removed server's slots become
+// holes and its keys go where AppendN sent them second; the rings move only its keys; HAProxy
+// map-based rebuilds its table.
+func TestPresetRemove(t *testing.T) {
+	ks := keys(t)
+	for _, c := range []struct {
+		system, file, victim string
+		nextOnRemove         bool // the new owner is AppendN's second
+		minimal              bool // only the victim's keys move
+	}{
+		{"nginx", "hash-5.conf", "127.0.0.1:31003", true, true},
+		{"nginx", "chash-5.conf", "127.0.0.1:31003", true, true},
+		{"haproxy", "consistent-default-5.cfg", "s3", false, true},
+		{"haproxy", "map-default-5.cfg", "s3", false, false},
+		{"goredis", "ring-5-numeric-names.json", "3", true, true},
+		{"jedis", "unnamed-5.json", "10.0.0.3:6379", true, true},
+		{"jedis", "named-5-weighted.json", "w2", true, true},
 	} {
-		paths, err := filepath.Glob(filepath.Join(vectorRoot, glob))
-		require.NoError(t, err)
-		csl, err := filepath.Glob(filepath.Join(vectorRoot, "libmemcached/csl/*.csl"))
-		require.NoError(t, err)
-		if system == "libmemcached" {
-			paths = append(paths, csl...)
+		p := presetConfig(t, c.system, c.file)
+		before := owners(p, ks)
+		second := make([]string, len(ks))
+		for i, k := range ks {
+			second[i] = p.AppendN(nil, k, 2)[1]
 		}
-		for _, path := range paths {
-			if strings.HasPrefix(filepath.Base(path), "refused-") {
+		require.NoError(t, p.Remove(c.victim), c.file)
+		moved := 0
+		for i, k := range ks {
+			after := p.Locate(k)
+			require.NotEqual(t, c.victim, after)
+			if after == before[i] {
 				continue
 			}
-			config, err := os.ReadFile(path)
-			require.NoError(t, err)
-			out[system] = append(out[system], config)
+			moved++
+			if c.minimal {
+				require.Equalf(t, c.victim, before[i], "%s: key %q moved from %q", c.file, k, before[i])
+			}
+			if c.nextOnRemove {
+				require.Equalf(t, second[i], after, "%s: key %q", c.file, k)
+			}
 		}
+		t.Logf("%s: Remove(%s) moved %d of %d keys", c.file, c.victim, moved, len(ks))
+		// Add brings it back in place.
+		require.NoError(t, p.Add(pool.Node{Name: c.victim, Weight: 1}), c.file)
+		if c.file != "named-5-weighted.json" { // its weight was 2, not 1
+			require.Equalf(t, before, owners(p, ks), "%s: Remove then Add", c.file)
+		}
+	}
+}
+
+// Marking a server down in the configuration and removing it from the pool are the same.
+func TestNginxDownIsRemove(t *testing.T) {
+	ks := keys(t)
+	for _, method := range []string{"hash", "chash"} {
+		down := presetConfig(t, "nginx", method+"-down.conf")
+		full := presetConfig(t, "nginx", method+"-5.conf")
+		require.NoError(t, full.Remove("127.0.0.1:31003"))
+		require.Equal(t, owners(down, ks), owners(full, ks), method)
+	}
+}
+
+// The empty key is hashed like any other: nginx round-robins it, so no answer is nginx's; this
+// pins the documented one.
+func TestNginxEmptyKey(t *testing.T) {
+	require.Equal(t, "127.0.0.1:31001", presetConfig(t, "nginx", "hash-5.conf").Locate(""), "hash: slot 0")
+	p := presetConfig(t, "nginx", "chash-5.conf")
+	require.Equal(t, p.AppendN(nil, "", 1)[0], p.Locate(""))
+}
+
+// A server added in code goes after the section's servers, numbered after them; one that the
+// section has comes back with its id.
+func TestHAProxyAddNumbersAfterTheSection(t *testing.T) {
+	b, err := ParseHAProxy([]byte("backend b\n balance uri\n hash-type consistent\n server a x:1 id 5\n server b x:2\n server c x:3 disabled\n"), "")
+	require.NoError(t, err)
+	p, err := NewHAProxy(b)
+	require.NoError(t, err)
+	require.NoError(t, p.Add(pool.Node{Name: "d"}))
+	// Ids a=5, b=1, c=2 (disabled), then d=3: as if d's line were written last.
+	b2, err := ParseHAProxy([]byte("backend b\n balance uri\n hash-type consistent\n server a x:1 id 5\n server b x:2\n server c x:3 disabled\n server d x:4\n"), "")
+	require.NoError(t, err)
+	q, err := NewHAProxy(b2)
+	require.NoError(t, err)
+	require.Equal(t, owners(q, keys(t)), owners(p, keys(t)))
+	require.NoError(t, p.Add(pool.Node{Name: "c"}))
+	b2.Servers[2].Disabled = false
+	q, err = NewHAProxy(b2)
+	require.NoError(t, err)
+	require.Equal(t, owners(q, keys(t)), owners(p, keys(t)))
+}
+
+func owners(p pool.Pool, ks []string) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = p.Locate(k)
 	}
 	return out
 }
 
-// Locate and AppendN allocate nothing through any preset, on every configuration of the
-// vectors, with the empty key, a long key and UTF-8.
-func TestPresetAllocs(t *testing.T) {
-	keys := []string{"", "user:1000", strings.Repeat("k\xc3\xa9", 200), "{tag}rest"}
-	for system, configs := range presetConfigs(t) {
-		preset := presetOf(t, system)
-		for _, config := range configs {
-			p, err := preset.New(config, "")
-			if err != nil {
-				continue // accepted-* configurations of spymemcached are checked elsewhere
+// fuzzPreset builds a preset from arbitrary text: it must refuse with a ConfigError wrapping
+// ErrConfig, or give a pool whose lookups name members.
+func fuzzPreset(f *testing.F, system, ext string) {
+	fuzzBuild(f, system, ext, presetOf(f, system).New)
+}
+
+func fuzzBuild(f *testing.F, system, ext string, build func([]byte, string) (pool.Pool, error)) {
+	placed, refused := configFiles(f, system, ext)
+	for _, path := range append(placed, refused...) {
+		b, err := os.ReadFile(path)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, config []byte) {
+		pl, err := build(config, "")
+		if err != nil {
+			var ce *ConfigError
+			if !errors.Is(err, ErrConfig) || !errors.As(err, &ce) {
+				t.Fatalf("error %v (%T) is no ConfigError wrapping ErrConfig", err, err)
 			}
-			dst := make([]string, 0, 3)
-			for _, k := range keys {
-				require.Zerof(t, testing.AllocsPerRun(20, func() { _ = p.Locate(k) }), "%s: Locate(%.20q) allocates\n%s", system, k, config)
-				require.Zerof(t, testing.AllocsPerRun(20, func() { dst = p.AppendN(dst[:0], k, 3) }), "%s: AppendN(%.20q) allocates", system, k)
+			return
+		}
+		members := map[string]bool{}
+		for _, n := range pl.Nodes() {
+			members[n.Name] = true
+		}
+		for _, k := range []string{"", "a", "{x}y", "user:1"} {
+			if o := pl.Locate(k); !members[o] {
+				t.Fatalf("Locate(%q) = %q, not a member of %v", k, o, pl.Nodes())
 			}
 		}
+	})
+}
+
+// The nginx fuzz target asks no resolver: a name NginxResolve does not know is one address.
+func FuzzNginx(f *testing.F) {
+	resolve := func(host string) (int, error) {
+		if _, known := nginxKnownHost(host); known {
+			return NginxResolve(host)
+		}
+		return 1, nil
+	}
+	fuzzBuild(f, "nginx", "conf", func(config []byte, name string) (pool.Pool, error) {
+		u, err := ParseNginx(config, name, resolve)
+		if err != nil {
+			return nil, err
+		}
+		return NewNginx(u)
+	})
+}
+
+func FuzzHAProxy(f *testing.F) { fuzzPreset(f, "haproxy", "cfg") }
+func FuzzGoRedis(f *testing.F) { fuzzPreset(f, "goredis", "json") }
+func FuzzJedis(f *testing.F)   { fuzzPreset(f, "jedis", "json") }
+
+var sink int
+
+// BenchmarkLocate times Locate through every preset next to the generic engines with their
+// default options, on the same keys, in one run.
+func BenchmarkLocate(b *testing.B) {
+	ks := keys(b)
+	ks = ks[:1024]
+	run := func(name string, p pool.Pool) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := 0
+			for i := 0; b.Loop(); i++ {
+				s += len(p.Locate(ks[i&1023]))
+			}
+			sink = s
+		})
+	}
+	nodes := make([]pool.Node, 10)
+	for i := range nodes {
+		nodes[i] = pool.Node{Name: fmt.Sprintf("127.0.0.1:%d", 31001+i)}
+	}
+	ring, err := pool.NewRing(nodes, pool.RingOptions{})
+	require.NoError(b, err)
+	run("pool=ring/nodes=10", ring)
+	rdv, err := pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+	require.NoError(b, err)
+	run("pool=rendezvous/nodes=10", rdv)
+	mod, err := pool.NewModula(nodes, pool.ModulaOptions{})
+	require.NoError(b, err)
+	run("pool=modula/nodes=10", mod)
+	for _, c := range presetCases {
+		run("preset="+c.system+"/config="+c.file, presetConfig(b, c.system, c.file))
 	}
 }
 
-// A change through the Pool places keys as the system does with the configuration changed
-// that way: each case gives a base configuration, a change, and the text with the change
-// written in.
-func TestPresetChanges(t *testing.T) {
-	keys := vectorKeys(t)
-	twem := func(dist, servers string) string {
-		return "alpha:\n  listen: 127.0.0.1:22121\n  hash: fnv1a_64\n  distribution: " + dist + "\n  servers:\n" + servers
-	}
-	spy := func(extra string) string {
-		return "locator=CONSISTENT\nhash=KETAMA_HASH\n" + extra
-	}
-	for _, tc := range []struct {
-		system, base string
-		change       func(p pool.Pool) error
-		want         string
-	}{
-		{"twemproxy", twem("ketama", "   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:2\n"),
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "10.0.0.3", Weight: 3}) },
-			twem("ketama", "   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:2\n   - 10.0.0.3:11211:3\n")},
-		{"twemproxy", twem("ketama", "   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:2\n   - 10.0.0.3:11211:3\n"),
-			func(p pool.Pool) error { return p.Remove("10.0.0.1") },
-			twem("ketama", "   - 10.0.0.2:11211:2\n   - 10.0.0.3:11211:3\n")},
-		{"twemproxy", twem("modula", "   - 10.0.0.2:11211:1 b\n   - 10.0.0.1:11211:2 a\n"),
-			func(p pool.Pool) error { return p.SetWeight("b", 5) },
-			twem("modula", "   - 10.0.0.2:11211:5 b\n   - 10.0.0.1:11211:2 a\n")},
-		{"libmemcached", "behavior DISTRIBUTION CONSISTENT\nserver 10.0.0.1 11211 0\nserver 10.0.0.2 11212 0\n",
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "10.0.0.3:11213", Weight: 2}) },
-			"behavior DISTRIBUTION CONSISTENT\nserver 10.0.0.1 11211 0\nserver 10.0.0.2 11212 0\nserver 10.0.0.3 11213 2\n"},
-		{"libmemcached", "behavior DISTRIBUTION CONSISTENT\nserver 10.0.0.1 11211 0\nserver 10.0.0.2 11212 0\nbehavior HASH MD5\n",
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "10.0.0.3:11211"}) }, // rebuilt with the current hash
-			"behavior DISTRIBUTION CONSISTENT\nbehavior HASH MD5\nserver 10.0.0.1 11211 0\nserver 10.0.0.2 11212 0\nserver 10.0.0.3 11211 0\n"},
-		{"libmemcached", "behavior SORT_HOSTS 1\nbehavior HASH CRC\nserver 10.0.0.5 11211 0\nserver 10.0.0.1 11211 0\n",
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "10.0.0.3:11211"}) },
-			"behavior SORT_HOSTS 1\nbehavior HASH CRC\nserver 10.0.0.5 11211 0\nserver 10.0.0.1 11211 0\nserver 10.0.0.3 11211 0\n"},
-		{"libmemcached", "behavior KETAMA_WEIGHTED 1\nserver 10.0.0.1 11211 1\nserver 10.0.0.2 11211 2\nserver 10.0.0.3 11211 3\n",
-			func(p pool.Pool) error { return p.Remove("10.0.0.2:11211") },
-			"behavior KETAMA_WEIGHTED 1\nserver 10.0.0.1 11211 1\nserver 10.0.0.3 11211 3\n"},
-		{"spymemcached", spy("servers=10.0.0.1:11211 10.0.0.2:11211\nweights=1 2\n"),
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "10.0.0.3:11211", Weight: 3}) },
-			spy("servers=10.0.0.1:11211 10.0.0.2:11211 10.0.0.3:11211\nweights=1 2 3\n")},
-		{"spymemcached", spy("servers=localhost:11211 127.0.0.1:11211 10.0.0.2:11211\nweights=1 2 3\n"),
-			func(p pool.Pool) error { return p.SetWeight("localhost:11211", 5) }, // one address: both entries
-			spy("servers=localhost:11211 127.0.0.1:11211 10.0.0.2:11211\nweights=5 5 3\n")},
-		{"spymemcached", "hash=FNV1A_32_HASH\nservers=10.0.0.1:11211 10.0.0.2:11211 10.0.0.1:11211\n",
-			func(p pool.Pool) error { return p.Remove("10.0.0.1:11211") },
-			"hash=FNV1A_32_HASH\nservers=10.0.0.2:11211\n"},
-		{"hashring", `{"servers": {"a:1": 1, "b:2": 2}, "algorithm": null, "options": {}}`,
-			func(p pool.Pool) error { return p.Add(pool.Node{Name: "c:3", Weight: 3}) },
-			`{"servers": {"a:1": 1, "b:2": 2, "c:3": 3}, "algorithm": null, "options": {}}`},
-		{"hashring", `{"servers": ["a:1", "b:2", "c:3"], "algorithm": "sha1", "options": {"default port": 2}}`,
-			func(p pool.Pool) error { return p.SetWeight("b:2", 4) },
-			`{"servers": {"a:1": 1, "b:2": 4, "c:3": 1}, "algorithm": "sha1", "options": {"default port": 2}}`},
+// A change that would make more points or slots than a pool holds fails with pool.ErrLimit and
+// leaves the pool as it was; so does a configuration, at the line that crosses the limit.
+func TestPresetLimits(t *testing.T) {
+	ks := keys(t)[:200]
+	for _, c := range []struct{ system, file, node string }{
+		{"nginx", "chash-10.conf", "127.0.0.1:31001"},
+		{"jedis", "unnamed-10.json", "10.0.0.1:6379"},
 	} {
-		preset := presetOf(t, tc.system)
-		p, err := preset.New([]byte(tc.base), "")
-		require.NoError(t, err, tc.base)
-		before := locateAll(p, keys)
-		require.NoError(t, tc.change(p), tc.base)
-		want, err := preset.New([]byte(tc.want), "")
-		require.NoError(t, err, tc.want)
-		require.Equalf(t, locateAll(want, keys), locateAll(p, keys), "%s: after the change\n%s\nfrom\n%s", tc.system, tc.want, tc.base)
-		for _, k := range keys[:200] {
-			require.Equal(t, want.AppendN(nil, k, 3), p.AppendN(nil, k, 3))
-		}
-		byName := func(a, b pool.Node) int { return strings.Compare(a.Name, b.Name) }
-		// the same members; Nodes lists them in the order they joined
-		require.Equal(t, slices.SortedFunc(slices.Values(want.Nodes()), byName), slices.SortedFunc(slices.Values(p.Nodes()), byName))
-		require.NotEqualf(t, before, locateAll(p, keys), "%s: the change moved no key", tc.system)
+		p := presetConfig(t, c.system, c.file)
+		before, members := owners(p, ks), p.Nodes()
+		require.ErrorIsf(t, p.SetWeight(c.node, pool.MaxWeight), pool.ErrLimit, "%s", c.file) // 160 points per unit
+		require.Equal(t, before, owners(p, ks), c.file)
+		require.Equal(t, members, p.Nodes(), c.file)
 	}
-}
-
-// Bad input through the Pool is refused with the engine's errors, and changes nothing.
-func TestPresetBadChanges(t *testing.T) {
-	keys := vectorKeys(t)[:500]
-	for system, configs := range presetConfigs(t) {
-		p, err := presetOf(t, system).New(configs[0], "")
-		require.NoError(t, err)
-		nodes, before := p.Nodes(), locateAll(p, keys)
-		names := make([]string, len(nodes))
-		for i, n := range nodes {
-			names[i] = n.Name
+	for _, c := range []struct {
+		method        string
+		count, weight int
+	}{{"hash $key", 65, pool.MaxWeight}, {"hash $key consistent", 2, 20000}} {
+		var b strings.Builder
+		fmt.Fprintf(&b, "upstream u {\n  %s;\n", c.method)
+		for i := range c.count {
+			fmt.Fprintf(&b, "  server 127.0.0.1:%d weight=%d;\n", 1000+i, c.weight)
 		}
-		for _, tc := range []struct {
-			err  error
-			want error
-		}{
-			{p.Add(pool.Node{Name: ""}), pool.ErrNode},
-			{p.Add(pool.Node{Name: nodes[0].Name}), pool.ErrNode},
-			{p.Add(pool.Node{Name: "10.9.9.9:1", Weight: -1}), pool.ErrWeight},
-			{p.Add(pool.Node{Name: "10.9.9.9:1"}, pool.Node{Name: "10.9.9.9:1"}), pool.ErrNode},
-			{p.Remove("no such node:1"), pool.ErrNode},
-			{p.Remove(names...), pool.ErrEmpty},
-			{p.SetWeight("no such node:1", 2), pool.ErrNode},
-			{p.SetWeight(nodes[0].Name, pool.MaxWeight+1), pool.ErrWeight},
-		} {
-			require.ErrorIsf(t, tc.err, tc.want, "%s", system)
-			require.Truef(t, strings.HasPrefix(tc.err.Error(), "compat: "+system+": "), "%v", tc.err)
-			require.Equal(t, nodes, p.Nodes())
-			require.Equal(t, before, locateAll(p, keys))
-		}
-		// Adding a node and removing it again restores the placement.
-		// (Weight 1: a heavier server would turn libmemcached's weighted flag on for good.)
-		require.NoError(t, p.Add(pool.Node{Name: "10.9.9.9:11211", Weight: 1}))
-		require.NoError(t, p.Remove("10.9.9.9:11211"))
-		require.Equalf(t, before, locateAll(p, keys), "%s: add and remove", system)
+		b.WriteString("}\n")
+		_, err := presetOf(t, "nginx").New([]byte(b.String()), "")
+		require.ErrorIs(t, err, pool.ErrLimit)
+		require.ErrorIs(t, err, ErrConfig)
+		var ce *ConfigError
+		require.True(t, errors.As(err, &ce))
+		require.Equal(t, 2+c.count, ce.Line, "%v", err)
 	}
-}
-
-// Lookups during changes see the placement before or after each change, never a mix.
-func TestPresetConcurrentChanges(t *testing.T) {
-	keys := vectorKeys(t)[:200]
-	for system, configs := range presetConfigs(t) {
-		p, err := presetOf(t, system).New(configs[len(configs)/2], "")
-		require.NoError(t, err)
-		extra := pool.Node{Name: "10.9.9.9:11211", Weight: 2}
-		a := locateAll(p, keys)
-		require.NoError(t, p.Add(extra))
-		b := locateAll(p, keys)
-		require.NoError(t, p.Remove(extra.Name))
-		var (
-			stop atomic.Bool
-			wg   sync.WaitGroup
-			bad  atomic.Value
-		)
-		for g := range 2 {
-			wg.Go(func() {
-				for i := g; !stop.Load(); i++ {
-					j := i % len(keys)
-					if got := p.Locate(keys[j]); got != a[j] && got != b[j] {
-						bad.Store(fmt.Sprintf("%s: Locate(%q) = %q, want %q or %q", system, keys[j], got, a[j], b[j]))
-						return
-					}
-					runtime.Gosched()
-				}
-			})
-		}
-		for range 20 {
-			require.NoError(t, p.Add(extra))
-			require.NoError(t, p.Remove(extra.Name))
-		}
-		stop.Store(true)
-		wg.Wait()
-		if msg := bad.Load(); msg != nil {
-			t.Fatal(msg)
-		}
-	}
-}
-
-// A change the system cannot place with is refused as the text would be (here: more modula
-// slots than a table holds), with ErrConfig, and changes nothing.
-func TestPresetRefusedChanges(t *testing.T) {
-	tw, err := presetOf(t, "twemproxy").New([]byte("a:\n  listen: 127.0.0.1:1\n  distribution: modula\n  servers:\n   - 10.0.0.1:1:1\n"), "")
-	require.NoError(t, err)
-	var many []pool.Node
-	for i := range 70 {
-		many = append(many, pool.Node{Name: fmt.Sprint("n", i), Weight: pool.MaxWeight})
-	}
-	err = tw.Add(many...)
-	require.ErrorIs(t, err, ErrConfig, "modula slots past the limit")
-	require.Regexp(t, "^compat: twemproxy: weights that sum to 4587521 modula slots", err.Error())
-	require.Equal(t, []pool.Node{{Name: "10.0.0.1:1", Weight: 1}}, tw.Nodes())
 }

@@ -93,9 +93,9 @@ func NewHashring(cfg Hashring) (pool.Pool, error) {
 
 func (c *Hashring) at(field, format string, args ...any) error {
 	if line, ok := c.lines[field]; ok {
-		return lineError("hashring", line, "%s", fmt.Sprintf(format, args...))
+		return configErr("hashring", line, "%s", fmt.Sprintf(format, args...))
 	}
-	return configError("hashring", "%s: %s", field, fmt.Sprintf(format, args...))
+	return configErr("hashring", 0, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
 func newHashring(cfg Hashring) (pool.Pool, error) {
@@ -244,10 +244,11 @@ func ParseHashring(text []byte) (Hashring, error) {
 	cfg := Hashring{lines: map[string]int{}}
 	root, err := readJSON(text)
 	if err != nil {
-		return cfg, fmt.Errorf("compat: hashring: %w: %w", err, ErrConfig)
+		e := err.(*jsError)
+		return cfg, configErr("hashring", e.line, "%s", e.msg)
 	}
 	fail := func(line int, format string, args ...any) (Hashring, error) {
-		return cfg, lineError("hashring", line, format, args...)
+		return cfg, configErr("hashring", line, format, args...)
 	}
 	if root.kind != jsObject {
 		return fail(root.line, "want an object of servers, algorithm and options")
@@ -310,7 +311,7 @@ func ParseHashring(text []byte) (Hashring, error) {
 
 // hashringServers reads the servers argument as connection-parse does.
 func hashringServers(cfg *Hashring, s *jsValue) error {
-	fail := func(line int, format string, args ...any) error { return lineError("hashring", line, format, args...) }
+	fail := func(line int, format string, args ...any) error { return configErr("hashring", line, format, args...) }
 	switch s.kind {
 	case jsString:
 		if s.str == "" { // falsy: no servers

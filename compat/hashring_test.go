@@ -7,13 +7,13 @@ import (
 )
 
 func TestHashringVectors(t *testing.T) {
-	files, placements := checkVectors(t, "hashring", "json", nil)
+	files, placements := checkVectorsIn(t, "hashring", "hashring", "json", nil)
 	require.Equal(t, 33, files)
 	require.Equal(t, 66000, placements)
 }
 
 func TestHashringRefused(t *testing.T) {
-	require.Equal(t, 5, checkRefused(t, "hashring", "json"))
+	require.Equal(t, 5, checkRefusedIn(t, "hashring", "hashring", "json"))
 }
 
 // JavaScript's reading of odd values (testdata/compat/hashring/js), from the real hashring.

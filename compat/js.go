@@ -76,7 +76,7 @@ func readJSON(text []byte) (*jsValue, error) {
 		case json.Number:
 			v.kind = jsNumber
 			if v.num, err = strconv.ParseFloat(string(t), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
-				return nil, fmt.Errorf("line %d: number %s: %w", line, t, err)
+				return nil, &jsError{line, fmt.Sprintf("number %s: %v", t, err)}
 			}
 		case string:
 			v.kind, v.str = jsString, t
@@ -121,7 +121,7 @@ func readJSON(text []byte) (*jsValue, error) {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("line %d: text after the JSON value", lineAt(dec.InputOffset()))
+		return nil, &jsError{lineAt(dec.InputOffset()), "text after the JSON value"}
 	}
 	return v, nil
 }
@@ -135,8 +135,16 @@ func jsonError(text []byte, dec *json.Decoder, err error) error {
 	if errors.As(err, &syntax) {
 		offset = syntax.Offset
 	}
-	return fmt.Errorf("line %d: %v", 1+bytes.Count(text[:min(offset, int64(len(text)))], []byte("\n")), err)
+	return &jsError{1 + bytes.Count(text[:min(offset, int64(len(text)))], []byte("\n")), err.Error()}
 }
+
+// jsError is JSON that does not parse, at a line.
+type jsError struct {
+	line int
+	msg  string
+}
+
+func (e *jsError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // jsOrder puts an object's keys in JavaScript's order: array indices (canonical decimal
 // integers below 2^32 - 1) ascending first, then the other keys in insertion order.

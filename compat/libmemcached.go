@@ -119,34 +119,34 @@ func NewLibmemcached(cfg Libmemcached) (pool.Pool, error) {
 	dist := slices.Index(lmDistributions, cmp.Or(cfg.Distribution, "MODULA"))
 	switch dist {
 	case -1:
-		return nil, configError("libmemcached", "distribution %q is not one of %s", cfg.Distribution, strings.Join(lmDistributions, ", "))
+		return nil, configErr("libmemcached", 0, "distribution %q is not one of %s", cfg.Distribution, strings.Join(lmDistributions, ", "))
 	case lmRandom, lmBucket:
-		return nil, configError("libmemcached", "distribution %s places keys at random or by a bucket table the configuration does not hold: there is no placement to reproduce", cfg.Distribution)
+		return nil, configErr("libmemcached", 0, "distribution %s places keys at random or by a bucket table the configuration does not hold: there is no placement to reproduce", cfg.Distribution)
 	}
 	hash, ok := lmHashFuncs[cmp.Or(cfg.Hash, "DEFAULT")]
 	if !ok {
-		return nil, configError("libmemcached", "hash %q is not one of DEFAULT, MD5, CRC, FNV1_64, FNV1A_64, FNV1_32, FNV1A_32, MURMUR, MURMUR3, JENKINS", cfg.Hash)
+		return nil, configErr("libmemcached", 0, "hash %q is not one of DEFAULT, MD5, CRC, FNV1_64, FNV1A_64, FNV1_32, FNV1A_32, MURMUR, MURMUR3, JENKINS", cfg.Hash)
 	}
 	pointHash, ok := lmHashFuncs[cmp.Or(cfg.PointHash, cfg.Hash, "DEFAULT")]
 	if !ok {
-		return nil, configError("libmemcached", "point hash %q is not a hash", cfg.PointHash)
+		return nil, configErr("libmemcached", 0, "point hash %q is not a hash", cfg.PointHash)
 	}
 	if len(cfg.Servers) == 0 {
-		return nil, configError("libmemcached", "no servers")
+		return nil, configErr("libmemcached", 0, "no servers")
 	}
 	list := &serverList{weighted: cfg.Weighted || dist == lmWeighted}
 	for i, s := range cfg.Servers {
 		if len(s.Host) >= 1025 {
-			return nil, configError("libmemcached", "server %d: a host name of %d bytes: libmemcached takes at most 1024", i, len(s.Host))
+			return nil, configErr("libmemcached", 0, "server %d: a host name of %d bytes: libmemcached takes at most 1024", i, len(s.Host))
 		}
 		if s.Port < 0 || s.Port > 65535 {
-			return nil, configError("libmemcached", "server %d: port %d", i, s.Port)
+			return nil, configErr("libmemcached", 0, "server %d: port %d", i, s.Port)
 		}
 		if s.Port == 0 && !strings.HasPrefix(s.Host, "/") {
 			s.Port = 11211
 		}
 		if s.Host == "" && s.Port == 0 {
-			return nil, configError("libmemcached", "server %d: no host", i)
+			return nil, configErr("libmemcached", 0, "server %d: no host", i)
 		}
 		list.servers = append(list.servers, lmServer(s))
 	}

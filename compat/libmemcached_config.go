@@ -291,7 +291,7 @@ func (c *lmClient) applyCalls(text string) error {
 		verb, rest, _ := strings.Cut(line, " ")
 		rest = strings.TrimLeft(rest, " \t")
 		fail := func(format string, args ...any) error {
-			return lineError("libmemcached", n, "%s: %s", verb, fmt.Sprintf(format, args...))
+			return configErr("libmemcached", n, "%s: %s", verb, fmt.Sprintf(format, args...))
 		}
 		switch verb {
 		case "behavior":
@@ -337,7 +337,7 @@ func (c *lmClient) applyCalls(text string) error {
 				return fail("%v", err)
 			}
 		default:
-			return lineError("libmemcached", n, "unknown call %q (behavior, server, servers, namespace)", verb)
+			return configErr("libmemcached", n, "unknown call %q (behavior, server, servers, namespace)", verb)
 		}
 	}
 	return nil

@@ -127,19 +127,19 @@ func (c *lmClient) applyConfigString(text string) error {
 	for i := 0; i < len(toks); {
 		if i > 0 {
 			if toks[i].kind != " " {
-				return lineError("libmemcached", toks[i].line, "statements are separated by one space; found %q after the statement", toks[i].text)
+				return configErr("libmemcached", toks[i].line, "statements are separated by one space; found %q after the statement", toks[i].text)
 			}
 			if i++; i == len(toks) {
-				return lineError("libmemcached", toks[i-1].line, "a space after the last statement")
+				return configErr("libmemcached", toks[i-1].line, "a space after the last statement")
 			}
 			if toks[i].kind == " " {
-				return lineError("libmemcached", toks[i].line, "two spaces in a row: statements are separated by one space")
+				return configErr("libmemcached", toks[i].line, "two spaces in a row: statements are separated by one space")
 			}
 		}
 		t := toks[i]
 		i++
 		fail := func(format string, args ...any) error {
-			return lineError("libmemcached", t.line, "%s: %s", t.text, fmt.Sprintf(format, args...))
+			return configErr("libmemcached", t.line, "%s: %s", t.text, fmt.Sprintf(format, args...))
 		}
 		// next returns the next token if it is of one of kinds, and moves past it.
 		next := func(kinds ...string) (cslToken, bool) {

@@ -11,13 +11,13 @@ import (
 )
 
 func TestLibmemcachedVectors(t *testing.T) {
-	files, placements := checkVectors(t, "libmemcached", "conf", func(name string) bool { return name == "parse-lenient" })
+	files, placements := checkVectorsIn(t, "libmemcached", "libmemcached", "conf", func(name string) bool { return name == "parse-lenient" })
 	require.Equal(t, 70, files)
 	require.Equal(t, 140000, placements)
 }
 
 func TestLibmemcachedRefused(t *testing.T) {
-	require.Equal(t, 8, checkRefused(t, "libmemcached", "conf"))
+	require.Equal(t, 8, checkRefusedIn(t, "libmemcached", "libmemcached", "conf"))
 }
 
 // The configuration string, checked against libmemcached's own parser: memcached(3) and
@@ -37,13 +37,13 @@ func TestLibmemcachedConfigStringRefused(t *testing.T) {
 func TestLibmemcachedServersParse(t *testing.T) {
 	var lists []string
 	want := map[int]string{}
-	readLines(t, filepath.Join(vectorRoot, "libmemcached", "parse-lenient.conf"), func(line string) {
+	readLines(t, filepath.Join(vectorDir, "libmemcached", "parse-lenient.conf"), func(line string) {
 		if rest, ok := strings.CutPrefix(line, "servers "); ok {
 			lists = append(lists, rest)
 		}
 	})
 	n := 0
-	readLines(t, filepath.Join(vectorRoot, "libmemcached", "parse-lenient.txt"), func(line string) {
+	readLines(t, filepath.Join(vectorDir, "libmemcached", "parse-lenient.txt"), func(line string) {
 		if strings.HasPrefix(line, "line ") {
 			n, _ = strconv.Atoi(strings.TrimSuffix(strings.Fields(line)[1], ":"))
 		}

@@ -55,7 +55,7 @@ func readNutcrackerYAML(text []byte) ([]yamlPool, error) {
 		contAfter int
 	)
 	fail := func(line int, format string, args ...any) error {
-		return lineError("twemproxy", line, format, args...)
+		return configErr("twemproxy", line, format, args...)
 	}
 	// finish closes a directive left without a value: an empty scalar, which nutcracker
 	// refuses, unless items followed.

@@ -1,9 +1,15 @@
 package compat
 
-// presets lists every system, one line each (in the order of Preset.System's doc).
-var presets = []Preset{
-	twemproxyPreset,
-	libmemcachedPreset,
-	spymemcachedPreset,
-	hashringPreset,
+// Presets returns one preset per system, in a fixed order. Keep one line per system.
+func Presets() []Preset {
+	return []Preset{
+		twemproxyPreset,
+		libmemcachedPreset,
+		spymemcachedPreset,
+		hashringPreset,
+		nginxPreset,
+		haproxyPreset,
+		goredisPreset,
+		jedisPreset,
+	}
 }

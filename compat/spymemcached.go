@@ -88,9 +88,9 @@ func NewSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 // at returns an error naming the line of field, or the field.
 func (c *Spymemcached) at(field string, format string, args ...any) error {
 	if line, ok := c.lines[field]; ok {
-		return lineError("spymemcached", line, "%s: %s", field, fmt.Sprintf(format, args...))
+		return configErr("spymemcached", line, "%s: %s", field, fmt.Sprintf(format, args...))
 	}
-	return configError("spymemcached", "%s: %s", field, fmt.Sprintf(format, args...))
+	return configErr("spymemcached", 0, "%s: %s", field, fmt.Sprintf(format, args...))
 }
 
 func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
@@ -259,7 +259,7 @@ func (sp *spyRules) setWeight(l *serverList, addr string, w float64) {
 func (sp *spyRules) fromNode(l *serverList, n pool.Node) (server, error) {
 	a, err := spyParseAddress(n.Name)
 	if err != nil {
-		return server{}, configError("spymemcached", "node %q is not an entry of a server list: %v", n.Name, err)
+		return server{}, configErr("spymemcached", 0, "node %q is not an entry of a server list: %v", n.Name, err)
 	}
 	s := sp.server(a)
 	if sp.weighted {
@@ -475,20 +475,20 @@ func ParseSpymemcached(text []byte) (Spymemcached, error) {
 		}
 		key, value, ok := strings.Cut(line, "=")
 		if !ok {
-			return cfg, lineError("spymemcached", n, "no '=' in %q", line)
+			return cfg, configErr("spymemcached", n, "no '=' in %q", line)
 		}
 		key = strings.TrimFunc(key, func(r rune) bool { return r <= ' ' })
 		switch key {
 		case "servers", "locator", "hash", "format", "weights", "factory", "hosts":
 		default:
-			return cfg, lineError("spymemcached", n, "unknown key %q (servers, locator, hash, format, weights, factory, hosts)", key)
+			return cfg, configErr("spymemcached", n, "unknown key %q (servers, locator, hash, format, weights, factory, hosts)", key)
 		}
 		values[key] = strings.TrimFunc(value, func(r rune) bool { return r <= ' ' })
 		cfg.lines[key] = n
 	}
 	cfg.Servers, cfg.Locator, cfg.Hash, cfg.Format = values["servers"], values["locator"], values["hash"], values["format"]
 	if _, ok := values["servers"]; !ok {
-		return cfg, configError("spymemcached", "no servers= line")
+		return cfg, configErr("spymemcached", 0, "no servers= line")
 	}
 	for _, w := range strings.Fields(values["weights"]) {
 		v, err := javaParseInt(w)

@@ -10,13 +10,13 @@ import (
 )
 
 func TestSpymemcachedVectors(t *testing.T) {
-	files, placements := checkVectors(t, "spymemcached", "conf", func(name string) bool { return strings.HasPrefix(name, "accepted-") })
+	files, placements := checkVectorsIn(t, "spymemcached", "spymemcached", "conf", func(name string) bool { return strings.HasPrefix(name, "accepted-") })
 	require.Equal(t, 53, files)
 	require.Equal(t, 106000, placements)
 }
 
 func TestSpymemcachedRefused(t *testing.T) {
-	require.Equal(t, 8, checkRefused(t, "spymemcached", "conf"))
+	require.Equal(t, 8, checkRefusedIn(t, "spymemcached", "spymemcached", "conf"))
 }
 
 // The odd configurations spymemcached accepts, and the node its getPrimary("user:1") gave.
@@ -27,9 +27,9 @@ func TestSpymemcachedAccepted(t *testing.T) {
 		"accepted-separators":       "127.0.0.1:24102",
 		"accepted-weights-negative": "127.0.0.1:24102",
 	} {
-		config, err := os.ReadFile(filepath.Join(vectorRoot, "spymemcached", file+".conf"))
+		config, err := os.ReadFile(filepath.Join(vectorDir, "spymemcached", file+".conf"))
 		require.NoError(t, err)
-		transcript, err := os.ReadFile(filepath.Join(vectorRoot, "spymemcached", file+".txt"))
+		transcript, err := os.ReadFile(filepath.Join(vectorDir, "spymemcached", file+".txt"))
 		require.NoError(t, err)
 		require.Contains(t, string(transcript), "getPrimary(\"user:1\")\n  -> /")
 		p, err := presetOf(t, "spymemcached").New(config, "")

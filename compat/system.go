@@ -10,8 +10,16 @@ import (
 	"github.com/shardkit/shard/pool"
 )
 
-// This file holds what every preset shares: a system's server list kept behind a pool
-// engine (pool.Ring or pool.Modula), whose point or slot generator reads the list.
+// This file holds what the memcached-family presets (twemproxy, libmemcached, spymemcached,
+// npm hashring) share: a system's server list kept behind a pool engine (pool.Ring or
+// pool.Modula), whose point or slot generator reads the list.
+//
+// Add, Remove and SetWeight change the server list and rebuild the placement as the system
+// does when its configuration changes that way: a node given to Add is a server written with
+// that name and weight in the system's vocabulary, appended to the list (and ordered as the
+// system orders). A server listed twice is one node of the pool and counts twice where the
+// system counts it twice; Remove removes every entry of a name. Nodes reports each server's
+// weight clamped to [1, pool.MaxWeight]; the exact weights are in the typed configurations.
 
 // server is one entry of a system's server list. Each system uses the fields it needs.
 type server struct {
@@ -80,13 +88,13 @@ func newPool(r *rules, list *serverList, ring pool.RingOptions, hash func(string
 		ring.Points = s.ringPoints
 		p, err := pool.NewRing(nodes, ring)
 		if err != nil {
-			return nil, fmt.Errorf("compat: %s: %w: %w", r.system, err, ErrConfig)
+			return nil, poolErr(r.system, 0, err)
 		}
 		return &ringPool{Ring: p, s: s}, nil
 	}
 	p, err := pool.NewModula(nodes, pool.ModulaOptions{Hash: hash, Slots: s.modulaSlots})
 	if err != nil {
-		return nil, fmt.Errorf("compat: %s: %w: %w", r.system, err, ErrConfig)
+		return nil, poolErr(r.system, 0, err)
 	}
 	return &modulaPool{Modula: p, s: s}, nil
 }
@@ -184,7 +192,7 @@ func (s *servers) change(refused func(l *serverList) bool, edit func(l *serverLi
 	}
 	if s.r.check != nil {
 		if err := s.r.check(next); err != nil {
-			return configError(s.r.system, "%v", err)
+			return configErr(s.r.system, 0, "%v", err)
 		}
 	}
 	s.next = next
@@ -316,3 +324,12 @@ func appendDigestPoints(dst []pool.RingPoint, entry int, digest []byte, n int) [
 
 // top32 moves a 32-bit hash to the top of a ring position, which keeps its order.
 func top32(h uint32) uint64 { return uint64(h) << 32 }
+
+// singleConfig checks that a preset of a system whose text holds one configuration was not
+// asked for a named one.
+func singleConfig(system, name string) error {
+	if name != "" {
+		return configErr(system, 0, "the configuration text holds one client; asked for %q: give no name", name)
+	}
+	return nil
+}

@@ -33,9 +33,9 @@ var twemproxyPreset = Preset{
 			names = append(names, strconv.Quote(c.Name))
 		}
 		if name == "" {
-			return nil, configError("twemproxy", "the file holds %d pools (%s): name one", len(cfgs), strings.Join(names, ", "))
+			return nil, configErr("twemproxy", 0, "the file holds %d pools (%s): name one", len(cfgs), strings.Join(names, ", "))
 		}
-		return nil, configError("twemproxy", "no pool %q in the file (it holds %s)", name, strings.Join(names, ", "))
+		return nil, configErr("twemproxy", 0, "no pool %q in the file (it holds %s)", name, strings.Join(names, ", "))
 	},
 }
 
@@ -91,9 +91,9 @@ func NewTwemproxy(cfg Twemproxy) (pool.Pool, error) {
 // at returns an error naming where server i came from: its line, or its place in Servers.
 func (c *Twemproxy) at(i int, format string, args ...any) error {
 	if c.lines != nil {
-		return lineError("twemproxy", c.lines[i], format, args...)
+		return configErr("twemproxy", c.lines[i], format, args...)
 	}
-	return configError("twemproxy", "%s (%s): %s", c.where(i), c.Servers[i].Addr, fmt.Sprintf(format, args...))
+	return configErr("twemproxy", 0, "%s (%s): %s", c.where(i), c.Servers[i].Addr, fmt.Sprintf(format, args...))
 }
 
 // where names server i: "line N" or "server i".
@@ -108,20 +108,20 @@ func (c *Twemproxy) where(i int) string {
 func (c *Twemproxy) list() (*serverList, keyhash.Memcached, bool, error) {
 	hash, ok := twemproxyHashes[cmp.Or(c.Hash, "fnv1a_64")]
 	if !ok {
-		return nil, 0, false, configError("twemproxy", "hash %q is not a valid hash", c.Hash)
+		return nil, 0, false, configErr("twemproxy", 0, "hash %q is not a valid hash", c.Hash)
 	}
 	dist := cmp.Or(c.Distribution, "ketama")
 	if dist == "random" {
-		return nil, 0, false, configError("twemproxy", "distribution random sends each request to random() %% servers, whatever the key: there is no placement to reproduce")
+		return nil, 0, false, configErr("twemproxy", 0, "distribution random sends each request to random() %% servers, whatever the key: there is no placement to reproduce")
 	}
 	if dist != "ketama" && dist != "modula" {
-		return nil, 0, false, configError("twemproxy", "distribution %q is not a valid distribution (ketama, modula or random)", c.Distribution)
+		return nil, 0, false, configErr("twemproxy", 0, "distribution %q is not a valid distribution (ketama, modula or random)", c.Distribution)
 	}
 	if c.HashTag != "" && len(c.HashTag) != 2 {
-		return nil, 0, false, configError("twemproxy", "hash_tag %q is not two bytes", c.HashTag)
+		return nil, 0, false, configErr("twemproxy", 0, "hash_tag %q is not two bytes", c.HashTag)
 	}
 	if len(c.Servers) == 0 {
-		return nil, 0, false, configError("twemproxy", "pool %q has no servers", c.Name)
+		return nil, 0, false, configErr("twemproxy", 0, "pool %q has no servers", c.Name)
 	}
 	list := &serverList{}
 	byName := map[string]int{}
@@ -143,9 +143,9 @@ func (c *Twemproxy) list() (*serverList, keyhash.Memcached, bool, error) {
 	ketama := dist == "ketama"
 	if err := (&twemproxyRules{ketama: ketama}).check(list); err != nil {
 		if c.lines != nil {
-			return nil, 0, false, lineError("twemproxy", c.lines[0], "pool %q: %v", c.Name, err)
+			return nil, 0, false, configErr("twemproxy", c.lines[0], "pool %q: %v", c.Name, err)
 		}
-		return nil, 0, false, configError("twemproxy", "pool %q: %v", c.Name, err)
+		return nil, 0, false, configErr("twemproxy", 0, "pool %q: %v", c.Name, err)
 	}
 	return list, hash, ketama, nil
 }
@@ -323,14 +323,14 @@ func ParseTwemproxy(config []byte) ([]Twemproxy, error) {
 		return nil, err
 	}
 	if len(pools) == 0 {
-		return nil, configError("twemproxy", "the file has no pools")
+		return nil, configErr("twemproxy", 0, "the file has no pools")
 	}
 	var out []Twemproxy
 	poolLine := map[string]int{}
 	listenLine := map[string]int{}
 	for _, p := range pools {
 		if first, dup := poolLine[p.name]; dup {
-			return nil, lineError("twemproxy", p.line, "a second pool named %q (the first is on line %d): nutcracker refuses it", p.name, first)
+			return nil, configErr("twemproxy", p.line, "a second pool named %q (the first is on line %d): nutcracker refuses it", p.name, first)
 		}
 		poolLine[p.name] = p.line
 		cfg, listen, err := twemproxyPool(p)
@@ -341,7 +341,7 @@ func ParseTwemproxy(config []byte) ([]Twemproxy, error) {
 			return nil, err
 		}
 		if first, dup := listenLine[listen.value]; dup {
-			return nil, lineError("twemproxy", listen.line, "pool %q listens on %q like the pool on line %d: nutcracker refuses it", p.name, listen.value, first)
+			return nil, configErr("twemproxy", listen.line, "pool %q listens on %q like the pool on line %d: nutcracker refuses it", p.name, listen.value, first)
 		}
 		listenLine[listen.value] = listen.line
 		out = append(out, cfg)
@@ -364,7 +364,7 @@ func twemproxyPool(p yamlPool) (Twemproxy, yamlDirective, error) {
 	cfg := Twemproxy{Name: p.name}
 	seen := map[string]yamlDirective{}
 	fail := func(line int, format string, args ...any) error {
-		return lineError("twemproxy", line, "pool %q: %s", p.name, fmt.Sprintf(format, args...))
+		return configErr("twemproxy", line, "pool %q: %s", p.name, fmt.Sprintf(format, args...))
 	}
 	var servers *yamlDirective
 	for i, d := range p.directives {

@@ -10,13 +10,13 @@ import (
 )
 
 func TestTwemproxyVectors(t *testing.T) {
-	files, placements := checkVectors(t, "twemproxy", "yml", nil)
+	files, placements := checkVectorsIn(t, "twemproxy", "twemproxy", "yml", nil)
 	require.Equal(t, 64, files)
 	require.Equal(t, 128000, placements)
 }
 
 func TestTwemproxyRefused(t *testing.T) {
-	require.Equal(t, 23, checkRefused(t, "twemproxy", "yml"))
+	require.Equal(t, 23, checkRefusedIn(t, "twemproxy", "twemproxy", "yml"))
 }
 
 // The YAML nutcracker reads: odd files (comments, quoting, compact and indented lists,
@@ -25,7 +25,7 @@ func TestTwemproxyRefused(t *testing.T) {
 // agree on every file but two, where it refuses on purpose: distribution random (no
 // placement) and a quoted value continued on another line (not supported).
 func TestTwemproxyYAMLVerdicts(t *testing.T) {
-	dir := filepath.Join(vectorRoot, "twemproxy", "yaml")
+	dir := filepath.Join(vectorDir, "twemproxy", "yaml")
 	ourRefusals := map[string]bool{"random.yml": true, "multiline-quoted.yml": true}
 	n := 0
 	readLines(t, filepath.Join(dir, "verdicts.txt"), func(line string) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,93 +16,159 @@ import (
 	"github.com/shardkit/shard/pool"
 )
 
-// This file reads the golden vectors of testdata/compat (see its README for the format) and
-// checks presets against them.
+// This file reads the golden vectors of testdata/compat (format in its README) and checks a
+// preset against them.
 
-const vectorRoot = "../testdata/compat"
+const vectorDir = "../testdata/compat"
 
-// vectorKeys returns the key set of every vector file, by index.
-func vectorKeys(t testing.TB) []string {
-	t.Helper()
-	var keys []string
-	readLines(t, filepath.Join(vectorRoot, "keys.txt"), func(line string) {
-		if strings.HasPrefix(line, "#") {
-			return
+var compatKeys []string
+
+// keys returns the one key set of every vector file, by index.
+func keys(t testing.TB) []string {
+	if compatKeys != nil {
+		return compatKeys
+	}
+	f, err := os.Open(filepath.Join(vectorDir, "keys.txt"))
+	require.NoError(t, err)
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
 		if line == "-" {
-			keys = append(keys, "")
-			return
+			out = append(out, "")
+			continue
 		}
 		b, err := hex.DecodeString(line)
 		require.NoError(t, err)
-		keys = append(keys, string(b))
-	})
-	require.Len(t, keys, 2000)
-	return keys
+		out = append(out, string(b))
+	}
+	require.NoError(t, sc.Err())
+	compatKeys = out
+	return out
 }
 
-// vectorFile is one .txt: the servers' names by index, and each carried key's server.
-type vectorFile struct {
-	names  []string
-	owners map[int]int // key index -> server index
+// vectors is one vector file: the server names by index and the placements.
+type vectors struct {
+	servers []string
+	keys    []int // key index
+	owners  []int // server index
 }
 
-func readVectorFile(t testing.TB, path string) vectorFile {
-	t.Helper()
-	v := vectorFile{owners: map[int]int{}}
-	readLines(t, path, func(line string) {
+func readVectors(t testing.TB, path string) vectors {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var v vectors
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, "# servers: "); ok {
-			v.names = parseServersLine(t, rest)
-			return
+			for _, field := range strings.Split(rest, " ") {
+				i, name, ok := strings.Cut(field, "=")
+				require.True(t, ok, "%s: servers field %q", path, field)
+				require.Equal(t, strconv.Itoa(len(v.servers)), i, "%s: servers out of order", path)
+				v.servers = append(v.servers, name)
+			}
+			continue
 		}
-		if strings.HasPrefix(line, "#") {
-			return
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
 		k, s, ok := strings.Cut(line, " ")
-		require.Truef(t, ok, "%s: %q", path, line)
-		ki, err1 := strconv.Atoi(k)
-		si, err2 := strconv.Atoi(s)
-		require.NoError(t, errors.Join(err1, err2), "%s: %q", path, line)
-		v.owners[ki] = si
-	})
-	require.NotEmptyf(t, v.names, "%s has no servers: line", path)
+		require.True(t, ok, "%s: line %q", path, line)
+		ki, err := strconv.Atoi(k)
+		require.NoError(t, err)
+		si, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		v.keys = append(v.keys, ki)
+		v.owners = append(v.owners, si)
+	}
+	require.NoError(t, sc.Err())
+	require.NotEmpty(t, v.servers, "%s: no servers line", path)
+	require.NotEmpty(t, v.keys, "%s: no vectors", path)
 	return v
 }
 
-// parseServersLine reads "0=name 1=name ..."; a name may hold spaces, so each entry runs
-// to the next " <index>=".
-func parseServersLine(t testing.TB, s string) []string {
-	var names []string
-	for i := 0; ; i++ {
-		prefix := strconv.Itoa(i) + "="
-		require.Truef(t, strings.HasPrefix(s, prefix), "servers line: want %q at %q", prefix, s)
-		s = s[len(prefix):]
-		next := " " + strconv.Itoa(i+1) + "="
-		end := strings.Index(s, next)
-		if end < 0 {
-			return append(names, s)
-		}
-		names = append(names, s[:end])
-		s = s[end+1:]
-	}
-}
-
-func readLines(t testing.TB, path string, f func(string)) {
-	t.Helper()
-	file, err := os.Open(path)
+// configFiles returns the configurations of a system with the extension ext, split into
+// those with vectors and the refused ones.
+func configFiles(t testing.TB, system, ext string) (placed, refused []string) {
+	all, err := filepath.Glob(filepath.Join(vectorDir, system, "*."+ext))
 	require.NoError(t, err)
-	defer file.Close()
-	sc := bufio.NewScanner(file)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if line := strings.TrimSuffix(sc.Text(), "\r"); line != "" {
-			f(line)
+	for _, f := range all {
+		if strings.HasPrefix(filepath.Base(f), "refused-") {
+			refused = append(refused, f)
+		} else {
+			placed = append(placed, f)
 		}
 	}
-	require.NoError(t, sc.Err())
+	require.NotEmpty(t, placed)
+	return placed, refused
 }
 
-// presetOf returns the preset of system.
+// checkVectors builds every placed configuration of a system through its preset and requires
+// every vector; it returns how many vectors it checked.
+func checkVectors(t *testing.T, system, ext string) {
+	p := presetOf(t, system)
+	placed, _ := configFiles(t, system, ext)
+	ks := keys(t)
+	total, files := 0, 0
+	for _, path := range placed {
+		config, err := os.ReadFile(path)
+		require.NoError(t, err)
+		pl, err := p.New(config, "")
+		require.NoErrorf(t, err, "%s", path)
+		v := readVectors(t, strings.TrimSuffix(path, "."+ext)+".txt")
+		wrong := 0
+		for i, k := range v.keys {
+			want := v.servers[v.owners[i]]
+			if got := pl.Locate(ks[k]); got != want {
+				if wrong < 5 {
+					t.Errorf("%s: key %d %q: Locate = %q, want %q", filepath.Base(path), k, ks[k], got, want)
+				}
+				wrong++
+			}
+		}
+		if wrong > 0 {
+			t.Errorf("%s: %d of %d vectors wrong", filepath.Base(path), wrong, len(v.keys))
+		}
+		total += len(v.keys)
+		files++
+	}
+	t.Logf("%s: %d vectors of %d configurations checked", system, total, files)
+}
+
+// lineOf finds the line number in the system's own message at the top or the end of a
+// refused configuration, or 0.
+var lineInMessage = regexp.MustCompile(`\.(?:conf|cfg):(\d+)`)
+
+// checkRefused requires every refused configuration of a system to fail with a ConfigError
+// wrapping ErrConfig, at the line the system named when it named one.
+func checkRefused(t *testing.T, system, ext string) {
+	p := presetOf(t, system)
+	_, refused := configFiles(t, system, ext)
+	require.NotEmpty(t, refused)
+	for _, path := range refused {
+		config, err := os.ReadFile(path)
+		require.NoError(t, err)
+		_, err = p.New(config, "")
+		require.ErrorIsf(t, err, ErrConfig, "%s was accepted", path)
+		var ce *ConfigError
+		require.Truef(t, errors.As(err, &ce), "%s: %T is no *ConfigError", path, err)
+		require.Truef(t, strings.HasPrefix(err.Error(), "compat: "+system+": "), "%s: %q", path, err)
+		require.Positivef(t, ce.Line, "%s: %v names no line", path, err)
+		if m := lineInMessage.FindSubmatch(config); m != nil {
+			want, _ := strconv.Atoi(string(m[1]))
+			require.Equalf(t, want, ce.Line, "%s: %v: the system names line %d", filepath.Base(path), err, want)
+		}
+		t.Logf("%s: %v", filepath.Base(path), err)
+	}
+}
+
 func presetOf(t testing.TB, system string) Preset {
 	for _, p := range Presets() {
 		if p.System == system {
@@ -112,76 +179,11 @@ func presetOf(t testing.TB, system string) Preset {
 	return Preset{}
 }
 
-// checkVectors builds the preset of every configuration of system (ext, refused-* and the
-// names skip says aside) and requires every carried key on the recorded server. It returns
-// the numbers of files and of placements checked.
-func checkVectors(t *testing.T, system, ext string, skip func(name string) bool) (files, placements int) {
-	return checkVectorsIn(t, system, system, ext, skip)
-}
-
-// checkVectorsIn is checkVectors over the files of dir (under testdata/compat).
-func checkVectorsIn(t *testing.T, system, dir, ext string, skip func(name string) bool) (files, placements int) {
-	keys := vectorKeys(t)
-	preset := presetOf(t, system)
-	paths, err := filepath.Glob(filepath.Join(vectorRoot, dir, "*."+ext))
-	require.NoError(t, err)
-	for _, path := range paths {
-		name := strings.TrimSuffix(filepath.Base(path), "."+ext)
-		if strings.HasPrefix(name, "refused-") || skip != nil && skip(name) {
-			continue
-		}
-		txt := strings.TrimSuffix(path, ext) + "txt"
-		if _, err := os.Stat(txt); err != nil {
-			continue
-		}
-		config, err := os.ReadFile(path)
-		require.NoError(t, err)
-		p, err := preset.New(config, "")
-		require.NoErrorf(t, err, "%s", path)
-		v := readVectorFile(t, txt)
-		got := 0
-		for k, s := range v.owners {
-			if owner := p.Locate(keys[k]); owner != v.names[s] {
-				t.Errorf("%s: key %d (%.40q): Locate = %q, want %q (server %d)", name, k, keys[k], owner, v.names[s], s)
-				continue
-			}
-			got++
-		}
-		require.Equalf(t, len(v.owners), got, "%s: %d of %d placements", name, got, len(v.owners))
-		files++
-		placements += got
+// checkZeroAllocs requires Locate and AppendN with room to allocate nothing.
+func checkZeroAllocs(t *testing.T, p pool.Pool) {
+	dst := make([]string, 0, 3)
+	for _, k := range []string{"", "user:1000", "{tag}rest", strings.Repeat("x", 1000)} {
+		require.Zerof(t, testing.AllocsPerRun(100, func() { _ = p.Locate(k) }), "Locate(%.20q) allocates", k)
+		require.Zerof(t, testing.AllocsPerRun(100, func() { dst = p.AppendN(dst[:0], k, 3) }), "AppendN(%.20q, 3) allocates", k)
 	}
-	t.Logf("%s: %d of %d placements reproduced, %d configuration files", dir, placements, placements, files)
-	return files, placements
-}
-
-// checkRefused requires every refused-* configuration of system to fail with ErrConfig and a
-// message that names the system, and the line where the text has one.
-func checkRefused(t *testing.T, system, ext string) int {
-	return checkRefusedIn(t, system, system, ext)
-}
-
-// checkRefusedIn is checkRefused over the files of dir (under testdata/compat).
-func checkRefusedIn(t *testing.T, system, dir, ext string) int {
-	preset := presetOf(t, system)
-	paths, err := filepath.Glob(filepath.Join(vectorRoot, dir, "refused-*."+ext))
-	require.NoError(t, err)
-	for _, path := range paths {
-		config, err := os.ReadFile(path)
-		require.NoError(t, err)
-		_, err = preset.New(config, "")
-		require.ErrorIsf(t, err, ErrConfig, "%s must be refused", path)
-		require.Truef(t, strings.HasPrefix(err.Error(), "compat: "+system+": "), "%s: %v", path, err)
-		t.Logf("%s: %v", filepath.Base(path), err)
-	}
-	return len(paths)
-}
-
-// locateAll returns Locate of every key.
-func locateAll(p pool.Pool, keys []string) []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = p.Locate(k)
-	}
-	return out
 }

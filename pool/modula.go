@@ -7,164 +7,246 @@ import (
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/shardkit/shard/internal/ring"
 )
 
 // Modula places a key on slot Hash(key) % len(slots) of a table in which each node fills
-// slots in an order its options choose.
+// slots in an order its options choose: weighted modulo, what memcached clients call
+// "modula" and proxies "map-based" (twemproxy's modula, libmemcached's MODULA, spymemcached's
+// ArrayModNodeLocator, nginx's `hash` without `consistent`, HAProxy's `hash-type map-based`).
+// By default node i of the join order fills Weight consecutive slots, so a node's share of the
+// keys is exactly its share of the total weight, up to the key hash's uniformity.
 //
-// With the default options node i, in join order, fills Weight consecutive slots: weights 3,
-// 1 and 2 give the table A A A B C C, and a key goes to A when its hash is 0, 1 or 2 modulo
-// 6. That is weighted modulo as twemproxy's modula distribution lays it out; libmemcached's
-// MODULA, spymemcached's ArrayModNodeLocator, nginx's hash without consistent and HAProxy's
-// map-based hash fill their tables in their own orders, which package compat gives through
-// ModulaOptions.Slots. Each node's share is its share of the slots, exactly, up to the
-// hash's own unevenness.
+// Almost every change moves almost every key: a new table size changes Hash(key) % len(slots)
+// for most keys. Use Modula to place keys as a system that does so; for a pool that changes,
+// Ring, Rendezvous or the others move only what they must.
 //
-// It is the fastest placement of all (one hash, one division, one table read) and the worst
-// at change: any Add, Remove or SetWeight changes the number of slots, and then almost every
-// key moves (from n to n+1 nodes of weight 1, n/(n+1) of the keys). Placement depends on the
-// join order, since the order fills the slots. AppendN gives the owner, then the owners of
-// the slots that follow the owner's slot, wrapping around, each node once (with the default
-// slots, the nodes that joined after the owner, then those before it); nodes without a slot
-// come last, in join order.
+// Holes. A table may leave slots to no node (the Slots option fills them with -1), as nginx
+// does with the weight of a server marked `down`: a key whose slot is a hole is probed
+// again, at Rehash(key, 1, h) % len(slots), then Rehash(key, 2, ...), and so on, as nginx
+// rehashes; without Rehash, or after MaxMisses probes that missed, at the following slots
+// in order, wrapping around. AppendN continues the same probes past the nodes it already gave,
+// which is the order in which such a system tries servers when one fails; a node with no slot
+// comes after every node that has one, in join order.
 //
-// Memory: 4 bytes per slot, plus the names. A change rebuilds the table, in time linear in
-// the number of slots. A table holds at most 4194304 slots: with the default slots, the sum
-// of the weights.
+// Lookups read one slot (plus the probes of a hole): a division and a load. Memory: 4 bytes
+// per slot. Placement depends on the join order and the weights (with the default slots), so
+// other processes need the members in the same order.
 //
-// Make one with NewModula; the zero Modula is not usable. Locate and AppendN take no lock
-// and are safe for concurrent use with each other and with Add, Remove and SetWeight, which
-// are serialized.
+// Make one with NewModula; the zero Modula is not usable. Locate and AppendN take no lock and
+// are safe for concurrent use with each other and with Add, Remove and SetWeight, which are
+// serialized.
 type Modula struct {
 	mu    sync.Mutex // serializes changes and guards m
 	state atomic.Pointer[modulaTable]
 	m     *members
 	opts  ModulaOptions
-	xxh   bool // the default hash: called directly so it inlines
+	dflt  bool // the default hash: called directly so it inlines
 }
 
-// ModulaOptions configure NewModula. The zero value hashes keys with XXH64 and lets each
-// node fill Weight consecutive slots, nodes in join order.
+// ModulaOptions configure NewModula. The zero value hashes keys with XXH64 and gives node i
+// of the join order Weight consecutive slots.
 type ModulaOptions struct {
-	// Hash returns the hash of a key, of which Modula takes the remainder modulo the number
-	// of slots. It must be deterministic and safe for concurrent use, and should not
-	// allocate. Nil means XXH64 (seed 0). A system with 32-bit hashes returns them as they
-	// are: the remainder of a 32-bit value is the same in 64 bits.
+	// Hash returns the value whose remainder by the table size picks a key's slot. It must be
+	// deterministic and safe for concurrent use, and should not allocate. Nil means XXH64
+	// (seed 0).
 	Hash func(key string) uint64
-	// Slots appends to dst the table of slots of the nodes, each slot holding the index of
-	// its node in nodes (given in join order, weights normalised), and returns the extended
-	// slice. It must be deterministic; every change calls it again for all nodes, under the
-	// pool's lock, one call at a time. Its slots must name nodes in [0, len(nodes)) and
-	// number at most 4194304; a node may fill any number of slots, none included (such a
-	// node owns no key). Nil means node i fills Weight consecutive slots, nodes in join
-	// order.
+	// Slots appends to dst the table of the members, nodes given in join order: one entry
+	// per slot, the index of the slot's node in nodes, or -1 for a hole that no node takes.
+	// It is called for every change with all the members, under the pool's lock, one call at
+	// a time, and must be deterministic. At most 4194304 slots; at least one not a hole. Nil
+	// means node i fills nodes[i].Weight consecutive slots, in join order.
 	Slots func(dst []int32, nodes []Node) []int32
+	// Rehash, when set, gives the value of probe p (1, 2, ...) of a key from the value h of
+	// probe p-1 (Hash(key) for probe 0); the probe takes slot Rehash(key, p, h) %
+	// len(slots). A probe misses when its slot is a hole, or a node AppendN already gave.
+	// Like Hash it must be deterministic and safe for concurrent use.
+	Rehash func(key string, probe int, h uint64) uint64
+	// MaxMisses is how many probes may miss before the pool takes the following slots in
+	// order instead of rehashing; nginx gives up after 20. Zero means 20. Unused without
+	// Rehash.
+	MaxMisses int
 }
 
-// maxModulaSlots is the most slots a table holds: 16 MB of table.
-const maxModulaSlots = 1 << 22
-
-// modulaTable is what a lookup reads: the slots and the names of their nodes.
+// modulaTable is what a lookup reads.
 type modulaTable struct {
-	slots []int32
-	names []string // node index (join order) -> name
-	// slotless holds the nodes that fill no slot, in join order; AppendN gives them last.
-	slotless []int32
+	slots     []int32
+	size      uint64 // len(slots)
+	names     []string
+	members   int
+	slotted   int     // members that own a slot
+	pointless []int32 // members without a slot, join order
 }
 
-// NewModula returns a weighted modulo pool of the nodes. Nodes are validated as the package
+// maxModulaSlots bounds a table as the ring engine bounds its points.
+const maxModulaSlots = ring.MaxPoints
+
+const defaultMaxMisses = 20
+
+// NewModula returns a modulo pool of the nodes. Nodes are validated as the package
 // documentation says; a table of more than 4194304 slots returns an error wrapping ErrLimit,
-// and a Slots function that names a node out of range or fills no slot at all an error
-// wrapping ErrNode or ErrEmpty.
+// one whose slots name no node (or name one outside the members) an error wrapping ErrEmpty
+// (ErrNode).
 func NewModula(nodes []Node, opts ModulaOptions) (*Modula, error) {
-	p := &Modula{opts: opts, xxh: opts.Hash == nil}
+	p := &Modula{opts: opts, dflt: opts.Hash == nil}
+	if p.opts.Hash == nil {
+		p.opts.Hash = keyhash.XXH64
+	}
+	if p.opts.MaxMisses == 0 {
+		p.opts.MaxMisses = defaultMaxMisses
+	}
+	if p.opts.MaxMisses < 0 {
+		return nil, fmt.Errorf("pool: modula: MaxMisses %d: must not be negative: %w", p.opts.MaxMisses, ErrLimit)
+	}
 	m, err := newMembers("modula", nodes)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.publish(m); err != nil {
+	if err := p.apply(m); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
+// apply builds and publishes the table of membership m; on error nothing changes.
+func (p *Modula) apply(m *members) error {
+	var slots []int32
+	if p.opts.Slots != nil {
+		slots = p.opts.Slots(nil, m.nodes)
+	} else {
+		total := 0
+		for _, n := range m.nodes {
+			if total += n.Weight; total > maxModulaSlots {
+				break
+			}
+		}
+		if total <= maxModulaSlots {
+			slots = make([]int32, 0, total)
+			for i, n := range m.nodes {
+				for range n.Weight {
+					slots = append(slots, int32(i))
+				}
+			}
+		} else {
+			return fmt.Errorf("pool: modula: %d slots or more: at most %d: %w", total, maxModulaSlots, ErrLimit)
+		}
+	}
+	if len(slots) > maxModulaSlots {
+		return fmt.Errorf("pool: modula: %d slots: at most %d: %w", len(slots), maxModulaSlots, ErrLimit)
+	}
+	has := make([]bool, len(m.nodes))
+	for i, s := range slots {
+		if s < -1 || int(s) >= len(m.nodes) {
+			return fmt.Errorf("pool: modula: the slot generator gave slot %d to node %d of %d: %w", i, s, len(m.nodes), ErrNode)
+		}
+		if s >= 0 {
+			has[s] = true
+		}
+	}
+	t := &modulaTable{slots: slices.Clip(slots), size: uint64(len(slots)), members: len(m.nodes)}
+	t.names = make([]string, len(m.nodes))
+	for i, n := range m.nodes {
+		t.names[i] = n.Name
+		if has[i] {
+			t.slotted++
+		} else {
+			t.pointless = append(t.pointless, int32(i))
+		}
+	}
+	if t.slotted == 0 {
+		return fmt.Errorf("pool: modula: the slot generator gave no slot to any node: %w", ErrEmpty)
+	}
+	p.state.Store(t)
+	p.m = m
+	return nil
+}
+
 // hash returns Hash(key), calling the default directly so it inlines.
 func (p *Modula) hash(key string) uint64 {
-	if p.xxh {
+	if p.dflt {
 		return keyhash.XXH64(key)
 	}
 	return p.opts.Hash(key)
 }
 
-// slot returns the slot of hash h in t: h modulo the number of slots, in 32 bits when both
-// fit, where the division is cheaper.
-func (t *modulaTable) slot(h uint64) int {
-	n := uint64(len(t.slots))
-	if h>>32 == 0 {
-		return int(uint32(h) % uint32(n)) // n <= maxModulaSlots fits 32 bits
-	}
-	return int(h % n)
-}
-
-// Locate returns the name of the node that owns key.
+// Locate returns the name of the node that owns key: the node of slot Hash(key) %
+// len(slots), or, for a hole, of the first probe that finds a node.
 func (p *Modula) Locate(key string) string {
 	t := p.state.Load()
-	return t.names[t.slots[t.slot(p.hash(key))]]
+	h := p.hash(key)
+	if s := t.slots[h%t.size]; s >= 0 {
+		return t.names[s]
+	}
+	pr := p.start(t, h)
+	p.miss(&pr)
+	return t.names[p.next(t, &pr, key, nil)]
 }
 
-// modulaSmall is how many nodes AppendN remembers in a fixed array before it allocates a set.
-const modulaSmall = 16
+// modulaProbe is where a key's probes are: the value and slot of the last probe, how many
+// probes there were and how many missed, and whether they walk the slots in order now.
+type modulaProbe struct {
+	h, slot        uint64
+	probes, misses int
+	walking        bool
+}
 
-// AppendN appends to dst the names of min(n, len(Nodes())) distinct nodes for key: the
-// owner, then the owners of the slots after its slot, wrapping around, each once, then the
-// nodes that fill no slot. It allocates only when dst lacks room, or past 16 nodes (a set
-// to remember them).
+// start returns the first probe of a key of hash h.
+func (p *Modula) start(t *modulaTable, h uint64) modulaProbe {
+	return modulaProbe{h: h, slot: h % t.size, walking: p.opts.Rehash == nil}
+}
+
+// miss counts a probe that missed; after MaxMisses of them the probes walk.
+func (p *Modula) miss(pr *modulaProbe) {
+	if pr.misses++; pr.misses > p.opts.MaxMisses {
+		pr.walking = true
+	}
+}
+
+// next probes on from pr's slot until it finds a node not yet picked, and returns it. The
+// caller guarantees that one exists among the nodes with slots.
+func (p *Modula) next(t *modulaTable, pr *modulaProbe, key string, taken *picked) int32 {
+	for {
+		if pr.walking {
+			if pr.slot++; pr.slot == t.size {
+				pr.slot = 0
+			}
+		} else {
+			pr.probes++
+			pr.h = p.opts.Rehash(key, pr.probes, pr.h)
+			pr.slot = pr.h % t.size
+		}
+		if s := t.slots[pr.slot]; s >= 0 && (taken == nil || !taken.has(s)) {
+			return s
+		}
+		p.miss(pr)
+	}
+}
+
+// AppendN appends to dst the names of min(n, len(Nodes())) distinct nodes for key: the owner,
+// then the nodes the probes find next (see Modula), then the nodes without a slot. It
+// allocates only when dst lacks room, or past 16 nodes.
 func (p *Modula) AppendN(dst []string, key string, n int) []string {
 	t := p.state.Load()
-	n = min(n, len(t.names))
+	n = min(n, t.members)
 	if n <= 0 {
 		return dst
 	}
-	var (
-		small [modulaSmall]int32
-		big   []uint64 // a bit per node, once more than modulaSmall were found
-		found int
-	)
-	withSlots := len(t.names) - len(t.slotless) // what the walk can find
-	s := t.slot(p.hash(key))
-	last := int32(-1)
-	for steps := 0; steps < len(t.slots) && found < n && found < withSlots; steps++ {
-		o := t.slots[s]
-		if s++; s == len(t.slots) {
-			s = 0
-		}
-		if o == last { // the common case with consecutive slots
-			continue
-		}
-		last = o
-		if big == nil {
-			if slices.Contains(small[:min(found, modulaSmall)], o) {
-				continue
-			}
-			if found < modulaSmall {
-				small[found] = o
-			} else {
-				big = make([]uint64, (len(t.names)+63)/64)
-				for _, x := range small {
-					big[x/64] |= 1 << (x % 64)
-				}
-			}
-		}
-		if big != nil {
-			if big[o/64]&(1<<(o%64)) != 0 {
-				continue
-			}
-			big[o/64] |= 1 << (o % 64)
-		}
-		found++
-		dst = append(dst, t.names[o])
+	var taken picked
+	pr := p.start(t, p.hash(key))
+	s := t.slots[pr.slot]
+	if s < 0 {
+		p.miss(&pr)
+		s = p.next(t, &pr, key, nil)
 	}
-	for _, o := range t.slotless[:min(len(t.slotless), n-found)] {
+	for {
+		dst = append(dst, t.names[s])
+		taken.add(s, 0, t.members)
+		if taken.len() == n || taken.len() == t.slotted {
+			break
+		}
+		s = p.next(t, &pr, key, &taken)
+	}
+	for _, o := range t.pointless[:min(len(t.pointless), n-taken.len())] {
 		dst = append(dst, t.names[o])
 	}
 	return dst
@@ -181,17 +263,9 @@ func (p *Modula) Remove(names ...string) error {
 }
 
 // SetWeight sets the weight of the named node, in [0, MaxWeight] (0 means 1). With the
-// default slots the node fills that many slots from then on, which changes the number of
-// slots: almost every key moves.
+// default slots the table changes size, so most keys move.
 func (p *Modula) SetWeight(name string, weight int) error {
 	return p.change(func(m *members) (*members, error) { return m.setWeight("modula", name, weight) })
-}
-
-// Nodes returns a copy of the members in the order they joined.
-func (p *Modula) Nodes() []Node {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.m.copyNodes()
 }
 
 func (p *Modula) change(f func(*members) (*members, error)) error {
@@ -201,54 +275,12 @@ func (p *Modula) change(f func(*members) (*members, error)) error {
 	if err != nil {
 		return err
 	}
-	return p.publish(m)
+	return p.apply(m)
 }
 
-// publish builds the table of m and makes it the one lookups read; on error nothing changes.
-func (p *Modula) publish(m *members) error {
-	var slots []int32
-	if p.opts.Slots != nil {
-		slots = p.opts.Slots(nil, m.nodes)
-	} else {
-		total := 0
-		for _, n := range m.nodes {
-			total += n.Weight
-		}
-		if total > maxModulaSlots {
-			return p.tooMany(total)
-		}
-		slots = make([]int32, 0, total)
-		for i, n := range m.nodes {
-			for range n.Weight {
-				slots = append(slots, int32(i))
-			}
-		}
-	}
-	if len(slots) > maxModulaSlots {
-		return p.tooMany(len(slots))
-	}
-	has := make([]bool, len(m.nodes))
-	for i, o := range slots {
-		if o < 0 || int(o) >= len(m.nodes) {
-			return fmt.Errorf("pool: modula: the slot function gave slot %d to node %d of %d: %w", i, o, len(m.nodes), ErrNode)
-		}
-		has[o] = true
-	}
-	if len(slots) == 0 {
-		return fmt.Errorf("pool: modula: the slot function gave no slot: %w", ErrEmpty)
-	}
-	t := &modulaTable{slots: slots, names: make([]string, len(m.nodes))}
-	for i, n := range m.nodes {
-		t.names[i] = n.Name
-		if !has[i] {
-			t.slotless = append(t.slotless, int32(i))
-		}
-	}
-	p.state.Store(t)
-	p.m = m
-	return nil
-}
-
-func (p *Modula) tooMany(slots int) error {
-	return fmt.Errorf("pool: modula: %d slots: at most %d: %w", slots, maxModulaSlots, ErrLimit)
+// Nodes returns a copy of the members in the order they joined.
+func (p *Modula) Nodes() []Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m.copyNodes()
 }

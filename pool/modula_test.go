@@ -2,10 +2,11 @@ package pool
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -15,178 +16,203 @@ func newModulaPool(opts ModulaOptions) func([]Node) (Pool, error) {
 	return func(nodes []Node) (Pool, error) { return NewModula(nodes, opts) }
 }
 
-// Modula's placement depends on the join order and a change moves almost every key: it
-// passes the contract without its three guarantees.
+// Modula places by join order and table size: no movement guarantee, nothing order-free.
 func TestModulaContract(t *testing.T) {
 	checkContract(t, contract{name: "modula", newPool: newModulaPool(ModulaOptions{})})
 }
 
-// interleaved fills slots round-robin over the nodes that still have weight left, the
-// way a system that spreads each node's slots lays out its table: weights 3, 1, 2 give
-// A B C A C A.
-func interleaved(dst []int32, nodes []Node) []int32 {
-	left := make([]int, len(nodes))
-	total := 0
-	for i, n := range nodes {
-		left[i] = n.Weight
-		total += n.Weight
-	}
-	for len(dst) < total {
-		for i := range nodes {
-			if left[i] > 0 {
-				dst = append(dst, int32(i))
-				left[i]--
-			}
-		}
-	}
-	return dst
-}
-
-func TestModulaContractInterleaved(t *testing.T) {
-	checkContract(t, contract{name: "interleaved modula", newPool: newModulaPool(ModulaOptions{Slots: interleaved})})
-}
-
-func FuzzModula(f *testing.F) {
-	fuzzSeeds(f)
-	c := contract{name: "modula", newPool: newModulaPool(ModulaOptions{})}
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzOps(t, c, data) })
-}
-
-// refModula is the obvious weighted modulo: the table written out node by node, and the
-// replicas found by walking it and skipping the nodes already taken.
-type refModula struct{ table []string }
-
-func newRefModula(nodes []Node, slots func([]int32, []Node) []int32) refModula {
-	var r refModula
-	for _, s := range slots(nil, nodes) {
-		r.table = append(r.table, nodes[s].Name)
-	}
-	return r
-}
-
-func (r refModula) appendN(key string, hash func(string) uint64, n int, nodes []Node) []string {
-	var out []string
-	start := int(hash(key) % uint64(len(r.table)))
-	for i := range r.table {
-		if name := r.table[(start+i)%len(r.table)]; len(out) < n && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	for _, node := range nodes { // nodes without a slot, in join order
-		if len(out) < n && !slices.Contains(r.table, node.Name) {
-			out = append(out, node.Name)
-		}
-	}
-	return out
-}
-
-func defaultSlots(dst []int32, nodes []Node) []int32 {
+// holeSlots is a Slots option with holes: node i fills Weight slots, and a hole of its
+// weight follows every node whose name ends in an odd digit, as nginx leaves the weight of a
+// `down` server.
+func holeSlots(dst []int32, nodes []Node) []int32 {
 	for i, n := range nodes {
 		for range n.Weight {
 			dst = append(dst, int32(i))
 		}
+		if c := n.Name[len(n.Name)-1]; c >= '0' && c <= '9' && c%2 == 1 {
+			for range n.Weight {
+				dst = append(dst, -1)
+			}
+		}
 	}
 	return dst
 }
 
-// Locate and AppendN against the table written out, for default and custom slots, 64-bit
-// and 32-bit hashes, and a slot function that leaves nodes out.
+// rehashAdd is nginx's rule in miniature: the next value adds a hash of the probe number and
+// the key.
+func rehashAdd(key string, probe int, h uint64) uint64 {
+	return h + mix13(keyhash.XXH64(key)+uint64(probe))&0x7fff
+}
+
+func TestModulaContractHoles(t *testing.T) {
+	checkContract(t, contract{name: "modula with holes", newPool: newModulaPool(ModulaOptions{Slots: holeSlots, Rehash: rehashAdd})})
+	checkContract(t, contract{name: "modula with holes, no rehash", newPool: newModulaPool(ModulaOptions{Slots: holeSlots})})
+}
+
+func FuzzModula(f *testing.F) {
+	fuzzSeeds(f)
+	c := contract{name: "modula", newPool: newModulaPool(ModulaOptions{Slots: holeSlots, Rehash: rehashAdd, MaxMisses: 3})}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzOps(t, c, data) })
+}
+
+// refModula is the obvious modulo pool: the table as names, probed one step at a time.
+func refModulaAppendN(nodes []Node, opts ModulaOptions, key string, n int) []string {
+	hash := opts.Hash
+	if hash == nil {
+		hash = keyhash.XXH64
+	}
+	maxMisses := opts.MaxMisses
+	if maxMisses == 0 {
+		maxMisses = 20
+	}
+	var table []string
+	if opts.Slots == nil {
+		for _, nd := range nodes {
+			for range max(nd.Weight, 1) {
+				table = append(table, nd.Name)
+			}
+		}
+	} else {
+		for _, s := range opts.Slots(nil, nodes) {
+			name := ""
+			if s >= 0 {
+				name = nodes[s].Name
+			}
+			table = append(table, name)
+		}
+	}
+	var got []string
+	slotted := 0
+	for _, nd := range nodes {
+		if slices.Contains(table, nd.Name) {
+			slotted++
+		}
+	}
+	h := hash(key)
+	slot := int(h % uint64(len(table)))
+	probes, misses := 0, 0
+	for len(got) < min(n, slotted) {
+		if name := table[slot]; name != "" && !slices.Contains(got, name) {
+			got = append(got, name)
+			if len(got) == min(n, slotted) {
+				break
+			}
+		} else {
+			misses++
+		}
+		if opts.Rehash != nil && misses <= maxMisses {
+			probes++
+			h = opts.Rehash(key, probes, h)
+			slot = int(h % uint64(len(table)))
+		} else {
+			slot = (slot + 1) % len(table)
+		}
+	}
+	for _, nd := range nodes {
+		if len(got) < n && !slices.Contains(table, nd.Name) {
+			got = append(got, nd.Name)
+		}
+	}
+	return got
+}
+
+// Every lookup agrees with the obvious modulo pool, with and without holes and rehashes, and
+// with a miss limit small enough that walks happen.
 func TestModulaAgainstReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 33))
 	keys := testKeys(3000)
-	hash32 := func(s string) uint64 { return uint64(uint32(keyhash.XXH64(s))) }
-	skipOdd := func(dst []int32, nodes []Node) []int32 { // every other node fills no slot
+	// Slots that leave node "odd-last" without a slot, so AppendN must add it at the end.
+	sparse := func(dst []int32, nodes []Node) []int32 {
 		for i, n := range nodes {
-			for j := 0; j < n.Weight && i%2 == 0; j++ {
-				dst = append(dst, int32(i))
+			if !strings.HasPrefix(n.Name, "odd") {
+				dst = append(dst, int32(i), -1)
 			}
 		}
 		return dst
 	}
-	for trial := range 40 {
-		nodes := make([]Node, 1+r.IntN(40))
-		for i := range nodes {
-			nodes[i] = Node{Name: fmt.Sprintf("n%d-%d", trial, i), Weight: 1 + r.IntN(5)}
-		}
-		for _, tc := range []struct {
-			name  string
-			opts  ModulaOptions
-			slots func([]int32, []Node) []int32
-			hash  func(string) uint64
-		}{
-			{"default", ModulaOptions{}, defaultSlots, keyhash.XXH64},
-			{"interleaved 32-bit", ModulaOptions{Hash: hash32, Slots: interleaved}, interleaved, hash32},
-			{"slotless nodes", ModulaOptions{Slots: skipOdd}, skipOdd, keyhash.XXH64},
-		} {
+	for _, tc := range []struct {
+		name string
+		opts ModulaOptions
+	}{
+		{"default", ModulaOptions{}},
+		{"holes", ModulaOptions{Slots: holeSlots}},
+		{"holes rehash", ModulaOptions{Slots: holeSlots, Rehash: rehashAdd}},
+		{"holes rehash 2 misses", ModulaOptions{Slots: holeSlots, Rehash: rehashAdd, MaxMisses: 2}},
+		{"sparse", ModulaOptions{Slots: sparse, Rehash: rehashAdd, MaxMisses: 1}},
+	} {
+		for _, size := range []int{1, 3, 10} {
+			nodes := numbered(size)
+			if tc.name == "sparse" {
+				nodes = append(nodes, Node{Name: "odd-last", Weight: 1})
+			}
 			p, err := NewModula(nodes, tc.opts)
 			require.NoError(t, err)
-			ref := newRefModula(nodes, tc.slots)
-			for _, k := range keys[:300] {
-				want := ref.appendN(k, tc.hash, len(nodes)+1, nodes)
-				require.Equalf(t, want[0], p.Locate(k), "%s, %d nodes: Locate(%q)", tc.name, len(nodes), k)
-				for _, n := range []int{1, 2, 3, 17, len(nodes)} {
-					require.Equalf(t, want[:min(n, len(want))], p.AppendN(nil, k, n), "%s, %d nodes: AppendN(%q, %d)", tc.name, len(nodes), k, n)
+			members := p.Nodes()
+			for _, k := range keys {
+				for _, n := range []int{1, 2, 3, len(nodes)} {
+					want := refModulaAppendN(members, tc.opts, k, n)
+					got := p.AppendN(nil, k, n)
+					require.Equalf(t, want, got, "%s, %d nodes: AppendN(%q, %d)", tc.name, size, k, n)
 				}
+				require.Equalf(t, p.AppendN(nil, k, 1)[0], p.Locate(k), "%s, %d nodes: Locate(%q)", tc.name, size, k)
 			}
 		}
 	}
 }
 
-// The slots as twemproxy's modula lays them out: weights 3, 1, 2 give A A A B C C, and
-// every hash value's slot is its remainder modulo 6.
-func TestModulaDefaultTable(t *testing.T) {
-	identity := func(s string) uint64 { var h uint64; fmt.Sscan(s, &h); return h }
-	p, err := NewModula([]Node{{"A", 3}, {"B", 1}, {"C", 2}}, ModulaOptions{Hash: identity})
+// The default table gives each node exactly its weight's share of the slots.
+func TestModulaShares(t *testing.T) {
+	nodes := []Node{{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}}
+	p, err := NewModula(nodes, ModulaOptions{})
 	require.NoError(t, err)
-	for h, want := range []string{"A", "A", "A", "B", "C", "C", "A", "A", "A", "B", "C", "C"} {
-		require.Equalf(t, want, p.Locate(fmt.Sprint(h)), "hash %d", h)
-	}
-	require.Equal(t, "A", p.Locate(fmt.Sprint(uint64(1)<<63)), "2^63 mod 6 = 2") // 64-bit remainder
-	require.Equal(t, []string{"B", "C", "A"}, p.AppendN(nil, "3", 5))
-	require.Equal(t, []string{"C", "A", "B"}, p.AppendN(nil, "5", 3))
+	checkShares(t, p, testKeys(100_000), 0.03)
+	assert.Equal(t, uint64(10), p.state.Load().size)
 }
 
-func TestModulaBadSlots(t *testing.T) {
-	nodes := []Node{{Name: "a"}, {Name: "b"}}
+func TestModulaBadOptions(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		slots func([]int32, []Node) []int32
-		want  error
+		what string
+		opts ModulaOptions
+		want error
 	}{
-		{"out of range", func(dst []int32, _ []Node) []int32 { return append(dst, 0, 2) }, ErrNode},
-		{"negative", func(dst []int32, _ []Node) []int32 { return append(dst, -1) }, ErrNode},
-		{"none", func(dst []int32, _ []Node) []int32 { return dst }, ErrEmpty},
-		{"too many", func(dst []int32, _ []Node) []int32 { return make([]int32, maxModulaSlots+1) }, ErrLimit},
+		{"a slot of an unknown node", ModulaOptions{Slots: func(dst []int32, nodes []Node) []int32 { return append(dst, int32(len(nodes))) }}, ErrNode},
+		{"a slot below -1", ModulaOptions{Slots: func(dst []int32, _ []Node) []int32 { return append(dst, -2) }}, ErrNode},
+		{"only holes", ModulaOptions{Slots: func(dst []int32, _ []Node) []int32 { return append(dst, -1, -1) }}, ErrEmpty},
+		{"no slots", ModulaOptions{Slots: func(dst []int32, _ []Node) []int32 { return dst }}, ErrEmpty},
+		{"too many slots", ModulaOptions{Slots: func(dst []int32, _ []Node) []int32 { return make([]int32, maxModulaSlots+1) }}, ErrLimit},
+		{"negative MaxMisses", ModulaOptions{MaxMisses: -1}, ErrLimit},
 	} {
-		_, err := NewModula(nodes, ModulaOptions{Slots: tc.slots})
-		require.ErrorIsf(t, err, tc.want, "%s", tc.name)
-		require.Regexpf(t, "^pool: modula: ", err.Error(), "%s", tc.name)
+		_, err := NewModula(numbered(3), tc.opts)
+		require.ErrorIsf(t, err, tc.want, "%s", tc.what)
+		assert.Truef(t, strings.HasPrefix(err.Error(), "pool: modula: "), "error %q lacks the prefix", err)
 	}
-
-	// Too many slots by weight: refused at construction and on a change, which changes nothing.
-	heavy := make([]Node, maxModulaSlots/MaxWeight+1)
-	for i := range heavy {
-		heavy[i] = Node{Name: fmt.Sprint(i), Weight: MaxWeight}
+	// Too many slots by weight, and a failed change leaves the pool as it was.
+	nodes := make([]Node, 65)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprint("n", i), Weight: MaxWeight}
 	}
-	_, err := NewModula(heavy, ModulaOptions{})
+	_, err := NewModula(nodes, ModulaOptions{})
 	require.ErrorIs(t, err, ErrLimit)
-	p, err := NewModula(heavy[1:], ModulaOptions{})
+	p, err := NewModula(nodes[:64], ModulaOptions{})
 	require.NoError(t, err)
-	require.ErrorIs(t, p.Add(Node{Name: "one more"}), ErrLimit)
-	require.Len(t, p.Nodes(), len(heavy)-1)
+	before := owners(p, testKeys(100))
+	require.ErrorIs(t, p.Add(nodes[64]), ErrLimit)
+	require.Equal(t, before, owners(p, testKeys(100)))
+	require.Len(t, p.Nodes(), 64)
 }
 
-// A 32-bit hash modulo the slots takes the 32-bit path; it must agree with the 64-bit one.
-func TestModulaSlotArithmetic(t *testing.T) {
-	r := rand.New(rand.NewPCG(4, 44))
-	all := make([]int32, maxModulaSlots) // slot reads only the length
-	for range 100000 {
-		n := 1 + r.IntN(maxModulaSlots)
-		tb := &modulaTable{slots: all[:n]}
-		h := r.Uint64()
-		if r.IntN(2) == 0 {
-			h >>= 32
+// A modulo pool keeps its slots where the join order puts them: a change in the middle moves
+// most keys, one at the end moves some, as modulo does.
+func TestModulaMovesAsModulo(t *testing.T) {
+	keys := testKeys(20_000)
+	p, err := NewModula(numbered(10), ModulaOptions{})
+	require.NoError(t, err)
+	before := owners(p, keys)
+	require.NoError(t, p.Remove("node-00"))
+	moved := 0
+	for i, o := range owners(p, keys) {
+		if o != before[i] {
+			moved++
 		}
-		require.Equalf(t, int(h%uint64(n)), tb.slot(h), "%d mod %d", h, n)
 	}
+	assert.Greater(t, moved, len(keys)/2, "removing the first node of a modulo pool should move most keys")
 }
