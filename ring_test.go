@@ -28,6 +28,7 @@ func TestJedisRingContract(t *testing.T) {
 		resizeIsFresh: true,
 		growOnlyToNew: true, // TestRingMovement bounds how many move
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 
@@ -40,6 +41,7 @@ func TestMurmurRingContract(t *testing.T) {
 		resizeIsFresh: true,
 		growOnlyToNew: true, // TestRingMovement bounds how many move
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 
@@ -52,6 +54,7 @@ func TestRingContract(t *testing.T) {
 		resizeIsFresh: true,
 		growOnlyToNew: true, // TestRingMovement bounds how many move
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 

@@ -3,8 +3,9 @@
 // Every strategy implements [Sharder]: Locate maps a key to a shard number in [0, Shards()),
 // Resize changes the number of shards, and each strategy documents which keys a resize moves.
 // The strategies range from plain modulo to consistent-hash rings that place keys exactly as
-// Jedis and Cassandra do, rendezvous hashing, jump hash, a bit trie, fixed partitions (Redis
-// Cluster's 16384 slots among them) and co-location by ID prefix.
+// Jedis and Cassandra do, rendezvous hashing, jump hash and its constant-time successor
+// JumpBackHash, a bit trie, fixed partitions (Redis Cluster's 16384 slots among them) and
+// co-location by ID prefix. [LocateBatch] places many keys in one call.
 //
 // Placement never depends on the process: every hash is fixed and seedless (never
 // hash/maphash), and golden vectors in testdata pin the outputs, so every process that routes

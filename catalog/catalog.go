@@ -15,6 +15,9 @@ const (
 	// DefaultPartitions is the partition count of the general Partitions strategy, as many
 	// as Redis Cluster has slots, so up to 16384 shards can be addressed.
 	DefaultPartitions = 16384
+	// DefaultPageSize is the page size of the paged-partitions strategy: 16 pages of the
+	// default 16384 partitions, 1024 pages of 2^20.
+	DefaultPageSize = 1024
 )
 
 // Options are the parameters some strategies take; a zero field means its default.
@@ -57,13 +60,15 @@ func (s Strategy) Fits(n int, o Options) bool {
 
 // The shard count limits of package shard's constructors, as their docs state them.
 const (
-	maxInt32      = 1<<31 - 1 // Modulo and Jump
+	maxInt32      = 1<<31 - 1 // Modulo, Jump and JumpBack
 	maxFirstByte  = 10
 	maxRendezvous = 1 << 16
 	maxRingPoints = 1 << 22 // shards * vnodes of every ring
 	jedisVnodes   = 160
 	maxTrie       = 1 << shard.MaxTrieDepth
 	redisSlots    = 16384
+	// maxPagedShards: PagedPartitions keeps shard numbers in 16 bits.
+	maxPagedShards = 1 << 16
 )
 
 // fixed returns a max function for a limit that no option changes.
@@ -75,12 +80,16 @@ func All() []Strategy {
 		{Name: "modulo", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
 		{Name: "first-byte-sha1", max: fixed(maxFirstByte), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewFirstByteSHA1(n) }},
 		{Name: "jump", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJump(n) }},
+		{Name: "jump-back", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJumpBack(n) }},
 		{Name: "rendezvous", max: fixed(maxRendezvous), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRendezvous(n) }},
 		{Name: "jedis-ring", max: fixed(maxRingPoints / jedisVnodes), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
 		{Name: "murmur-ring", max: func(o Options) int { return maxRingPoints / o.vnodes() }, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},
 		{Name: "trie", max: fixed(maxTrie), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
 		{Name: "partitions", max: Options.partitions, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
 		{Name: "redis-cluster", max: fixed(redisSlots), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
+		{Name: "paged-partitions", max: func(o Options) int { return min(o.partitions(), maxPagedShards) }, New: func(n int, o Options) (shard.Sharder, error) {
+			return shard.NewPagedPartitions(n, o.partitions(), DefaultPageSize)
+		}},
 	}
 }
 
