@@ -204,19 +204,42 @@ func newRing(strategy string, kind ringKind, n int, opts RingOptions) (*Ring, er
 // Locate returns the shard that owns key, in [0, Shards()): the owner of the first point at
 // or after the key's position, or of the smallest point if there is none.
 func (r *Ring) Locate(key string) int {
-	var h uint64
-	// Direct calls for the built-in hashes save the indirect call and let them inline.
+	return int(r.table.Load().Locate(r.position(key)))
+}
+
+// position returns the position of key. Direct calls for the built-in hashes save the
+// indirect call and let them inline.
+func (r *Ring) position(key string) uint64 {
 	switch r.kind {
 	case murmurKind:
-		h = murmurPosition(key)
+		return murmurPosition(key)
 	case jedisKind:
-		h = jedisPosition(key)
+		return jedisPosition(key)
 	case xxhKind:
-		h = keyhash.XXH64(key)
-	default:
-		h = r.hash(key)
+		return keyhash.XXH64(key)
 	}
-	return int(r.table.Load().Locate(h))
+	return r.hash(key)
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). It hashes 32 keys, then looks all of them up together
+// (ring.Table.LocateBatch), so their cache misses overlap.
+func (r *Ring) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	t := r.table.Load()
+	var hs [ring.Batch]uint64
+	var owners [ring.Batch]int32
+	for len(keys) > 0 {
+		g := min(len(keys), ring.Batch)
+		for m, k := range keys[:g] {
+			hs[m] = r.position(k)
+		}
+		t.LocateBatch(hs[:g], owners[:g])
+		for m, o := range owners[:g] {
+			dst[m] = int(o)
+		}
+		keys, dst = keys[g:], dst[g:]
+	}
 }
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
