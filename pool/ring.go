@@ -192,7 +192,38 @@ func defaultPointName(node string, i int) string { return node + "-" + strconv.I
 // Locate returns the name of the node that owns key.
 func (r *Ring) Locate(key string) string {
 	s := r.state.Load()
-	return s.names[s.table.Owner(s.owner(r.position(key)))]
+	h := r.position(key)
+	if s.lookup != RingSuccessor {
+		return s.names[s.table.Owner(s.owner(h))]
+	}
+	return s.names[s.table.Locate(h)]
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). It hashes 32 keys, then looks all of them up together, so their
+// cache misses overlap.
+func (r *Ring) LocateBatch(keys []string, dst []string) {
+	dst = batchDst(keys, dst)
+	s := r.state.Load()
+	if s.lookup != RingSuccessor {
+		for i, k := range keys {
+			dst[i] = s.names[s.table.Owner(s.owner(r.position(k)))]
+		}
+		return
+	}
+	var hs [ring.Batch]uint64
+	var owners [ring.Batch]int32
+	for len(keys) > 0 {
+		g := min(len(keys), ring.Batch)
+		for m, k := range keys[:g] {
+			hs[m] = r.position(k)
+		}
+		s.table.LocateBatch(hs[:g], owners[:g])
+		for m, o := range owners[:g] {
+			dst[m] = s.names[o]
+		}
+		keys, dst = keys[g:], dst[g:]
+	}
 }
 
 // Position returns key's position on the ring, the 64-bit value that Locate looks up and

@@ -6,7 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/buraksezer/consistent"
+	"github.com/serialx/hashring"
+
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 var sink int
@@ -88,6 +92,96 @@ func TestContestants(t *testing.T) {
 					t.Fatalf("%s(%d).Locate(%q) = %d, want a stable shard in [0, %d)", c.name, n, k, got, n)
 				}
 			}
+		}
+	}
+}
+
+func TestCounts(t *testing.T) {
+	got, err := counts("-scale", " 10,1000 ,, 1000000")
+	if err != nil || fmt.Sprint(got) != "[10 1000 1000000]" {
+		t.Errorf("counts = %v, %v", got, err)
+	}
+	if got, err := counts("-scale", ""); err != nil || len(got) != 0 {
+		t.Errorf("counts(\"\") = %v, %v", got, err)
+	}
+	for _, bad := range []string{"0", "-3", "ten", "10,x"} {
+		if _, err := counts("-scale", bad); err == nil || !strings.Contains(err.Error(), "-scale") {
+			t.Errorf("counts(%q): error %v, want one naming the flag", bad, err)
+		}
+	}
+	for n, want := range map[int]string{10: "10", 1000: "1000", 10000: "10^4", 1000000: "10^6", 20000: "20000"} {
+		if got := shardCount(n); got != want {
+			t.Errorf("shardCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestRun runs the whole program on a few keys: every table and every target row appear,
+// and no target is left unmeasured.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every contestant at several counts")
+	}
+	var out strings.Builder
+	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
+		scale: []int{10, 1000, 1000000}, batch: []int{10, 1000}}
+	if err := run(&out, c); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
+		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "n/a (not measured") {
+		t.Errorf("a target was not measured:\n%s", s)
+	}
+}
+
+// BenchmarkAppendN times three distinct members per key (replicas): our pools' AppendN with
+// room in dst, buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
+// same members and keys.
+func BenchmarkAppendN(b *testing.B) {
+	keys := measure.Keys(1, 1<<14, 16)
+	mask := len(keys) - 1
+	for _, n := range []int{10, 100, 1000} {
+		names := nodeNames(n)
+		nodes := make([]pool.Node, n)
+		members := make([]consistent.Member, n)
+		weights := make(map[string]int, n)
+		for i, name := range names {
+			nodes[i], members[i], weights[name] = pool.Node{Name: name}, member(name), 160
+		}
+		ring, err := pool.NewRing(nodes, pool.RingOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rdv, err := pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bur := consistent.New(members, consistent.Config{Hasher: xxHasher{}, PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1)})
+		ser := hashring.NewWithWeights(weights)
+		impls := []struct {
+			id     string
+			append func(k string) int
+		}{
+			{"ours-pool-ring", func(k string) int { var d [3]string; return len(ring.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-rendezvous", func(k string) int { var d [3]string; return len(rdv.AppendN(d[:0], k, 3)[2]) }},
+			{"buraksezer", func(k string) int { m, _ := bur.GetClosestN(bytesOf(k), 3); return len(m[2].String()) }},
+			{"serialx", func(k string) int { m, _ := ser.GetNodes(k, 3); return len(m[2]) }},
+		}
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/shards=%d/n=3", impl.id, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += impl.append(keys[i&mask])
+					i++
+				}
+			})
 		}
 	}
 }

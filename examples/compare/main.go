@@ -16,16 +16,12 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -104,7 +100,7 @@ func run(w io.Writer, c config) error {
 		return err
 	}
 	if c.plot != "" { // fail before the long part, not after it
-		if c.plotter, err = findPlotter(c.plotter); err != nil {
+		if c.plotter, err = measure.FindPlotter(c.plotter); err != nil {
 			return err
 		}
 	}
@@ -269,46 +265,7 @@ func plot(c config, n, nkeys int, rows []*row, curve []measure.VnodesPoint) erro
 	if curve != nil {
 		d.Vnodes = &plotVnodes{Shards: 10, Keys: nkeys, Seeds: c.seeds, Points: curve}
 	}
-	in, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	out, err := filepath.Abs(c.plot)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "run", ".", "-o", out)
-	cmd.Dir = c.plotter
-	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("drawing the chart with go run in %s: %w", c.plotter, err)
-	}
-	return nil
-}
-
-// findPlotter returns the examples/plot directory: dir if given, else examples/plot under
-// the working directory or the nearest parent that has one.
-func findPlotter(dir string) (string, error) {
-	if dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-			return "", fmt.Errorf("-plotter %s: not a Go module: %w", dir, err)
-		}
-		return dir, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "examples", "plot")
-		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-			return p, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no examples/plot module under %s or its parents: run from the repository or pass -plotter", wd)
-		}
-	}
+	return measure.DrawChart(c.plotter, d, c.plot)
 }
 
 // progress writes one self-overwriting status line to stderr, only when stderr is a
