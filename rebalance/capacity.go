@@ -20,7 +20,8 @@ var ErrCapacity = errors.New("invalid capacity plan")
 // Layout is a sharded data set as capacity planning sees it: what each shard holds, and what
 // a resize would move, in one unit, rows or bytes. OwnerLayout, SampleLayout and
 // PartitionLayout make one from a strategy itself, so that a plan reflects what that
-// strategy really moves.
+// strategy really moves; they are read-only once made, so as safe for concurrent use as the
+// sharders, functions and sequences given to them.
 type Layout interface {
 	// Usage returns what each shard holds now: one element per shard, each >= 0.
 	Usage() []int64
@@ -251,7 +252,7 @@ func (l *partitionLayout) Resize(n int) (*Plan, error) {
 func checkUsage(usage []int64) error {
 	for i, u := range usage {
 		if u < 0 {
-			return fmt.Errorf("rebalance: usage %d of element %d: usage is >= 0: %w", u, i, ErrCapacity)
+			return fmt.Errorf("rebalance: capacity: usage %d of element %d: usage is >= 0: %w", u, i, ErrCapacity)
 		}
 	}
 	return nil
@@ -283,7 +284,7 @@ type Capacity struct {
 	// >= 0. After the resize, the fullest shard must take at least this long to reach
 	// Threshold again.
 	LeadTime time.Duration
-	// Threshold is the share of Capacity at which the fullest shard triggers a resize, in
+	// Threshold is the share of PerShard at which the fullest shard triggers a resize, in
 	// (0, 1]. Zero means DefaultThreshold, 0.75.
 	Threshold float64
 	// MaxUse is the most of the total capacity in use right after the resize, in
@@ -301,8 +302,8 @@ type Capacity struct {
 	MaxShards int
 }
 
-// CapacityPlan is the answer to a Capacity question. Fractions are of Capacity (one shard's)
-// or of Shards*Capacity (the total).
+// CapacityPlan is the answer to a Capacity question. Fractions are of PerShard (one
+// shard's) or of PerShard times the count (the total).
 type CapacityPlan struct {
 	// Shards is the number of shards now, Use the total use now, and Fullest the fullest
 	// shard, which holds FullestUse of its capacity.
