@@ -28,8 +28,8 @@ import (
 //   - A resize moves many keys, and not only to the new shard: growing by one moves 50% of
 //     the keys from 1, 3 or 7 shards, 60% from 4 and 90% from 9.
 //
-// Make one with NewFirstByteSHA1; the zero FirstByteSHA1 is not usable. All methods are safe
-// for concurrent use: Resize only swaps a pointer to one of ten tables made at init, so it
+// Make one with NewFirstByteSHA1. The zero FirstByteSHA1 has no shards: Shards and Locate
+// return 0 until Resize gives it some. All methods are safe for concurrent use: Resize only swaps a pointer to one of ten tables made at init, so it
 // needs no lock, and a lookup sees the table before or after it.
 type FirstByteSHA1 struct {
 	table atomic.Pointer[firstByteTable]
@@ -82,7 +82,11 @@ func NewFirstByteSHA1(n int) (*FirstByteSHA1, error) {
 
 // Locate returns the shard of key by document 000's rule, in [0, Shards()).
 func (f *FirstByteSHA1) Locate(key string) int {
-	return int(f.table.Load().shard[keyhash.SHA1FirstByte(key)])
+	t := f.table.Load()
+	if t == nil { // the zero FirstByteSHA1
+		return 0
+	}
+	return int(t.shard[keyhash.SHA1FirstByte(key)])
 }
 
 // Resize sets the number of shards to n, n in [1, 10]. On error nothing changes.
@@ -96,5 +100,8 @@ func (f *FirstByteSHA1) Resize(n int) error {
 
 // Shards returns the current number of shards.
 func (f *FirstByteSHA1) Shards() int {
-	return f.table.Load().n
+	if t := f.table.Load(); t != nil {
+		return t.n
+	}
+	return 0
 }

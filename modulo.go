@@ -14,9 +14,9 @@ import (
 // move. The one exception is growing by an integer factor: from n to k*n shards a key on
 // shard s either stays or moves to s + j*n, and shrinking by a factor is the reverse.
 //
-// Make one with NewModulo; the zero Modulo is not usable. All methods are safe for
-// concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees
-// the count before or after it.
+// Make one with NewModulo. The zero Modulo has no shards: Shards, Locate and LocateID return
+// 0 until Resize gives it some. All methods are safe for concurrent use: the count is one
+// atomic word, so Resize needs no lock and a lookup sees the count before or after it.
 type Modulo struct {
 	n atomic.Uint64
 }
@@ -36,13 +36,21 @@ func NewModulo(n int) (*Modulo, error) {
 
 // Locate returns xxhash64(key) % n, in [0, Shards()).
 func (m *Modulo) Locate(key string) int {
-	return int(keyhash.XXH64(key) % m.n.Load())
+	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		return 0
+	}
+	return int(keyhash.XXH64(key) % n)
 }
 
 // LocateID returns id % n, in [0, Shards()): the routing of raw integer IDs that documents
 // 001 and 004 use (for example user_id % 5). Consecutive IDs go to consecutive shards.
 func (m *Modulo) LocateID(id uint64) int {
-	return int(id % m.n.Load())
+	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		return 0
+	}
+	return int(id % n)
 }
 
 // Resize sets the number of shards to n. On error the shard count is unchanged.

@@ -26,8 +26,9 @@ import (
 //
 // All methods are safe for concurrent use. Resize, Move and UnmarshalText are serialized
 // with each other; the other methods take no lock and read one immutable table, the old one
-// or the new one, never a mix. The zero Partitions holds no table: its only use is as the
-// target of UnmarshalText, and Locate, Partition and Owner panic on it.
+// or the new one, never a mix. The zero Partitions holds no table: its use is as the target of
+// UnmarshalText. Until then Shards, NumPartitions, Locate and Partition return 0, Owner panics
+// as for any partition out of range, and the methods that return errors fail.
 type Partitions struct {
 	mu    sync.Mutex // serializes Resize, Move and UnmarshalText
 	table atomic.Pointer[partitionTable]
@@ -166,10 +167,14 @@ func redisCLISplit(owner []uint16, n int) bool {
 	return true
 }
 
-// Partition returns the partition of key, in [0, NumPartitions()). It never changes for a
-// given key and partition count.
+// Partition returns the partition of key, in [0, NumPartitions()), or 0 for the zero
+// Partitions. It never changes for a given key and partition count.
 func (p *Partitions) Partition(key string) int {
-	return p.table.Load().partition(key)
+	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		return 0
+	}
+	return t.partition(key)
 }
 
 func (t *partitionTable) partition(key string) int {
@@ -183,6 +188,9 @@ func (t *partitionTable) partition(key string) int {
 // Locate returns the shard that owns key's partition, in [0, Shards()).
 func (p *Partitions) Locate(key string) int {
 	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		return 0
+	}
 	return int(t.owner[t.partition(key)])
 }
 
@@ -193,8 +201,8 @@ func (p *Partitions) Locate(key string) int {
 // errors, since its partition numbers come from operators.
 func (p *Partitions) Owner(partition int) int {
 	t := p.table.Load()
-	if uint(partition) >= uint(len(t.owner)) {
-		panic(fmt.Sprintf("shard: Partitions.Owner(%d): partition out of range [0, %d)", partition, len(t.owner)))
+	if t == nil || uint(partition) >= uint(len(t.owner)) {
+		panic(fmt.Sprintf("shard: Partitions.Owner(%d): partition out of range [0, %d)", partition, p.NumPartitions()))
 	}
 	return int(t.owner[partition])
 }

@@ -176,8 +176,9 @@ func PrefixOwner(key string) string {
 // owner (see PrefixOwner), so a record and everything whose prefix ID it owns share a shard,
 // through every Resize: the wrapped strategy moves them together, as it moves the owner.
 //
-// Create one with ByPrefix. Its methods are as safe for concurrent use as the wrapped
-// Sharder's; Locate adds no lock and no allocation.
+// Create one with ByPrefix. The zero Prefixed wraps nothing: Shards and Locate return 0 and
+// Resize fails. Its methods are as safe for concurrent use as the wrapped Sharder's; Locate
+// adds no lock and no allocation.
 type Prefixed struct {
 	s Sharder
 }
@@ -192,20 +193,36 @@ func ByPrefix(s Sharder) *Prefixed {
 }
 
 // Locate returns s.Locate(PrefixOwner(key)), in [0, Shards()).
-func (p *Prefixed) Locate(key string) int { return p.s.Locate(PrefixOwner(key)) }
+func (p *Prefixed) Locate(key string) int {
+	if p.s == nil { // the zero Prefixed
+		return 0
+	}
+	return p.s.Locate(PrefixOwner(key))
+}
 
 // Resize resizes the wrapped Sharder to n shards.
-func (p *Prefixed) Resize(n int) error { return p.s.Resize(n) }
+func (p *Prefixed) Resize(n int) error {
+	if p.s == nil {
+		return fmt.Errorf("shard: zero Prefixed: make one with ByPrefix: %w", ErrShardCount)
+	}
+	return p.s.Resize(n)
+}
 
 // Shards returns the wrapped Sharder's number of shards.
-func (p *Prefixed) Shards() int { return p.s.Shards() }
+func (p *Prefixed) Shards() int {
+	if p.s == nil {
+		return 0
+	}
+	return p.s.Shards()
+}
 
 // Tagged is a Sharder that places every key where the wrapped Sharder places the key's Redis
 // hash tag (see HashTag), so "{user1000}.following" and "{user1000}.followers" share a shard,
 // through every Resize. A key without a tag routes whole, as in Redis Cluster.
 //
-// Create one with ByHashTag. Its methods are as safe for concurrent use as the wrapped
-// Sharder's; Locate adds no lock and no allocation.
+// Create one with ByHashTag. The zero Tagged wraps nothing: Shards and Locate return 0 and
+// Resize fails. Its methods are as safe for concurrent use as the wrapped Sharder's; Locate
+// adds no lock and no allocation.
 type Tagged struct {
 	s Sharder
 }
@@ -220,10 +237,25 @@ func ByHashTag(s Sharder) *Tagged {
 }
 
 // Locate returns s.Locate(HashTag(key)), in [0, Shards()).
-func (t *Tagged) Locate(key string) int { return t.s.Locate(HashTag(key)) }
+func (t *Tagged) Locate(key string) int {
+	if t.s == nil { // the zero Tagged
+		return 0
+	}
+	return t.s.Locate(HashTag(key))
+}
 
 // Resize resizes the wrapped Sharder to n shards.
-func (t *Tagged) Resize(n int) error { return t.s.Resize(n) }
+func (t *Tagged) Resize(n int) error {
+	if t.s == nil {
+		return fmt.Errorf("shard: zero Tagged: make one with ByHashTag: %w", ErrShardCount)
+	}
+	return t.s.Resize(n)
+}
 
 // Shards returns the wrapped Sharder's number of shards.
-func (t *Tagged) Shards() int { return t.s.Shards() }
+func (t *Tagged) Shards() int {
+	if t.s == nil {
+		return 0
+	}
+	return t.s.Shards()
+}

@@ -31,8 +31,8 @@ import (
 // position (about one bucket per point), so Locate reads one index entry and scans the one or
 // two points of that bucket. A ring keeps about 35 bytes per point (BenchmarkRingBuild).
 //
-// Make rings with NewRing, NewJedisRing or NewMurmurRing; the zero Ring is not usable.
-// Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
+// Make rings with NewRing, NewJedisRing or NewMurmurRing. The zero Ring has no points and no
+// hash: Shards, Points and Locate return 0 and Resize fails. Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
 // serialized.
 type Ring struct {
 	mu    sync.Mutex // serializes Resize and guards all
@@ -208,6 +208,10 @@ func newRing(strategy string, kind ringKind, n int, opts RingOptions) (*Ring, er
 // Locate returns the shard that owns key, in [0, Shards()): the owner of the first point at
 // or after the key's position, or of the smallest point if there is none.
 func (r *Ring) Locate(key string) int {
+	t := r.table.Load()
+	if t == nil { // the zero Ring
+		return 0
+	}
 	var h uint64
 	// Direct calls for the built-in hashes save the indirect call and let them inline.
 	switch r.kind {
@@ -220,7 +224,7 @@ func (r *Ring) Locate(key string) int {
 	default:
 		h = r.hash(key)
 	}
-	return int(r.table.Load().locate(h))
+	return int(t.locate(h))
 }
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
@@ -228,6 +232,9 @@ func (r *Ring) Locate(key string) int {
 // The ring keeps the sorted points of the most shards it ever had, so growing back after a
 // shrink hashes nothing again.
 func (r *Ring) Resize(n int) error {
+	if r.maxShards == 0 {
+		return fmt.Errorf("shard: zero Ring: make rings with NewRing, NewJedisRing or NewMurmurRing: %w", ErrShardCount)
+	}
 	if err := checkCount(r.strategy, n, r.maxShards); err != nil {
 		return err
 	}
@@ -254,14 +261,20 @@ func (r *Ring) Resize(n int) error {
 
 // Shards returns the current number of shards.
 func (r *Ring) Shards() int {
-	return r.table.Load().shards
+	if t := r.table.Load(); t != nil {
+		return t.shards
+	}
+	return 0
 }
 
 // Points returns the number of distinct point positions on the ring, in [1, Shards()*vnodes]:
 // fewer than Shards()*vnodes only when points collide. It is cheap (no locking, no counting),
-// for reports of memory and balance.
+// for reports of memory and balance. It returns 0 for the zero Ring.
 func (r *Ring) Points() int {
-	return len(r.table.Load().pos) - 1
+	if t := r.table.Load(); t != nil {
+		return len(t.pos) - 1
+	}
+	return 0
 }
 
 type ringPoint struct {

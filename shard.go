@@ -20,8 +20,12 @@ import (
 //
 // Locate never allocates, never panics and is safe for concurrent use by many goroutines,
 // also while another goroutine calls Resize: implementations publish an immutable lookup
-// table atomically and take no lock on the lookup path. Resize calls are serialized; a lookup
-// that runs concurrently with a Resize sees either the old or the new placement, never a mix.
+// table atomically and take no lock on the lookup path. The zero value of every strategy in
+// this package is safe too: it has no shards and its Locate returns 0 (the zero Trie has one
+// shard), and each type's documentation says whether Resize makes it usable.
+//
+// Resize calls are serialized; a lookup that runs concurrently with a Resize sees either the
+// old or the new placement, never a mix.
 //
 // Growing adds shards at the end; shrinking removes the highest-numbered ones. A Resize that
 // fails returns an error and leaves the sharder exactly as it was.
