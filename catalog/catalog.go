@@ -1,10 +1,26 @@
-// Package catalog lists every placement strategy of package shard with its name and
-// constructor, so that the benchmarks, the comparison program and the peer comparison
-// measure one and the same set. A new strategy is added here and nowhere else.
+// Package catalog lists every placement strategy by name: the dense strategies of package
+// shard ([All]), the named pools of package pool ([Pools]) and the presets of package compat
+// that read another system's own configuration ([Presets]). The benchmarks, the shard
+// command and the peer comparison measure and offer one and the same set through it. A new
+// strategy, pool or preset is added here, one entry in one list, and nowhere else.
+//
+// # Adding a preset
+//
+// A preset of package compat registers with one entry in the slice [Presets] returns:
+//
+//	{Name: "twemproxy", Config: "nutcracker.yml", Group: "pool", Load: compat.LoadTwemproxy},
+//
+// Name is what the command's -preset flag takes. Load receives the configuration file's
+// bytes as the system reads them and the name of the group to use (the -pool flag: a
+// twemproxy pool, an nginx upstream, an HAProxy backend; empty when the file holds only
+// one), and returns a [pool.Pool] that places every key as that system does, or an error
+// that names the line at fault. With that entry, shard locate, plan and compare take
+// -preset NAME -config FILE [-pool GROUP], and the catalog tests check the entry.
 package catalog
 
 import (
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/pool"
 )
 
 // Defaults for the strategies that take a parameter besides the shard count.
@@ -92,4 +108,60 @@ func Find(name string) (Strategy, bool) {
 		}
 	}
 	return Strategy{}, false
+}
+
+// Preset places keys exactly as another system does, configured by that system's own
+// configuration file. See the package documentation for how a preset registers.
+type Preset struct {
+	// Name is short and stable, the command's -preset value: "twemproxy", "nginx", ...
+	Name string
+	// Config names the file Load reads, for usage texts: "nutcracker.yml".
+	Config string
+	// Group is what Load's group argument selects in the file, for usage texts: "pool",
+	// "upstream", "backend"; empty if the file describes one placement only.
+	Group string
+	// Load parses config and returns the placement of its group named group (empty: the
+	// only one). Errors say what is wrong and name the line.
+	Load func(config []byte, group string) (pool.Pool, error)
+}
+
+// Presets returns every preset of package compat, one entry per system. The slice is new
+// on every call.
+func Presets() []Preset {
+	return []Preset{
+		// One entry per preset of package compat, as the package documentation shows.
+	}
+}
+
+// FindPreset returns the preset called name, and whether there is one.
+func FindPreset(name string) (Preset, bool) {
+	for _, p := range Presets() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// PoolStrategy is one strategy of package pool: it places keys on named, weighted nodes.
+type PoolStrategy struct {
+	Name string // short and stable: "ring", "rendezvous", ...
+	// New builds the pool with nodes as its members, in join order. Options.Vnodes, where
+	// the strategy has points, is per node of weight 1; zero means the strategy's default.
+	New func(nodes []pool.Node, o Options) (pool.Pool, error)
+}
+
+// Pools returns every strategy of package pool. The slice is new on every call.
+func Pools() []PoolStrategy {
+	return []PoolStrategy{}
+}
+
+// FindPool returns the pool strategy called name, and whether there is one.
+func FindPool(name string) (PoolStrategy, bool) {
+	for _, s := range Pools() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return PoolStrategy{}, false
 }

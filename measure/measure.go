@@ -1,8 +1,8 @@
 // Package measure is how this project measures a placement: seeded key sets, balance and
-// movement statistics, allocation counts and an interleaved timing loop. The benchmarks, the
-// comparison (examples/compare) and the peer comparison share it, and it is public so that
-// you can measure your own keys and strategies the same way. It sits above the strategies:
-// nothing in package shard imports it.
+// movement statistics, allocation counts and an interleaved timing loop. The benchmarks,
+// the comparison (shard compare, in cmd/shard) and the peer comparison share it, and it is
+// public so that you can measure your own keys and strategies the same way. It sits above
+// the strategies: nothing in package shard imports it.
 package measure
 
 import (

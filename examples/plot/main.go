@@ -1,11 +1,11 @@
-// Command plot draws the chart of examples/compare: the load of every shard under each
-// strategy, and document 002's curve of the Murmur ring's deviation against its vnode
-// count. It reads the data as JSON on standard input and writes an .svg or .png:
+// Command plot draws the chart of shard compare (cmd/shard): the load of every shard under
+// each strategy, and the curve of the consistent-hash homework [002] (the Murmur ring's
+// deviation against its vnode count; see the README's Sources). It reads the data as JSON on standard input and writes an .svg or .png:
 //
 //	go run . -o chart.png < data.json
 //
 // It is a module of its own so that the plotting library (gonum.org/v1/plot) stays out of
-// the shard module's dependencies; examples/compare runs it when given -plot.
+// the shard module's dependencies; shard compare runs it when given -plot.
 package main
 
 import (
@@ -29,7 +29,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// data is what examples/compare writes.
+// data is what shard compare writes.
 type data struct {
 	Title  string `json:"title"`
 	Shards int    `json:"shards"`
@@ -163,7 +163,7 @@ func loadPlot(d data) (*plot.Plot, error) {
 	return p, nil
 }
 
-// vnodesPlot draws document 002's curve on a logarithmic vnode axis.
+// vnodesPlot draws the consistent-hash homework's [002] curve on a logarithmic vnode axis.
 func vnodesPlot(d data) (*plot.Plot, error) {
 	v := d.Vnodes
 	p := plot.New()
