@@ -1,17 +1,15 @@
 package shard
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/shardkit/shard/internal/ring"
 )
 
 // Ring is a consistent-hash ring (Karger et al.; document 003): every shard owns a number of
@@ -27,20 +25,22 @@ import (
 // an equal key), and it keeps resizes minimal: a new shard's point wins its ties, and removing
 // it gives the position back to the shard it had hidden.
 //
-// Lookups do not search all points: at construction the ring indexes the top bits of the
-// position (about one bucket per point), so Locate reads one index entry and scans the one or
-// two points of that bucket. A ring keeps about 35 bytes per point (BenchmarkRingBuild).
+// Lookups do not search all points: the ring's table (internal/ring, the engine every ring of
+// this module shares) indexes the top bits of the positions, so Locate reads one index entry
+// and scans the one or two points of that bucket. A ring keeps about 35 bytes per point
+// (BenchmarkRingBuild): the table and the sorted points Resize reuses.
 //
 // Make rings with NewRing, NewJedisRing or NewMurmurRing. The zero Ring has no points and no
-// hash: Shards, Points and Locate return 0 and Resize fails. Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
-// serialized.
+// hash: Shards, Points and Locate return 0 and Resize fails. Locate, Shards and Points are
+// safe for concurrent use, also with Resize; Resize calls are serialized.
 type Ring struct {
 	mu    sync.Mutex // serializes Resize and guards all
 	table atomic.Pointer[ringTable]
-	// all holds every point of shards [0, built), hidden ones too, sorted by position and
-	// then shard; Resize builds a table from it and hashes only the names of shards it has
-	// never had. built is the most shards the ring ever had, so a shrink and regrow is cheap.
-	all   []ringPoint
+	// all holds every point of shards [0, built), sorted as the table sorts them (position,
+	// then the higher shard first); Resize builds a table from it and hashes only the names
+	// of shards it has never had. built is the most shards the ring ever had, so a shrink and
+	// regrow is cheap.
+	all   []ring.Point
 	built int
 
 	strategy  string // names the ring in errors
@@ -72,16 +72,12 @@ type RingOptions struct {
 var ErrVnodes = errors.New("vnode count out of range")
 
 const (
-	// maxRingPoints bounds shards*vnodes: 4M points take about 150 MB, and owners and index
-	// entries fit 32 bits.
-	maxRingPoints = 1 << 22
+	// maxRingPoints bounds shards*vnodes: the ring engine's limit.
+	maxRingPoints = ring.MaxPoints
 	// defaultVnodes is Jedis's 160 points per shard of weight 1.
 	defaultVnodes = 160
 	// jedisVnodes is the number of points Jedis gives a shard of weight 1.
 	jedisVnodes = 160
-	// ringScanMax is the longest bucket Locate scans point by point; longer ones, which only
-	// a hash that piles points together produces, are binary-searched.
-	ringScanMax = 8
 )
 
 // NewRing returns a ring of n shards, n in [1, 4194304/vnodes], each owning opts.Vnodes
@@ -224,7 +220,7 @@ func (r *Ring) Locate(key string) int {
 	default:
 		h = r.hash(key)
 	}
-	return int(t.locate(h))
+	return int(t.Locate(h))
 }
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of
@@ -245,16 +241,26 @@ func (r *Ring) Resize(n int) error {
 	}
 	all, built := r.all, r.built
 	if n > built {
-		added := make([]ringPoint, 0, (n-built)*r.vnodes)
+		added := make([]ring.Point, 0, (n-built)*r.vnodes)
 		for i := built; i < n; i++ {
 			for j := range r.vnodes {
-				added = append(added, ringPoint{r.hash(r.name(i, j)), int32(i)})
+				added = append(added, ringPoint(r.hash(r.name(i, j)), i))
 			}
 		}
-		slices.SortFunc(added, compareRingPoints)
+		ring.Sort(added)
 		all, built = mergeRingPoints(all, added), n
 	}
-	r.table.Store(newRingTable(n, r.vnodes, all))
+	points := make([]ring.Point, 0, n*r.vnodes)
+	for _, p := range all {
+		if int(p.Owner) < n {
+			points = append(points, p)
+		}
+	}
+	t, err := ring.New(points) // sorted already: New sorts it in linear time
+	if err != nil {
+		return fmt.Errorf("shard: %s: %w", r.strategy, err) // unreachable: n*vnodes is checked
+	}
+	r.table.Store(&ringTable{shards: n, Table: t})
 	r.all, r.built = all, built
 	return nil
 }
@@ -272,28 +278,22 @@ func (r *Ring) Shards() int {
 // for reports of memory and balance. It returns 0 for the zero Ring.
 func (r *Ring) Points() int {
 	if t := r.table.Load(); t != nil {
-		return len(t.pos) - 1
+		return t.Distinct()
 	}
 	return 0
 }
 
-type ringPoint struct {
-	pos   uint64
-	shard int32
-}
-
-func compareRingPoints(a, b ringPoint) int {
-	if c := cmp.Compare(a.pos, b.pos); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.shard, b.shard)
+// ringPoint returns the point of shard at pos. Its rank makes the higher shard win a tie, as
+// a later TreeMap.put replaces an equal key.
+func ringPoint(pos uint64, shard int) ring.Point {
+	return ring.Point{Pos: pos, Owner: int32(shard), Rank: math.MaxUint32 - uint32(shard)}
 }
 
 // mergeRingPoints merges two sorted point lists into a new one.
-func mergeRingPoints(a, b []ringPoint) []ringPoint {
-	out := make([]ringPoint, 0, len(a)+len(b))
+func mergeRingPoints(a, b []ring.Point) []ring.Point {
+	out := make([]ring.Point, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
-		if compareRingPoints(a[0], b[0]) <= 0 {
+		if ring.Compare(a[0], b[0]) <= 0 {
 			out, a = append(out, a[0]), a[1:]
 		} else {
 			out, b = append(out, b[0]), b[1:]
@@ -302,78 +302,8 @@ func mergeRingPoints(a, b []ringPoint) []ringPoint {
 	return append(append(out, a...), b...)
 }
 
-// ringTable is the immutable lookup table of one shard count, stored as parallel arrays so a
-// scan touches only positions.
+// ringTable is the immutable lookup table of one shard count.
 type ringTable struct {
 	shards int
-	// pos holds the distinct point positions in increasing order, then a sentinel
-	// math.MaxUint64 that stops every scan.
-	pos []uint64
-	// owner[i] owns pos[i]; the sentinel's owner is owner[0], which wraps the ring around.
-	owner []int32
-	// idx[k] is the index of the first point >= k<<shift; idx[len(idx)-1] is the sentinel's.
-	idx   []uint32
-	shift uint8
-}
-
-// newRingTable builds the table of the points of shards [0, shards) in all (vnodes each),
-// keeping of equal positions the point of the highest shard, which is the last one since all
-// is sorted by shard within a position.
-func newRingTable(shards, vnodes int, all []ringPoint) *ringTable {
-	t := &ringTable{shards: shards}
-	t.pos = make([]uint64, 0, shards*vnodes+1)
-	t.owner = make([]int32, 0, shards*vnodes+1)
-	for _, p := range all {
-		if int(p.shard) >= shards {
-			continue
-		}
-		if k := len(t.pos) - 1; k >= 0 && t.pos[k] == p.pos {
-			t.owner[k] = p.shard // a later shard takes over an equal position
-			continue
-		}
-		t.pos = append(t.pos, p.pos)
-		t.owner = append(t.owner, p.shard)
-	}
-	points := len(t.pos)
-	t.pos = append(t.pos, math.MaxUint64)
-	t.owner = append(t.owner, t.owner[0])
-
-	// 2^b buckets, between one and two per point, so a bucket holds about one point; at
-	// least two buckets so the shift stays below 64.
-	b := max(bits.Len(uint(points)), 1)
-	t.shift = uint8(64 - b)
-	t.idx = make([]uint32, 1<<b+1)
-	i := 0
-	for k := range 1 << b {
-		start := uint64(k) << t.shift
-		for i < points && t.pos[i] < start {
-			i++
-		}
-		t.idx[k] = uint32(i)
-	}
-	t.idx[1<<b] = uint32(points)
-	return t
-}
-
-// locate returns the owner of the first point >= h, or of the smallest point.
-func (t *ringTable) locate(h uint64) int32 {
-	k := h >> t.shift
-	i, j := t.idx[k], t.idx[k+1]
-	// Every point in [i, j) is in h's bucket, and pos[j] is beyond it (or the sentinel), so
-	// pos[j] >= h and the scan stops by j.
-	if j-i <= ringScanMax {
-		for t.pos[i] < h {
-			i++
-		}
-		return t.owner[i]
-	}
-	for i < j { // first index in [i, j] with pos >= h
-		m := i + (j-i)/2
-		if t.pos[m] < h {
-			i = m + 1
-		} else {
-			j = m
-		}
-	}
-	return t.owner[i]
+	*ring.Table
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardkit/shard/internal/keyhash"
+	"github.com/shardkit/shard/internal/ring"
 )
 
 func TestJedisRingContract(t *testing.T) {
@@ -93,16 +94,16 @@ func TestRingMovement(t *testing.T) {
 // arcShare returns the fraction of the circle whose keys go to shard s: the arcs that end at
 // s's points.
 func arcShare(t *ringTable, s int) float64 {
-	points := len(t.pos) - 1
+	points := t.Len()
 	total := 0.0
 	for i := range points {
-		if int(t.owner[i]) != s {
+		if int(t.Owner(i)) != s {
 			continue
 		}
 		if i == 0 { // the arc that wraps around past the largest point
-			total += float64(t.pos[0]) + math.Exp2(64) - float64(t.pos[points-1])
+			total += float64(t.Position(0)) + math.Exp2(64) - float64(t.Position(points-1))
 		} else {
-			total += float64(t.pos[i] - t.pos[i-1])
+			total += float64(t.Position(i) - t.Position(i-1))
 		}
 	}
 	return total / math.Exp2(64)
@@ -217,8 +218,8 @@ func TestMurmurTokenEdges(t *testing.T) {
 	r, err := NewMurmurRing(3, 16)
 	require.NoError(t, err)
 	tab := r.table.Load()
-	assert.Equal(t, tab.owner[0], tab.locate(murmurPosition("")))
-	assert.Equal(t, tab.owner[0], tab.locate(tab.pos[len(tab.pos)-2]+1), "past the largest token wraps")
+	assert.Equal(t, tab.Owner(0), tab.Locate(murmurPosition("")))
+	assert.Equal(t, tab.Owner(0), tab.Locate(tab.Position(tab.Len()-1)+1), "past the largest token wraps")
 }
 
 // slowMurmurToken is Cassandra's token computed the obvious way: whole 16-byte blocks read
@@ -396,7 +397,7 @@ func TestRingIndexCrossCheck(t *testing.T) {
 			if i < 2000 { // the linear scan checks the reference itself
 				require.Equalf(t, ref.locateLinear(h), want, "%s(%d): reference at %#x", c.name, c.n, h)
 			}
-			require.Equalf(t, want, int(tab.locate(h)), "%s(%d).locate(%#x)", c.name, c.n, h)
+			require.Equalf(t, want, int(tab.Locate(h)), "%s(%d).locate(%#x)", c.name, c.n, h)
 		}
 		for _, k := range append(randomKeys(7, 2000, 10), adversarialKeys()...) {
 			require.Equalf(t, ref.locate(c.hash(k)), ring.Locate(k), "%s(%d).Locate(%q)", c.name, c.n, k)
@@ -497,7 +498,7 @@ func FuzzRingLocate(f *testing.F) {
 		h := hf(key)
 		tab := r.table.Load()
 		for _, p := range []uint64{h, h + 1, h - 1, ^h} {
-			if got, want := int(tab.locate(p)), ref.locateLinear(p); got != want {
+			if got, want := int(tab.Locate(p)), ref.locateLinear(p); got != want {
 				t.Fatalf("locate(%#x) = %d, want %d", p, got, want)
 			}
 		}
@@ -556,12 +557,15 @@ func BenchmarkRingSearch(b *testing.B) {
 	}
 	for _, c := range benchRings(b) {
 		t := c.r.table.Load()
-		points := t.pos[:len(t.pos)-1]
+		points := make([]uint64, t.Len())
+		for i := range points {
+			points[i] = t.Position(i)
+		}
 		b.Run(c.name+"/search=index", func(b *testing.B) {
 			b.ReportAllocs()
 			s := 0
 			for i := 0; b.Loop(); i++ {
-				s += int(t.locate(pos[i&(len(pos)-1)]))
+				s += int(t.Locate(pos[i&(len(pos)-1)]))
 			}
 			ringSink = s
 		})
@@ -574,7 +578,7 @@ func BenchmarkRingSearch(b *testing.B) {
 				if j == len(points) {
 					j = 0
 				}
-				s += int(t.owner[j])
+				s += int(t.Owner(j))
 			}
 			ringSink = s
 		})
@@ -607,9 +611,8 @@ func BenchmarkRingBuild(b *testing.B) {
 				r, _ = NewMurmurRing(n, 160)
 			}
 			t := r.table.Load()
-			kept := cap(t.pos)*8 + cap(t.owner)*4 + cap(t.idx)*4 + cap(r.all)*int(unsafe.Sizeof(ringPoint{}))
+			kept := t.Bytes() + cap(r.all)*int(unsafe.Sizeof(ring.Point{}))
 			b.ReportMetric(float64(kept)/float64(r.Points()), "B/point")
-			b.ReportMetric(float64(len(t.idx)-1)/float64(r.Points()), "buckets/point")
 		})
 	}
 }

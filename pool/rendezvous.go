@@ -1,0 +1,406 @@
+package pool
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// Rendezvous places a key on the node with the best score for it, weighted rendezvous
+// hashing (highest random weight: Thaler and Ravishankar 1998; weights by the logarithmic
+// method of Schindelhauer and Schomaker, "Weighted Distributed Hash Tables", SPAA 2005).
+//
+// For a key and a node, u in (0, 1) comes from a 64-bit score s = Score(Hash(key),
+// NodeHash(name)): u = (floor(s / 2^12) + 1/2) / 2^52. The node with the largest
+// -weight / ln(u) wins, computed as the smallest -ln(u) / weight. -ln(u) / weight is
+// exponentially distributed with rate weight, and the smallest of independent exponentials
+// is node i's with probability weight_i / total, so each node's share of the keys is its
+// share of the total weight, exactly in expectation, with nothing but the keys' binomial
+// noise around it.
+//
+// Lookups compute one logarithm per distinct weight, not per node: within nodes of one
+// weight, -weight/ln(u) grows with u, so the best of them is the one with the largest score
+// s, found with integer compares; only the best of each weight is compared by -weight/ln(u).
+// With equal weights (and in particular without weights) there is no logarithm at all, and a
+// lookup costs one score per node. The logarithm is this package's own, made of float64
+// additions, multiplications and divisions in a fixed order, each rounded (no fused
+// multiply-add), with its constants computed the same way: every platform gets the same bits,
+// so every process agrees on every key.
+//
+// Ties: of equal -ln(u) / weight (as computed), the larger score s wins; of equal scores, the
+// smaller name (byte-wise). Placement depends only on the members' names and weights, never on the
+// order they joined. Adding or removing any node moves only the keys to or from that node,
+// a weight change only the keys to or from the changed node, and after Remove(owner) a key
+// goes to the second node AppendN gave it: every node's score for a key is its own.
+//
+// The default score is SplitMix64's output function (Stafford's Mix13, as Vigna's
+// splitmix64.c uses it) of Hash(key) xor NodeHash(name), both XXH64. With RendezvousOptions
+// a pool can reproduce another rendezvous implementation: go-redis v9's Ring places keys
+// with dgryski/go-rendezvous, which takes the node whose xorshiftMult64(xxhash(key) xor
+// xxhash(name)) is largest (xorshiftMult64: x ^= x>>12; x ^= x<<25; x ^= x>>27;
+// x * 2685821657736338717), the first node in its list winning a tie; with Score set to that
+// function and all weights equal, this pool picks the same node except on a tie of two
+// 64-bit scores, where it picks the smaller name.
+//
+// A lookup costs one score per node (about a nanosecond each), so Rendezvous suits pools of
+// up to a few thousand nodes; Ring costs the same at any size. Memory: about 90 bytes per
+// node with a 13-byte name, membership included (BenchmarkPoolBuild).
+//
+// Make one with NewRendezvous; the zero Rendezvous is not usable. Locate and AppendN take no
+// lock and are safe for concurrent use with each other and with Add, Remove and SetWeight,
+// which are serialized.
+type Rendezvous struct {
+	mu    sync.Mutex // serializes changes and guards m
+	state atomic.Pointer[rendezvousTable]
+	m     *members
+	opts  RendezvousOptions
+	dflt  bool // the default hashes and score: called directly so they inline
+}
+
+// RendezvousOptions configure NewRendezvous. The zero value hashes keys and names with XXH64
+// and scores with SplitMix64's output function of their xor.
+type RendezvousOptions struct {
+	// Hash returns the hash of a key. Nil means XXH64 (seed 0).
+	Hash func(key string) uint64
+	// NodeHash returns the hash of a node's name, computed once per change. Nil means XXH64.
+	NodeHash func(name string) uint64
+	// Score returns the score of a node for a key from their hashes; for each key the
+	// scores of distinct nodes should look independent and uniform over the 64-bit range.
+	// Nil means SplitMix64's output function of key xor node.
+	//
+	// Hash, NodeHash and Score must be deterministic and safe for concurrent use, and should
+	// not allocate: every lookup calls Hash once and Score once per node.
+	Score func(key, node uint64) uint64
+}
+
+// rendezvousTable is what a lookup reads: the nodes grouped by weight, lightest first, and by
+// name within a weight.
+type rendezvousTable struct {
+	names   []string
+	nhash   []uint64 // NodeHash of names[i]
+	classes []rendezvousClass
+}
+
+// rendezvousClass is the nodes of one weight: names[start:end] with end from the class
+// before.
+type rendezvousClass struct {
+	end    int
+	weight float64
+}
+
+// rendezvousSmall is the largest n for which AppendN selects in fixed arrays; above it,
+// AppendN allocates room for every node's score and sorts.
+const rendezvousSmall = 8
+
+// NewRendezvous returns a weighted rendezvous pool of the nodes. Nodes are validated as the
+// package documentation says.
+func NewRendezvous(nodes []Node, opts RendezvousOptions) (*Rendezvous, error) {
+	r := &Rendezvous{opts: opts, dflt: opts.Hash == nil && opts.NodeHash == nil && opts.Score == nil}
+	if r.opts.Hash == nil {
+		r.opts.Hash = keyhash.XXH64
+	}
+	if r.opts.NodeHash == nil {
+		r.opts.NodeHash = keyhash.XXH64
+	}
+	m, err := newMembers("rendezvous", nodes)
+	if err != nil {
+		return nil, err
+	}
+	r.publish(m)
+	return r, nil
+}
+
+// publish builds the table of m and makes it the one lookups read.
+func (r *Rendezvous) publish(m *members) {
+	nodes := slices.Clone(m.nodes)
+	slices.SortFunc(nodes, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(a.Weight, b.Weight), strings.Compare(a.Name, b.Name))
+	})
+	t := &rendezvousTable{names: make([]string, len(nodes)), nhash: make([]uint64, len(nodes))}
+	for i, n := range nodes {
+		t.names[i], t.nhash[i] = n.Name, r.opts.NodeHash(n.Name)
+		if i+1 == len(nodes) || nodes[i+1].Weight != n.Weight {
+			t.classes = append(t.classes, rendezvousClass{end: i + 1, weight: float64(n.Weight)})
+		}
+	}
+	r.state.Store(t)
+	r.m = m
+}
+
+// mix13 is SplitMix64's output function (Stafford's Mix13; Steele, Lea and Flood,
+// "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014; constants of Vigna's
+// splitmix64.c).
+func mix13(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// keyHash returns Hash(key), calling the default directly so it inlines.
+func (r *Rendezvous) keyHash(key string) uint64 {
+	if r.dflt {
+		return keyhash.XXH64(key)
+	}
+	return r.opts.Hash(key)
+}
+
+// best returns the index in [from, to) of the largest score for key hash k, and the score;
+// of equal scores the first, the smaller name.
+func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint64) {
+	nh := t.nhash[from:to]
+	bi, bs := 0, uint64(0)
+	if r.dflt {
+		bs = mix13(k ^ nh[0])
+		for i, n := range nh[1:] {
+			if s := mix13(k ^ n); s > bs {
+				bi, bs = i+1, s
+			}
+		}
+	} else {
+		bs = r.opts.Score(k, nh[0])
+		for i, n := range nh[1:] {
+			if s := r.opts.Score(k, n); s > bs {
+				bi, bs = i+1, s
+			}
+		}
+	}
+	return from + bi, bs
+}
+
+// Locate returns the name of the node with the best score for key.
+func (r *Rendezvous) Locate(key string) string {
+	t := r.state.Load()
+	k := r.keyHash(key)
+	if len(t.classes) == 1 {
+		i, _ := r.best(t, k, 0, len(t.names))
+		return t.names[i]
+	}
+	var top rendezvousCandidate
+	from := 0
+	for c, class := range t.classes {
+		i, s := r.best(t, k, from, class.end)
+		cand := rendezvousCandidate{e: negLog(s) / class.weight, s: s, i: int32(i)}
+		if c == 0 || cand.better(top, t.names) {
+			top = cand
+		}
+		from = class.end
+	}
+	return t.names[top.i]
+}
+
+// rendezvousCandidate is a node with its score s for a key and e = -ln(u)/weight: the
+// smaller e, the better.
+type rendezvousCandidate struct {
+	e float64
+	s uint64
+	i int32
+}
+
+// better reports whether c ranks before d: smaller e, then larger score, then smaller name.
+func (c rendezvousCandidate) better(d rendezvousCandidate, names []string) bool {
+	if c.e != d.e {
+		return c.e < d.e
+	}
+	if c.s != d.s {
+		return c.s > d.s
+	}
+	return names[c.i] < names[d.i]
+}
+
+// AppendN appends to dst the names of the min(n, len(Nodes())) nodes with the best scores
+// for key, best first. It allocates only when dst lacks room, or when n > 8.
+func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
+	t := r.state.Load()
+	n = min(n, len(t.names))
+	if n <= 0 {
+		return dst
+	}
+	k := r.keyHash(key)
+	if n > rendezvousSmall {
+		return r.appendMany(dst, t, k, n)
+	}
+	// The n best of each weight by score, then of those the n best by e.
+	var top, class [rendezvousSmall]rendezvousCandidate
+	found, from := 0, 0
+	for _, c := range t.classes {
+		got := r.bestN(class[:n], t, k, from, c.end)
+		from = c.end
+		if len(t.classes) == 1 {
+			top, found = class, got
+			break
+		}
+		for _, cand := range class[:got] {
+			cand.e = negLog(cand.s) / c.weight
+			found = insertCandidate(top[:n], found, cand, t.names)
+		}
+	}
+	for _, c := range top[:found] {
+		dst = append(dst, t.names[c.i])
+	}
+	return dst
+}
+
+// bestN fills best with the len(best) largest scores among nodes [from, to), largest first
+// (of equal scores the smaller name first), and returns how many it found.
+func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uint64, from, to int) int {
+	found := 0
+	for i := from; i < to; i++ {
+		var s uint64
+		if r.dflt {
+			s = mix13(k ^ t.nhash[i])
+		} else {
+			s = r.opts.Score(k, t.nhash[i])
+		}
+		if found == len(best) && s <= best[found-1].s {
+			continue // the common case: not among the best
+		}
+		j := min(found, len(best)-1)
+		for j > 0 && best[j-1].s < s {
+			best[j] = best[j-1]
+			j--
+		}
+		best[j] = rendezvousCandidate{s: s, i: int32(i)}
+		found = min(found+1, len(best))
+	}
+	return found
+}
+
+// insertCandidate inserts c into top[:found], kept best first, dropping the worst if top is
+// full, and returns the new count.
+func insertCandidate(top []rendezvousCandidate, found int, c rendezvousCandidate, names []string) int {
+	if found == len(top) && !c.better(top[found-1], names) {
+		return found
+	}
+	j := min(found, len(top)-1)
+	for j > 0 && c.better(top[j-1], names) {
+		top[j] = top[j-1]
+		j--
+	}
+	top[j] = c
+	return min(found+1, len(top))
+}
+
+// appendMany is AppendN for large n: every node's rank, sorted.
+func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, n int) []string {
+	all := make([]rendezvousCandidate, len(t.names))
+	from := 0
+	for _, c := range t.classes {
+		for i := from; i < c.end; i++ {
+			all[i].i = int32(i)
+			if r.dflt {
+				all[i].s = mix13(k ^ t.nhash[i])
+			} else {
+				all[i].s = r.opts.Score(k, t.nhash[i])
+			}
+			if len(t.classes) > 1 {
+				all[i].e = negLog(all[i].s) / c.weight
+			}
+		}
+		from = c.end
+	}
+	slices.SortFunc(all, func(a, b rendezvousCandidate) int {
+		if a.better(b, t.names) {
+			return -1
+		}
+		return 1
+	})
+	for _, c := range all[:n] {
+		dst = append(dst, t.names[c.i])
+	}
+	return dst
+}
+
+// Add adds nodes to the pool, all or none.
+func (r *Rendezvous) Add(nodes ...Node) error {
+	return r.change(func(m *members) (*members, error) { return m.add("rendezvous", nodes) })
+}
+
+// Remove removes the named nodes, all or none; the pool never becomes empty.
+func (r *Rendezvous) Remove(names ...string) error {
+	return r.change(func(m *members) (*members, error) { return m.remove("rendezvous", names) })
+}
+
+// SetWeight sets the weight of the named node, in [0, MaxWeight] (0 means 1); only keys to
+// or from that node move.
+func (r *Rendezvous) SetWeight(name string, weight int) error {
+	return r.change(func(m *members) (*members, error) { return m.setWeight("rendezvous", name, weight) })
+}
+
+func (r *Rendezvous) change(f func(*members) (*members, error)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, err := f(r.m)
+	if err != nil {
+		return err
+	}
+	r.publish(m)
+	return nil
+}
+
+// Nodes returns a copy of the members in the order they joined.
+func (r *Rendezvous) Nodes() []Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m.copyNodes()
+}
+
+// negLog returns -ln(u) for u = (floor(s / 2^12) + 1/2) / 2^52, in (0, 37]. It uses only
+// float64 additions, subtractions, multiplications and divisions, each rounded (the
+// float64 conversions forbid fused multiply-adds), so it returns the same bits on every
+// platform, which math.Log does not promise (amd64 has its own assembly). Its error is below
+// 1e-14 relative (about 1e-16 absolute near u = 1): the shares it gives differ from exact
+// ones by far less than any key count can show.
+//
+// With v = 2*floor(s / 2^12) + 1, an odd integer below 2^53, u = v / 2^53 and
+// -ln(u) = 53 ln 2 - ln v. Writing v = 2^e * m with m in [1, 2) and c = 1 + j/128 the
+// largest such step at or below m, ln v = e ln 2 + ln c + ln(m/c), where ln c comes from a
+// table and ln(m/c) = 2 atanh(x), x = (m-c)/(m+c) < 1/257, from four terms of its series.
+func negLog(s uint64) float64 {
+	v := s>>12<<1 | 1
+	e := bits.Len64(v) - 1
+	var j uint64
+	if e >= 7 {
+		j = v >> (e - 7) & 127
+	} else {
+		j = v << (7 - e) & 127
+	}
+	m := math.Ldexp(float64(v), -e) // exact: v has at most 53 bits
+	c := 1 + float64(j)/128
+	x := (m - c) / (m + c) // m - c is exact (Sterbenz)
+	lnr := float64(2*x) * atanhSeries(float64(x*x), 4)
+	k := float64(53 - e)
+	return (float64(k*ln2Hi) - lnTable[j]) + (float64(k*ln2Lo) - lnr)
+}
+
+// ln2Hi + ln2Lo = ln 2 to about 2^-85, ln2Hi with its low 21 bits zero, so k*ln2Hi is exact
+// for every k above (the split of fdlibm's e_log.c).
+const (
+	ln2Hi = 6.93147180369123816490e-01
+	ln2Lo = 1.90821492927058770002e-10
+)
+
+// atanhSeries returns 1 + x2/3 + x2^2/5 + ... (terms terms), so that atanh(x) =
+// x * atanhSeries(x*x, ...), summed from the smallest term, each step rounded.
+func atanhSeries(x2 float64, terms int) float64 {
+	p := 1 / float64(2*terms-1)
+	for k := terms - 2; k >= 0; k-- {
+		p = float64(p*x2) + 1/float64(2*k+1)
+	}
+	return p
+}
+
+// lnTable[j] = ln(1 + j/128) = 2 atanh(j/(256+j)), from 30 terms of the series: j/(256+j) <=
+// 1/3, so the first term left out is below 1e-30.
+var lnTable = func() (t [128]float64) {
+	for j := range t {
+		x := float64(j) / float64(256+j)
+		t[j] = float64(2*x) * atanhSeries(float64(x*x), 30)
+	}
+	return t
+}()
