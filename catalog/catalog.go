@@ -35,7 +35,9 @@ const (
 
 // Options are the parameters some strategies take; a zero field means its default.
 type Options struct {
-	Vnodes     int // points per shard on the Murmur ring (DefaultVnodes)
+	// Vnodes is the points per shard of the Murmur ring (DefaultVnodes), and the points per
+	// unit of weight of the pool ring (the pool's own default, 160).
+	Vnodes     int
 	Partitions int // partitions of the Partitions strategy (DefaultPartitions)
 }
 
@@ -151,9 +153,17 @@ type PoolStrategy struct {
 	New func(nodes []pool.Node, o Options) (pool.Pool, error)
 }
 
-// Pools returns every strategy of package pool. The slice is new on every call.
+// Pools returns every strategy of package pool with its default options, the cheapest to
+// change first. The slice is new on every call.
 func Pools() []PoolStrategy {
-	return []PoolStrategy{}
+	return []PoolStrategy{
+		{Name: "ring", New: func(nodes []pool.Node, o Options) (pool.Pool, error) {
+			return pool.NewRing(nodes, pool.RingOptions{Vnodes: o.Vnodes})
+		}},
+		{Name: "rendezvous", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+	}
 }
 
 // FindPool returns the pool strategy called name, and whether there is one.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shardkit/shard/catalog"
+	"github.com/shardkit/shard/pool"
 )
 
 // Every strategy by name, with the most shards it takes under the default options.
@@ -40,4 +41,61 @@ func ExampleFind() {
 	// Output:
 	// 2
 	// false
+}
+
+// Every pool strategy by name, each placing one key on three named nodes.
+func ExamplePools() {
+	nodes := []pool.Node{{Name: "cache-a"}, {Name: "cache-b", Weight: 2}, {Name: "cache-c"}}
+	for _, s := range catalog.Pools() {
+		p, err := s.New(nodes, catalog.Options{})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%-10s user:1 -> %s\n", s.Name, p.Locate("user:1"))
+	}
+	// Output:
+	// ring       user:1 -> cache-c
+	// rendezvous user:1 -> cache-b
+}
+
+// A pool strategy chosen by name.
+func ExampleFindPool() {
+	s, ok := catalog.FindPool("rendezvous")
+	if !ok {
+		panic("no rendezvous pool")
+	}
+	p, err := s.New([]pool.Node{{Name: "a"}, {Name: "b"}, {Name: "c"}}, catalog.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.AppendN(nil, "user:1", 2)) // the owner, then its replica
+	// Output:
+	// [a b]
+}
+
+// The presets by name, with the file each reads.
+func ExamplePresets() {
+	for _, p := range catalog.Presets() {
+		fmt.Printf("%s reads %s\n", p.Name, p.Config)
+	}
+	fmt.Println(len(catalog.Presets()), "presets")
+	// Output:
+	// 0 presets
+}
+
+// A preset places keys as another system does, from that system's own configuration.
+func ExampleFindPreset() {
+	p, ok := catalog.FindPreset("twemproxy")
+	if !ok {
+		fmt.Println("no twemproxy preset")
+		return
+	}
+	config := []byte("alpha:\n  distribution: ketama\n  hash: fnv1a_64\n  servers:\n   - 127.0.0.1:6379:1 a\n   - 127.0.0.1:6380:1 b\n")
+	pl, err := p.Load(config, "alpha")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(pl.Locate("user:1"))
+	// Output:
+	// no twemproxy preset
 }

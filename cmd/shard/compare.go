@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 var compareVerb = &verb{
@@ -164,6 +166,15 @@ func compare(e *env, c compareConfig) error {
 		}
 		rep.Rows = append(rep.Rows, r)
 	}
+	for i, ps := range catalog.Pools() {
+		prog.say(fmt.Sprintf("placing %d keys: %s pool (%d of %d)", len(keys), ps.Name, i+1, len(catalog.Pools())))
+		r, p, err := measurePool(ps, n, keys, timing)
+		if err != nil {
+			return err
+		}
+		timed, timedRows = append(timed, poolTimer{p}), append(timedRows, len(rep.Rows))
+		rep.Rows = append(rep.Rows, r)
+	}
 	if c.rounds > 0 {
 		prog.say(fmt.Sprintf("timing %d strategies, %d rounds", len(timed), c.rounds))
 		for i, ns := range measure.Race(timed, timing, c.rounds, 2*time.Millisecond) {
@@ -228,7 +239,9 @@ func (rep *compareReport) write(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, `
-ns/op: one Locate through the shard.Sharder interface. state bytes: heap the sharder keeps
+ns/op: one Locate through the shard.Sharder interface (pools: pool.Pool's Locate through an
+adapter, one call more). Pools have nodes node0, node1, ... of weight 1 and default options;
+growing adds one node, doubling as many as there are. state bytes: heap the sharder keeps
 after construction (live heap before and after New, each after a GC). stddev %%: standard
 deviation of the per-shard key counts in %% of the mean; ideal: what a perfect random hash
 shows on %d keys, sqrt((n-1)/keys). max/mean: the fullest shard over the mean. moved %%: keys
@@ -251,6 +264,62 @@ whose shard changes on Resize; ideal: the new shards' fair share, 1/(n+1) and 1/
 		"and 1,000,000 keys, its deviation for 100 to 5000 virtual nodes. All sources: README, Sources.\n")
 	return err
 }
+
+// measurePool measures a pool of n nodes named node0, node1, ... of weight 1 and default
+// options as the dense strategies are measured: growing adds node<n>, doubling adds n nodes.
+func measurePool(ps catalog.PoolStrategy, n int, keys, timing []string) (compareRow, pool.Pool, error) {
+	r := compareRow{Strategy: ps.Name + " pool", Fits: true}
+	build := func() (pool.Pool, error) { return ps.New(poolNodes(0, n), catalog.Options{}) }
+	p, size, err := measure.HeapBytes(build)
+	if err != nil {
+		return r, nil, fmt.Errorf("%s pool of %d nodes: %w", ps.Name, n, err)
+	}
+	r.StateBytes = max(size, 0)
+	r.AllocsOp = measure.AllocsPerLocate(poolTimer{p}, timing)
+	before := measure.Placement(poolIndex{p}, keys)
+	r.loads = measure.Loads(before, n)
+	b := measure.BalanceOf(r.loads)
+	r.StddevPct, r.MaxMean = b.StddevPct, b.MaxMean
+	for _, to := range []int{n + 1, 2 * n} {
+		q, err := build()
+		if err == nil {
+			err = q.Add(poolNodes(n, to)...)
+		}
+		if err != nil {
+			return r, nil, fmt.Errorf("%s pool of %d nodes grown to %d: %w", ps.Name, n, to, err)
+		}
+		moved := measure.MovedPct(before, measure.Placement(poolIndex{q}, keys))
+		if to == n+1 {
+			r.GrowPct = &moved
+		} else {
+			r.DoublePct = &moved
+		}
+	}
+	return r, p, nil
+}
+
+// poolNodes returns the nodes node<from> .. node<to-1>, of weight 1.
+func poolNodes(from, to int) []pool.Node {
+	nodes := make([]pool.Node, 0, to-from)
+	for i := from; i < to; i++ {
+		nodes = append(nodes, pool.Node{Name: "node" + strconv.Itoa(i)})
+	}
+	return nodes
+}
+
+// poolIndex numbers the nodes of poolNodes: node<i> is i.
+type poolIndex struct{ p pool.Pool }
+
+func (x poolIndex) Locate(key string) int {
+	i, _ := strconv.Atoi(strings.TrimPrefix(x.p.Locate(key), "node"))
+	return i
+}
+
+// poolTimer times a pool's Locate through the measure.Locator interface: one more call than
+// a dense strategy pays, and the length of the name as the result.
+type poolTimer struct{ p pool.Pool }
+
+func (t poolTimer) Locate(key string) int { return len(t.p.Locate(key)) }
 
 // loadKeys returns the keys to place and a phrase that says where they came from.
 func (c compareConfig) loadKeys(e *env) ([]string, string, error) {

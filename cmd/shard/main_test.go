@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardkit/shard/catalog"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,6 +169,14 @@ var cases = []struct {
 	{"locate-missing-table", []string{"locate", "-table", "nowhere.txt", "k"}, "", 1, "nowhere.txt: no such file"},
 	{"locate-replicas-dense", []string{"locate", "-strategy", "jump", "-n", "3", "-replicas", "2", "k"}, "", 2, "only a pool"},
 	{"locate-bad-nodes", []string{"locate", "-strategy", "ring", "-nodes", "a,b:x", "k"}, "", 2, `-nodes: "b:x"`},
+	{"locate-pool", []string{"locate", "-strategy", "ring", "-nodes", "a,b:2,c", "user:1", "user:2", "user:3"}, "", 0, ""},
+	{"locate-pool-replicas", []string{"locate", "-strategy", "rendezvous", "-nodes", "10.0.0.1:6379:1,10.0.0.2:6379:1,10.0.0.3:6379:2", "-replicas", "2", "user:1", "user:2"}, "", 0, ""},
+	{"locate-pool-json", []string{"locate", "-json", "-strategy", "rendezvous", "-nodes", "a,b", "-replicas", "3", "user:1"}, "", 0, ""},
+	{"locate-pool-with-n", []string{"locate", "-strategy", "ring", "-n", "3", "k"}, "", 2, "-strategy ring is a pool: name its nodes with -nodes"},
+	{"locate-dense-with-nodes", []string{"locate", "-strategy", "jump", "-nodes", "a,b", "k"}, "", 2, "-strategy jump numbers its shards"},
+	{"locate-duplicate-node", []string{"locate", "-strategy", "ring", "-nodes", "a,b,a", "k"}, "", 2, `-nodes: pool: ring: add "a": already a member`},
+	{"locate-node-weight-range", []string{"locate", "-strategy", "ring", "-nodes", "a:70000", "k"}, "", 2, "weight 70000"},
+	{"locate-nodes-no-strategy", []string{"locate", "-nodes", "a,b", "k"}, "", 2, "-nodes needs -strategy"},
 	{"locate-unknown-preset", []string{"locate", "-preset", "squid", "-config", "x.conf", "k"}, "", 2, `unknown preset "squid"`},
 
 	// plan
@@ -180,6 +190,16 @@ var cases = []struct {
 	{"plan-trie-table", []string{"plan", "-table", "trie.txt", "-to", "4", "-keyfile", "keys.txt"}, "", 0, ""},
 	{"plan-keys-stdin", []string{"plan", "-strategy", "jump", "-n", "2", "-to", "3", "-keyfile", "-"}, "a\nb\nc\nd\ne\nf\n", 0, ""},
 	{"plan-json", []string{"plan", "-json", "-strategy", "partitions", "-n", "2", "-partitions", "8", "-to", "3", "-keys", "1000"}, "", 0, ""},
+	{"plan-pool-remove", []string{"plan", "-strategy", "ring", "-nodes", "a,b,c,d", "-remove", "b", "-keys", "20000"}, "", 0, ""},
+	{"plan-pool-add", []string{"plan", "-strategy", "rendezvous", "-nodes", "a,b,c", "-add", "d:2", "-keys", "20000"}, "", 0, ""},
+	{"plan-pool-weight", []string{"plan", "-strategy", "rendezvous", "-nodes", "a,b,c", "-weight", "b:3", "-keys", "20000"}, "", 0, ""},
+	{"plan-pool-to-nodes", []string{"plan", "-strategy", "ring", "-nodes", "a,b,c", "-to-nodes", "a,c,d", "-keys", "20000"}, "", 0, ""},
+	{"plan-pool-to-strategy", []string{"plan", "-json", "-strategy", "ring", "-nodes", "a,b", "-to-strategy", "rendezvous", "-keys", "2000"}, "", 0, ""},
+	{"plan-pool-to-dense", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-to-strategy", "jump", "-to-n", "2"}, "", 2, "shard numbers and node names cannot be compared"},
+	{"plan-pool-resize", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-to", "3"}, "", 2, "a pool's size is its nodes"},
+	{"plan-pool-remove-all", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-remove", "a,b"}, "", 2, "pool would be empty"},
+	{"plan-pool-remove-unknown", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-remove", "x"}, "", 2, `remove "x": not a member`},
+	{"plan-pool-bad-weight", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-weight", "b"}, "", 2, "want one name:weight"},
 	{"plan-nothing-changes", []string{"plan", "-strategy", "jump", "-n", "10"}, "", 2, "nothing changes"},
 	{"plan-two-changes", []string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-add", "x"}, "", 2, "give one change"},
 	{"plan-n-0", []string{"plan", "-strategy", "jump", "-n", "0", "-to", "3"}, "", 2, "-n 0"},
@@ -326,7 +346,7 @@ func TestCompare(t *testing.T) {
 	assert.Equal(t, 12, rep.Shards)
 	assert.Equal(t, 2000, rep.Keys)
 	assert.Nil(t, rep.Curve)
-	require.Len(t, rep.Rows, 9)
+	require.Len(t, rep.Rows, len(catalog.All())+len(catalog.Pools()))
 	for _, row := range rep.Rows {
 		if row.Strategy == "first-byte-sha1" {
 			assert.False(t, row.Fits, "first-byte SHA-1 has at most 10 shards")

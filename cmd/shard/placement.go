@@ -143,7 +143,7 @@ func (s *spec) buildPool() (*placement, error) {
 	}
 	p, err := ps.New(nodes, s.options())
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{fmt.Errorf("-nodes: %w", err)}
 	}
 	return &placement{name: ps.Name + " pool", pool: p}, nil
 }
