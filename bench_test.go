@@ -7,6 +7,7 @@ import (
 
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 // One harness over every strategy in package catalog. Speed:
@@ -81,6 +82,33 @@ func BenchmarkLocateParallel(b *testing.B) {
 					}
 					parallelSink.Add(int64(sum))
 				})
+			})
+		}
+	}
+}
+
+// BenchmarkPoolLocate times Locate of every pool strategy in package catalog, on nodes
+// named node0, node1, ... of weight 1 (package pool's own benchmarks cover weights, AppendN
+// and changes).
+func BenchmarkPoolLocate(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	for _, ps := range catalog.Pools() {
+		for _, n := range benchShards {
+			nodes := make([]pool.Node, n)
+			for i := range nodes {
+				nodes[i].Name = fmt.Sprintf("node%d", i)
+			}
+			p, err := ps.New(nodes, catalog.Options{})
+			if err != nil {
+				b.Fatalf("%s(%d nodes): %v", ps.Name, n, err)
+			}
+			b.Run(fmt.Sprintf("pool=%s/nodes=%d", ps.Name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += len(p.Locate(keys[i&(poolSize-1)]))
+					i++
+				}
 			})
 		}
 	}
