@@ -5,6 +5,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/shardkit/shard/internal/jumphash"
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
@@ -33,22 +34,10 @@ func JumpHash(key uint64, n int) int {
 	return jumpHash(key, n)
 }
 
-// jumpHash is JumpHash for n in [1, maxJump].
+// jumpHash is JumpHash for n in [1, maxJump]. The loop lives in internal/jumphash, which
+// pool.Memento shares.
 func jumpHash(state uint64, n int) int {
-	limit := float64(n)
-	candidate := 0
-	for {
-		state = state*2862933555777941757 + 1
-		// Java: ((double) ((int) (state >>> 33) + 1)) / 0x1.0p31, the int addition wrapping.
-		r := float64(int32(state>>33)+1) / (1 << 31)
-		next := float64(candidate+1) / r
-		// Java truncates next to an int (saturating) and stops unless 0 <= next < n. A
-		// negative r (the wrapped case) gives next <= -1; otherwise next >= 1.
-		if next < 0 || next >= limit {
-			return candidate
-		}
-		candidate = int(next)
-	}
+	return jumphash.Guava(state, n)
 }
 
 // Jump places a key on shard JumpHash(xxhash64(key), n).

@@ -409,7 +409,7 @@ func (p *Partitions) MarshalText() ([]byte, error) {
 // below the header's shard count; a shard may own no partition, as after Move drained it.
 // Lines of one partition may be written "7-7 2" or "7 2", and adjacent runs with the same
 // owner are accepted. The final '\n' is optional; nothing else is tolerated: no blank lines,
-// no extra spaces, no signs, no '\r'. Errors name the line and the problem and wrap
+// no extra spaces, no signs, no leading zeros, no '\r'. Errors name the line and the problem and wrap
 // ErrPartitionTable; on error the table is unchanged.
 func (p *Partitions) UnmarshalText(text []byte) error {
 	t, err := parsePartitionTable(text)
@@ -505,10 +505,11 @@ func parsePartitionTable(text []byte) (*partitionTable, error) {
 
 var errDecimal = errors.New("not a decimal")
 
-// parseDecimal accepts 1 to 6 ASCII digits, enough for every partition and shard number,
-// and nothing else (strconv.Atoi also takes signs and underscores are one step away).
+// parseDecimal accepts 1 to 6 ASCII digits without leading zeros, enough for every partition
+// and shard number, and nothing else (strconv.Atoi also takes signs and underscores are one
+// step away); one spelling per number, as the trie's parser.
 func parseDecimal(b []byte) (int, error) {
-	if len(b) == 0 || len(b) > 6 {
+	if len(b) == 0 || len(b) > 6 || len(b) > 1 && b[0] == '0' {
 		return 0, errDecimal
 	}
 	n := 0

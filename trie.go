@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/shardkit/shard/internal/keyhash"
 )
@@ -506,7 +507,11 @@ func parseLeaf(line string, n int) (Leaf, error) {
 		}
 		for _, c := range []byte(path) {
 			if c != '0' && c != '1' {
-				return Leaf{}, fmt.Errorf("path has byte %q: want binary digits, or - for the root", c)
+				q := fmt.Sprintf("%q", c)
+				if c >= utf8.RuneSelf { // %q would show the rune U+00xx: 'ÿ' for the byte 0xff
+					q = fmt.Sprintf(`'\x%02x'`, c)
+				}
+				return Leaf{}, fmt.Errorf("path has byte %s: want binary digits, or - for the root", q)
 			}
 			l.Path = l.Path<<1 | uint64(c-'0')
 		}

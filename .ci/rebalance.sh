@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs examples/rebalance end to end: on SQLite (a full round, crash-and-resume at every crash
-# point, bad input), then on PostgreSQL from Debian's packages, started here on 127.0.0.1
-# and stopped on exit. Needs Go, gcc and apt-get (for PostgreSQL, when not installed yet).
+# Runs examples/rebalance end to end: on SQLite (a full round, a kill -9 at every crash point
+# and a resume, a lost shard file, bad input), then on PostgreSQL from Debian's packages,
+# started here on 127.0.0.1 and stopped on exit. Needs Go, gcc and apt-get (for PostgreSQL,
+# when not installed yet).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ex=examples/rebalance
@@ -32,6 +33,9 @@ expect() {
 # oks FILE: how many verifications passed in that output.
 oks() { grep -c '^  OK$' "$1" || true; }
 
+# A crash point kills the example with SIGKILL: the shell reports status 128+9.
+killed=137
+
 step "build, vet and test the example module"
 go -C "$ex" vet ./...
 go -C "$ex" test -count=1 ./...
@@ -43,17 +47,28 @@ expect 0 "$bin" -data "$work/sqlite"
 [[ $(oks "$work/out") == 4 ]] || fail "want 4 passed verifications"
 echo "verified: 4 resizes, every user's count and checksum, no user on two shards, nothing misplaced"
 
-step "SQLite: crash at every point of a move, resume each time"
+step "SQLite: kill -9 at every point of a move and of a write, resume each time"
 db=$work/sqlite-crash
-expect 3 "$bin" -data "$db" -crash-after 30 -crash-point copied  # async grow
-expect 3 "$bin" -data "$db" -crash-after 20 -crash-point marked  # async grow, resumed
-expect 3 "$bin" -data "$db" -crash-after 70 -crash-point deleted # lazy shrink
-expect 3 "$bin" -data "$db" -crash-after 10 -crash-point copy    # lazy shrink, resumed
+expect $killed "$bin" -data "$db" -crash-after 30 -crash-point copied  # async grow
+expect $killed "$bin" -data "$db" -crash-after 20 -crash-point marked  # async grow, resumed
+expect $killed "$bin" -data "$db" -crash-after 70 -crash-point deleted # lazy shrink
+expect $killed "$bin" -data "$db" -crash-after 10 -crash-point copy    # lazy shrink, resumed
+expect $killed "$bin" -data "$db" -crash-after 20 -crash-point written # inserted, not in the ledger
 expect 0 "$bin" -data "$db"
 grep -q 'resuming after a stop' "$work/out" || fail "the last run did not resume"
-grep -q 'round 1 done' "$work/out" || fail "the last run did not finish the round"
+grep -q 'ledger: recorded [1-9][0-9]* messages written on their shard' "$work/out" || fail "the unrecorded write was not recorded"
+grep -q 'round [0-9]* done' "$work/out" || fail "the last run did not finish the round"
 [[ $(oks "$work/out") -ge 1 && $(grep -c FAILED "$work/out" || true) == 0 ]] || fail "verification"
-echo "verified: after 4 crashes (copy, copied, marked, deleted) the resumed runs lost and duplicated nothing"
+echo "verified: after 5 kills (copy, copied, marked, deleted, written) the resumed runs lost and duplicated nothing"
+
+step "SQLite: a shard file lost between runs is refused, not recreated empty"
+db=$work/sqlite-lost
+expect $killed "$bin" -data "$db" -crash-after 5 -crash-point marked # async grow 5 -> 10
+rm -f "$db/shard7.db" "$db/shard7.db-wal" "$db/shard7.db-shm"
+expect 1 "$bin" -data "$db"
+grep -q "shard 7 ($db/shard7.db): .*refusing to create it empty" "$work/out" || fail "the lost shard was not named"
+[[ ! -e $db/shard7.db ]] || fail "the lost shard file was recreated"
+echo "verified: the run stopped before touching anything, naming the lost shard"
 
 step "bad input is refused before any data is touched"
 # On the databases of the clean run (a crashed one would legitimately fold its SQLite WAL in).
@@ -83,10 +98,10 @@ mkdir -p "$pgdata"
 [[ $(id -u) == 0 ]] && chown postgres "$pgdata"
 as_pg "$pgbin/initdb" -D "$pgdata" -U postgres -A trust >/dev/null
 port=0
-for p in $(seq 54320 54420); do # a free port: nothing answers on it
+for p in $(shuf -i 20000-60000 -n 100); do # a free random port: nothing answers on it
 	if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
 done
-[[ $port != 0 ]] || fail "no free port in 54320-54420"
+[[ $port != 0 ]] || fail "no free port among 100 random ones in 20000-60000"
 as_pg "$pgctl" -D "$pgdata" -l "$pgdata/log" -w \
 	-o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c fsync=off" start >/dev/null
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
@@ -102,7 +117,7 @@ expect 0 "$bin" -pg "$dsns"
 echo "verified on PostgreSQL: 4 resizes, every user's count and checksum, no user on two shards, nothing misplaced"
 
 step "PostgreSQL: crash, refuse marks in an unexpected state, resume"
-expect 3 "$bin" -pg "$dsns" -crash-after 40 -crash-point marked
+expect $killed "$bin" -pg "$dsns" -crash-after 40 -crash-point marked
 psql=("$pgbin/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d shard0 -v ON_ERROR_STOP=1)
 "${psql[@]}" -c "INSERT INTO rebalance_marks VALUES ('someone-else', '7', 2)"
 expect 1 "$bin" -pg "$dsns"

@@ -13,6 +13,9 @@ var benchPools = []struct {
 }{
 	{"ring", newRingPool(RingOptions{})},
 	{"rendezvous", newRendezvousPool(RendezvousOptions{})},
+	{"maglev", maglevContract.newPool},
+	{"memento", mementoContract.newPool},
+	{"multiprobe", multiProbeContract.newPool},
 }
 
 // benchNodes returns n nodes named like servers, weights 1.
@@ -71,10 +74,10 @@ func BenchmarkPoolAppendN(b *testing.B) {
 	}
 }
 
-// BenchmarkPoolBuild times a new pool of 100 and of 10000 nodes (160 points per node for the
+// BenchmarkPoolBuild times a new pool of 10 to 10000 nodes (160 points per node for the
 // ring) and reports the heap it keeps per node.
 func BenchmarkPoolBuild(b *testing.B) {
-	for _, size := range []int{100, 10000} {
+	for _, size := range []int{10, 100, 1000, 10000} {
 		nodes := benchNodes(size)
 		for _, c := range benchPools {
 			b.Run(fmt.Sprintf("pool=%s/nodes=%d", c.name, size), func(b *testing.B) {

@@ -496,6 +496,52 @@ func checkShares(t *testing.T, p Pool, keys []string, tol float64) {
 	t.Logf("%d nodes, %d keys: worst share %.2f%% off its weight", len(p.Nodes()), len(keys), 100*worst)
 }
 
+// shareTolerance returns a tolerance for checkShares of p over count random keys: 2%, or 4
+// standard deviations of the lightest node's sampled share if that is more. A node expecting
+// 4000 of 1M keys (weight 1 of 250) has a standard deviation of 1.6% by chance alone, so 1M
+// keys can check 2% over 10 nodes of weights 1 to 4 but not over 100.
+func shareTolerance(p Pool, count int) float64 {
+	total, lightest := 0, MaxWeight
+	for _, n := range p.Nodes() {
+		total += n.Weight
+		lightest = min(lightest, n.Weight)
+	}
+	share := float64(lightest) / float64(total)
+	return max(0.02, 4*math.Sqrt((1-share)/(share*float64(count))))
+}
+
+// weightCases returns the keys and the pools of the weights tests: 10 and 100 nodes of
+// weights 1, 2, 3, 4, 1, 2, ..., and 1M keys (100k in quick runs).
+func weightCases() (keys []string, pools [][]Node) {
+	count := 1_000_000
+	if quick() {
+		count = 100_000
+	}
+	for _, size := range []int{10, 100} {
+		nodes := make([]Node, size)
+		for i := range nodes {
+			nodes[i] = Node{Name: fmt.Sprintf("w-%03d", i), Weight: 1 + i%4}
+		}
+		pools = append(pools, nodes)
+	}
+	return testKeys(count), pools
+}
+
+// shareErrors returns how far above and how far below its weight's share, relative to it,
+// the share of keys of the node most above and of the node most below is; share gives a
+// node's share by name.
+func shareErrors(nodes []Node, share map[string]float64) (over, under float64) {
+	total := 0
+	for _, n := range nodes {
+		total += n.Weight
+	}
+	for _, n := range nodes {
+		ratio := share[n.Name] / (float64(n.Weight) / float64(total))
+		over, under = max(over, ratio-1), max(under, 1-ratio)
+	}
+	return over, under
+}
+
 // refPool is the slow, obvious weighted rendezvous: for every key it scores every member
 // with -weight/ln(u), u uniform in (0, 1) from a hash of the name and the key, and ranks the
 // members by score. It rebuilds nothing and locks everything, which makes it a reference

@@ -79,6 +79,11 @@ var (
 	// ErrLimit reports a pool larger than a strategy can hold: too many nodes, points or
 	// table slots. The error says which limit and its value.
 	ErrLimit = errors.New("pool too large")
+	// ErrOption reports a strategy's option that cannot be used, such as a Maglev table size
+	// that is not prime or a negative probe count.
+	ErrOption = errors.New("invalid option")
+	// ErrText reports a saved state that cannot be loaded; the error names the line.
+	ErrText = errors.New("invalid state text")
 )
 
 // members is an immutable membership: the nodes in the order they joined, weights

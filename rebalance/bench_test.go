@@ -2,8 +2,11 @@ package rebalance
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/shardkit/shard"
 )
 
 // BenchmarkDo measures what routing through a Migration costs per access, beyond the store:
@@ -43,3 +46,22 @@ func BenchmarkDo(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPlanKeys plans 100k keys for a small and a large resize; allocs and B/op show
+// that a plan's memory follows the pairs of shards seen, not before x after.
+func BenchmarkPlanKeys(b *testing.B) {
+	keys := testKeys(100_000)
+	for _, n := range []int{5, 20000} {
+		before, _ := shard.NewModulo(n)
+		after, _ := shard.NewModulo(n + 1)
+		b.Run(fmt.Sprintf("shards=%d->%d", n, n+1), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				benchPlan = PlanKeys(before, after, slices.Values(keys))
+			}
+			b.ReportMetric(float64(len(benchPlan.Flows)), "flows")
+		})
+	}
+}
+
+var benchPlan *Plan

@@ -10,17 +10,19 @@
 // # Planning
 //
 // [PlanKeys] and [Moves] walk a set of keys and report, for two sharders (before and after a
-// resize), how many keys go from each shard to each shard and which keys move.
-// [PlanPartitions] and [PlanLeaves] answer the same question for a partition table and for
-// the leaves of a trie without walking any key.
+// resize), how many keys go from each shard to each shard (a [Plan]'s [Flow]s) and which
+// keys move. [PlanPartitions] and [PlanLeaves] answer the same question for a partition table
+// and for the leaves of a trie without walking any key. Plans are sparse: their memory grows
+// with the keys, partitions or leaves planned, whatever the shard numbers.
 //
 // # Moving
 //
 // A [Migration] follows the two ways of document 004 ("Rebalancing data when sharding"):
 //
 //   - [Async]: a mover ([Migration.Run]) walks the owners; for each one whose shard changes it
-//     copies the owner's rows from the old shard to the new one, marks the owner, then deletes
-//     the old copy. Until an owner is marked, its reads and writes go to the old shard.
+//     copies the owner's rows from the old shard to the new one, checks that the new shard
+//     holds them ([Store].Count on both), marks the owner, then deletes the old copy. Until an
+//     owner is marked, its reads and writes go to the old shard.
 //   - [Lazy]: the new layout is used at once; the first read or write of an owner that has
 //     not moved yet moves it first. Run is then a sweep for the owners nobody asked for.
 //
@@ -29,6 +31,15 @@
 // by, a move. Every step is idempotent and the per-owner [Mark] (document 004's
 // messages_rebalanced flag) is durable in the application's Store, so after a crash at any
 // point a new Migration with the same ID resumes where the old one stopped.
+//
+// # Nothing is deleted before its copy is seen
+//
+// An old copy is deleted only after the new shard was counted to hold the owner's rows
+// (as many as the old shard right after a copy; at least as many as remain of the old copy
+// when a crashed move resumes): if a shard lost data between a
+// crash and the restart (a file deleted or truncated, a lost log, an older backup restored),
+// the move stops with an error wrapping [ErrCopyMismatch] or [ErrCopyLost] that names the
+// shard, and the old copy stays.
 //
 // # Marks belong to one migration
 //

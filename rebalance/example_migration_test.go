@@ -24,6 +24,12 @@ func (s *mapStore) Copy(_ context.Context, owner string, from, to int) error {
 	return nil
 }
 
+func (s *mapStore) Count(_ context.Context, owner string, shard int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.shards[shard][owner])), nil
+}
+
 func (s *mapStore) Delete(_ context.Context, owner string, shard int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

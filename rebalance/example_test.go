@@ -46,3 +46,26 @@ func ExamplePlanLeaves() {
 	// Output:
 	// hashes 0x8000000000000000..0xffffffffffffffff: shard 0 -> 1, 50% of the keys
 }
+
+func ExamplePlan() {
+	before, _ := shard.NewJump(3)
+	after, _ := shard.NewJump(4)
+	var users []string
+	for id := range 1000 {
+		users = append(users, "user"+strconv.Itoa(id))
+	}
+	// Rows per source -> destination: what each shard sends, and what it keeps.
+	plan := rebalance.PlanKeys(before, after, slices.Values(users))
+	for _, f := range plan.Flows {
+		fmt.Printf("%d -> %d: %d\n", f.From, f.To, f.Count)
+	}
+	fmt.Println("shard 0 sends shard 3:", plan.Count(0, 3), "and shard 1:", plan.Count(0, 1))
+	// Output:
+	// 0 -> 0: 257
+	// 0 -> 3: 80
+	// 1 -> 1: 232
+	// 1 -> 3: 94
+	// 2 -> 2: 248
+	// 2 -> 3: 89
+	// shard 0 sends shard 3: 80 and shard 1: 0
+}

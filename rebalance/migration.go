@@ -15,8 +15,9 @@ import (
 )
 
 var (
-	// ErrConfig reports an argument of New that cannot work: an empty ID, a nil sharder or
-	// store, the same sharder before and after, a negative option or an unknown Mode.
+	// ErrConfig reports an argument that cannot work: given to New, an empty ID, a nil
+	// sharder or store, one sharder (or two wrappers of one) before and after, an option out
+	// of range or an unknown Mode; given to Run or Finish, a nil owners sequence.
 	ErrConfig = errors.New("invalid migration")
 	// ErrMark reports a mark that a Store returned outside Unmoved, Copied and Done.
 	ErrMark = errors.New("invalid mark")
@@ -26,6 +27,25 @@ var (
 	// ErrFinished reports a Run after a successful Finish, when the marks may already be
 	// gone and moving again would copy an empty old shard over the data.
 	ErrFinished = errors.New("migration finished")
+	// ErrCopyMismatch reports a Copy after which the new shard does not hold as many of the
+	// owner's rows as the old one: the Store's Copy lost or left rows, or something wrote to
+	// the owner outside the Migration. The owner stays Unmoved, served by its old shard,
+	// which keeps its rows.
+	ErrCopyMismatch = errors.New("copy does not match its source")
+	// ErrCopyLost reports an owner marked Copied whose new shard now holds fewer of its rows
+	// than the old copy a crash left behind: the new shard lost data since the copy (its
+	// file deleted or truncated, its log lost, a restore from an older backup). The old copy
+	// is kept; restore the new shard, or copy the owner back by hand, before running again.
+	ErrCopyLost = errors.New("new shard lost the copy")
+)
+
+// Upper bounds of Options, beyond which New returns an error wrapping ErrConfig. More movers
+// than a database has connections only wait for each other; a stripe is 24 bytes, and 65536
+// of them (1.5 MiB) already make it rare that two of a few hundred owners accessed at once
+// share one.
+const (
+	MaxConcurrency = 1024
+	MaxStripes     = 1 << 16
 )
 
 // Mode says when a Migration moves an owner.
@@ -52,14 +72,15 @@ func (m Mode) String() string {
 // Options tune a Migration. The zero value is valid: Async, one mover, no progress.
 type Options struct {
 	Mode Mode
-	// Concurrency is how many owners Run moves at once. Zero means 1.
+	// Concurrency is how many owners Run moves at once, in [0, MaxConcurrency]; Run never
+	// starts more movers than owners change shard. Zero means 1.
 	Concurrency int
 	// Progress, if not nil, is called by Run after each owner that changes shard, one call
 	// at a time. It should return quickly: the movers wait for it.
 	Progress func(Progress)
-	// Stripes is the number of per-owner locks: owners share them by hash, so memory stays
-	// fixed however many owners there are, and two owners in one stripe at worst wait for
-	// each other's move. Zero means 1024.
+	// Stripes is the number of per-owner locks, in [0, MaxStripes]: owners share them by
+	// hash, so memory stays fixed however many owners there are, and two owners in one
+	// stripe at worst wait for each other's move. Zero means 1024.
 	Stripes int
 }
 
@@ -68,7 +89,8 @@ type Progress struct {
 	Done, Total int
 }
 
-// Stats counts the owners that this Migration value moved, by who moved them.
+// Stats counts the owners that this Migration value moved, by who moved them: Run, or Do
+// (in Lazy mode, and in either mode for an owner whose move a crash left Copied).
 type Stats struct {
 	ByRun, Lazily int64
 }
@@ -90,19 +112,26 @@ type Migration struct {
 // New returns a Migration with the given ID from before to after. The ID names the
 // migration's marks in store: a restart after a crash must use the same ID, and the next
 // migration a new one.
+//
+// before and after must share no state, so that before keeps the old placement while after
+// has the new one: typically after is a second sharder of the same strategy, made with the
+// new count. New checks this as far as it can without calling them: it rejects one sharder
+// given twice, and two wrappers of one sharder (such as ByPrefix(s) and ByPrefix(s)), looking
+// through struct fields that hold a Sharder. It never compares sharders with ==, which
+// panics on a comparable value that holds an uncomparable one.
 func New(id string, before, after shard.Sharder, store Store, opts Options) (*Migration, error) {
 	switch {
 	case id == "":
 		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
 	case before == nil || after == nil || store == nil:
 		return nil, fmt.Errorf("rebalance: migration %q: nil sharder or store: %w", id, ErrConfig)
-	case reflect.TypeOf(before).Comparable() && before == after:
-		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder: resize a second one: %w", id, ErrConfig)
+	case shareState(before, after):
+		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder, or wrap the same one: resizing one resizes the other, so nothing would move: make a second sharder with the new count: %w", id, ErrConfig)
 	case opts.Mode > Lazy:
 		return nil, fmt.Errorf("rebalance: migration %q: unknown %v: %w", id, opts.Mode, ErrConfig)
-	case opts.Concurrency < 0 || opts.Stripes < 0:
-		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d and Stripes %d must be >= 0: %w",
-			id, opts.Concurrency, opts.Stripes, ErrConfig)
+	case opts.Concurrency < 0 || opts.Concurrency > MaxConcurrency || opts.Stripes < 0 || opts.Stripes > MaxStripes:
+		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d and Stripes %d: want [0, %d] and [0, %d]: %w",
+			id, opts.Concurrency, opts.Stripes, MaxConcurrency, MaxStripes, ErrConfig)
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	if opts.Stripes == 0 {
@@ -110,6 +139,63 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	}
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
 		locks: make([]sync.RWMutex, opts.Stripes)}, nil
+}
+
+// sharderType is the interface a field must implement for shareState to look into it.
+var sharderType = reflect.TypeFor[shard.Sharder]()
+
+// shareState reports whether a and b are one sharder, or wrap one: whether a sharder
+// reachable from a through fields that hold a Sharder is identical to one reachable from b.
+func shareState(a, b shard.Sharder) bool {
+	bs := wrapped(reflect.ValueOf(b), nil, 4)
+	for _, x := range wrapped(reflect.ValueOf(a), nil, 4) {
+		for _, y := range bs {
+			if identical(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wrapped appends v, and what its struct fields (through a pointer) that implement Sharder
+// hold, down to depth levels, to out.
+func wrapped(v reflect.Value, out []reflect.Value, depth int) []reflect.Value {
+	for v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return out
+		}
+		v = v.Elem()
+	}
+	out = append(out, v)
+	s := v
+	if s.Kind() == reflect.Pointer && !s.IsNil() {
+		s = s.Elem()
+	}
+	if depth == 0 || s.Kind() != reflect.Struct {
+		return out
+	}
+	for i := range s.NumField() {
+		if f := s.Field(i); f.Type().Implements(sharderType) {
+			out = wrapped(f, out, depth-1)
+		}
+	}
+	return out
+}
+
+// identical reports whether x and y are the same sharder: the same pointer, map or slice,
+// or equal values of a type that can be compared without panicking.
+func identical(x, y reflect.Value) bool {
+	if x.Type() != y.Type() {
+		return false
+	}
+	switch x.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.UnsafePointer:
+		return x.Pointer() == y.Pointer()
+	case reflect.Slice:
+		return x.Pointer() == y.Pointer() && x.Len() == y.Len()
+	}
+	return x.Comparable() && y.Comparable() && x.Equal(y)
 }
 
 // ID returns the migration's ID.
@@ -125,9 +211,11 @@ func (m *Migration) lock(owner string) *sync.RWMutex {
 }
 
 // Do calls fn with the shard that serves owner now, and returns fn's error. In Lazy mode it
-// first moves owner if it has not moved yet. While fn runs, owner's move cannot start, so
-// whatever fn writes is on the shard the move reads; accesses of one owner run concurrently
-// with each other. fn must not call Do, Run or Finish: it could wait for itself.
+// first moves owner if it has not moved yet; in either mode it first finishes the move of an
+// owner that a crash left Copied (it deletes the old copy), so that nothing writes to the new
+// shard while an old copy waits to be checked against it. While fn runs, owner's move cannot
+// start, so whatever fn writes is on the shard the move reads; accesses of one owner run
+// concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {
@@ -136,7 +224,7 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 	l := m.lock(owner)
 	l.RLock()
 	mark, err := m.mark(ctx, owner)
-	if err == nil && mark != Done && m.opts.Mode == Lazy {
+	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
 		l.RUnlock()
 		l.Lock()
 		err = m.move(ctx, owner, from, to, &m.lazily)
@@ -167,6 +255,12 @@ func (m *Migration) mark(ctx context.Context, owner string) (Mark, error) {
 
 // move brings owner's mark to Done, from wherever a crash left it; count is incremented if it
 // moved anything. The caller holds owner's lock exclusively.
+//
+// Nothing is deleted before the new shard is seen to hold the rows: after a Copy the two
+// shards must hold as many rows of owner (nothing else runs on owner meanwhile), and
+// for an owner a crash left Copied, whose old copy may remain, the new shard must hold at
+// least as many as remain (Do never runs fn on it while Copied; a crash in a Delete that is
+// not atomic may have removed some of the old rows).
 func (m *Migration) move(ctx context.Context, owner string, from, to int, count *atomic.Int64) error {
 	mark, err := m.mark(ctx, owner)
 	if err != nil || mark == Done {
@@ -182,11 +276,29 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 		if err := step("copy", m.store.Copy(ctx, owner, from, to)); err != nil {
 			return err
 		}
+	}
+	old, err := m.store.Count(ctx, owner, from)
+	if err := step(fmt.Sprintf("count rows on shard %d", from), err); err != nil {
+		return err
+	}
+	if mark == Unmoved || old > 0 {
+		n, err := m.store.Count(ctx, owner, to)
+		if err := step(fmt.Sprintf("count rows on shard %d", to), err); err != nil {
+			return err
+		}
+		switch {
+		case mark == Unmoved && n != old:
+			return step("verify copy", fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted: %w", to, n, from, old, ErrCopyMismatch))
+		case n < old:
+			return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", to, n, from, old, to, ErrCopyLost))
+		}
+	}
+	if mark == Unmoved {
 		if err := step("mark copied", m.store.SetMark(ctx, m.id, owner, Copied)); err != nil {
 			return err
 		}
 	}
-	// Copied: the new shard serves owner; the old copy may remain after a crash.
+	// Copied and verified: the new shard serves owner; the old copy may remain after a crash.
 	if err := step("delete old copy", m.store.Delete(ctx, owner, from)); err != nil {
 		return err
 	}
@@ -212,14 +324,20 @@ func (m *Migration) changed(owners iter.Seq[string]) iter.Seq[string] {
 // Options.Concurrency at once, and reports Progress. It ranges over owners twice: once to
 // count, once to move. It stops at the first error, or when ctx is done, and returns it;
 // running it again resumes. After a successful Finish it returns an error wrapping
-// ErrFinished.
+// ErrFinished; owners must not be nil (ErrConfig).
 func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
+	if owners == nil {
+		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
+	}
 	if m.finished.Load() {
 		return fmt.Errorf("rebalance: migration %q: Run after Finish: %w", m.id, ErrFinished)
 	}
 	total := 0
 	for range m.changed(owners) {
 		total++
+	}
+	if total == 0 {
+		return nil
 	}
 	var (
 		wg       sync.WaitGroup
@@ -233,7 +351,7 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 		defer mu.Unlock()
 		return firstErr != nil
 	}
-	for range m.opts.Concurrency {
+	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
 			for o := range work {
 				l := m.lock(o)
@@ -284,8 +402,12 @@ func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished
 
 // Finish checks the mark of every owner of owners whose shard changes. If every one is
 // Done, from then on Do routes by the after sharder alone, reading no mark, and Finish
-// returns nil. Otherwise nothing changes and it returns an *UnfinishedError.
+// returns nil. Otherwise nothing changes and it returns an *UnfinishedError. owners must not
+// be nil (ErrConfig): a nil sequence would check nothing and finish.
 func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
+	if owners == nil {
+		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
+	}
 	left := &UnfinishedError{Migration: m.id}
 	for o := range m.changed(owners) {
 		mark, err := m.mark(ctx, o)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -341,6 +343,11 @@ func TestNewRejects(t *testing.T) {
 		"unknown mode":     {"m", a, b, s, Options{Mode: 9}},
 		"negative movers":  {"m", a, b, s, Options{Concurrency: -1}},
 		"negative stripes": {"m", a, b, s, Options{Stripes: -1}},
+		"too many movers":  {"m", a, b, s, Options{Concurrency: MaxConcurrency + 1}},
+		"maxint movers":    {"m", a, b, s, Options{Concurrency: math.MaxInt}},
+		"too many stripes": {"m", a, b, s, Options{Stripes: MaxStripes + 1}},
+		"1<<28 stripes":    {"m", a, b, s, Options{Stripes: 1 << 28}},
+		"maxint stripes":   {"m", a, b, s, Options{Stripes: math.MaxInt}},
 	} {
 		_, err := New(tc.id, tc.before, tc.after, tc.store, tc.opts)
 		assert.ErrorIs(t, err, ErrConfig, name)
@@ -348,4 +355,182 @@ func TestNewRejects(t *testing.T) {
 	}
 	_, err := New("m", tableSharder{0}, tableSharder{0}, s, Options{})
 	assert.NoError(t, err, "uncomparable sharders are not compared")
+	_, err = New("m", a, b, s, Options{Concurrency: MaxConcurrency, Stripes: MaxStripes})
+	assert.NoError(t, err)
+}
+
+// crashedCopied crashes a migration right after it marks one owner Copied, before it deletes
+// the old copy, and returns that owner with its old and new shard.
+func crashedCopied(t *testing.T, w *world) (owner string, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	crashing := &crashStore{memStore: w.store, op: "copied", when: "after", at: 1}
+	m := w.migration(t, "grow", crashing, Options{})
+	require.ErrorIs(t, m.Run(ctx, slices.Values(w.owners)), errCrash)
+	for _, o := range w.owners {
+		if mark, _ := w.store.Mark(ctx, "grow", o); mark == Copied {
+			from, to = w.before.Locate(o), w.after.Locate(o)
+			require.Equal(t, []int{from, to}, slices.Sorted(slices.Values(w.store.where(o))), "both copies of %s", o)
+			return o, from, to
+		}
+	}
+	t.Fatal("no owner marked Copied")
+	return
+}
+
+// TestLostCopyIsKept: when the new shard loses an owner's rows after the owner was marked
+// Copied (its file deleted and recreated empty, its log lost), the resumed move stops with
+// an error naming the shard and keeps the old copy, in Run and in Do of either mode.
+func TestLostCopyIsKept(t *testing.T) {
+	ctx := context.Background()
+	for _, lose := range []string{"all", "one"} {
+		for _, mode := range []Mode{Async, Lazy} {
+			t.Run(fmt.Sprintf("%s-rows/%v", lose, mode), func(t *testing.T) {
+				w := newWorld(t, 50, 5, 10)
+				o, from, to := crashedCopied(t, w)
+				w.store.mu.Lock()
+				if lose == "all" {
+					w.store.shards[to] = map[string]map[int]string{} // the shard recreated empty
+				} else {
+					delete(w.store.shards[to][o], 0)
+				}
+				w.store.mu.Unlock()
+
+				resumed := w.migration(t, "grow", w.store, Options{Mode: mode})
+				wantMsg := fmt.Sprintf("shard %d lost rows since the copy: the old copy is kept", to)
+				err := resumed.Run(ctx, slices.Values(w.owners))
+				require.ErrorIs(t, err, ErrCopyLost)
+				require.ErrorContains(t, err, wantMsg)
+				called := false
+				err = resumed.Do(ctx, o, func(int) error { called = true; return nil })
+				require.ErrorIs(t, err, ErrCopyLost)
+				assert.False(t, called)
+				assert.Equal(t, rowsPerOwner, w.store.count(from, o), "the old copy of %s on shard %d", o, from)
+				mark, _ := w.store.Mark(ctx, "grow", o)
+				assert.Equal(t, Copied, mark)
+			})
+		}
+	}
+}
+
+// lossyStore's Copy reports success but copies one row fewer than the owner has: a copy
+// that did not land (a write to a file that was gone, say).
+type lossyStore struct{ *memStore }
+
+func (s lossyStore) Copy(ctx context.Context, owner string, from, to int) error {
+	if err := s.memStore.Copy(ctx, owner, from, to); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shards[to][owner], 0)
+	return nil
+}
+
+// TestCopyMismatchKeepsTheSource: a Copy that loses rows leaves the owner Unmoved, served by
+// its old shard with all its rows.
+func TestCopyMismatchKeepsTheSource(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 30, 5, 10)
+	m := w.migration(t, "grow", lossyStore{w.store}, Options{Concurrency: 2})
+	err := m.Run(ctx, slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrCopyMismatch)
+	require.ErrorContains(t, err, fmt.Sprintf("holds %d rows of the owner, shard", rowsPerOwner-1))
+	for _, o := range w.owners {
+		mark, _ := w.store.Mark(ctx, "grow", o)
+		assert.Equal(t, Unmoved, mark, o)
+		assert.Equal(t, rowsPerOwner, w.store.count(w.before.Locate(o), o), o)
+	}
+	w.checkServed(t, m)
+}
+
+// TestCopiedFinishedByDo: in Async mode too, an owner a crash left Copied has its move
+// finished by its next Do, before fn runs on the new shard.
+func TestCopiedFinishedByDo(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 50, 5, 10)
+	o, _, to := crashedCopied(t, w)
+	resumed := w.migration(t, "grow", w.store, Options{})
+	require.NoError(t, resumed.Do(ctx, o, func(s int) error {
+		assert.Equal(t, to, s)
+		assert.Equal(t, []int{to}, w.store.where(o), "the old copy is deleted before fn runs")
+		return nil
+	}))
+	assert.Equal(t, Stats{Lazily: 1}, resumed.Stats())
+}
+
+func TestNilOwners(t *testing.T) {
+	w := newWorld(t, 10, 5, 10)
+	m := w.migration(t, "m", w.store, Options{})
+	assert.ErrorIs(t, m.Run(context.Background(), nil), ErrConfig)
+	assert.ErrorIs(t, m.Finish(context.Background(), nil), ErrConfig)
+}
+
+// TestMoversNoMoreThanOwners: a Run with one owner to move and the most movers allowed
+// starts one mover, not MaxConcurrency goroutines.
+func TestMoversNoMoreThanOwners(t *testing.T) {
+	w := newWorld(t, 1, 5, 10)
+	for w.before.Locate(w.owners[0]) == w.after.Locate(w.owners[0]) {
+		w = newWorld(t, len(w.owners)+1, 5, 10)
+		w.owners = w.owners[len(w.owners)-1:]
+	}
+	base := runtime.NumGoroutine()
+	peak := 0
+	counting := &goroutineCounter{memStore: w.store, peak: &peak}
+	m := w.migration(t, "m", counting, Options{Concurrency: MaxConcurrency})
+	require.NoError(t, m.Run(context.Background(), slices.Values(w.owners)))
+	assert.LessOrEqual(t, peak-base, 2, "goroutines during the move, beyond the %d before it", base)
+}
+
+type goroutineCounter struct {
+	*memStore
+	peak *int
+}
+
+func (g *goroutineCounter) Copy(ctx context.Context, owner string, from, to int) error {
+	*g.peak = max(*g.peak, runtime.NumGoroutine())
+	return g.memStore.Copy(ctx, owner, from, to)
+}
+
+// wrapper is a comparable struct that may hold an uncomparable Sharder: == on two of them
+// panics.
+type wrapper struct{ s shard.Sharder }
+
+func (w wrapper) Locate(k string) int { return w.s.Locate(k) }
+func (w wrapper) Resize(n int) error  { return w.s.Resize(n) }
+func (w wrapper) Shards() int         { return w.s.Shards() }
+
+// TestNewSameSharder: New rejects one sharder given twice, however wrapped, and accepts two
+// sharders of any type, comparable or not, without panicking.
+func TestNewSameSharder(t *testing.T) {
+	a, _ := shard.NewModulo(5)
+	b, _ := shard.NewModulo(10)
+	table := tableSharder{0, 1}
+	s := newMemStore(10)
+	for name, tc := range map[string]struct {
+		before, after shard.Sharder
+		same          bool
+	}{
+		"one pointer":                 {a, a, true},
+		"two pointers":                {a, b, false},
+		"ByPrefix twice":              {shard.ByPrefix(a), shard.ByPrefix(a), true},
+		"ByPrefix of two":             {shard.ByPrefix(a), shard.ByPrefix(b), false},
+		"ByHashTag of ByPrefix":       {shard.ByHashTag(shard.ByPrefix(a)), a, true},
+		"wrapper of one":              {wrapper{a}, wrapper{a}, true},
+		"wrapper of two":              {wrapper{a}, wrapper{b}, false},
+		"wrapper of one slice":        {wrapper{table}, wrapper{table}, true},
+		"wrapper of two slices":       {wrapper{tableSharder{0}}, wrapper{tableSharder{0, 1}}, false},
+		"wrapper of equal slices":     {wrapper{tableSharder{0, 1}}, wrapper{tableSharder{0, 1}}, false},
+		"slice and wrapper of it":     {table, wrapper{table}, true},
+		"uncomparable and comparable": {table, wrapper{a}, false},
+	} {
+		var err error
+		require.NotPanics(t, func() { _, err = New("m", tc.before, tc.after, s, Options{}) }, name)
+		if tc.same {
+			assert.ErrorIs(t, err, ErrConfig, name)
+			assert.ErrorContains(t, err, "before and after are the same sharder, or wrap the same one", name)
+		} else {
+			assert.NoError(t, err, name)
+		}
+	}
 }

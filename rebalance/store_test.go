@@ -37,6 +37,10 @@ func (s *memStore) Copy(_ context.Context, owner string, from, to int) error {
 	return nil
 }
 
+func (s *memStore) Count(_ context.Context, owner string, shard int) (int64, error) {
+	return int64(s.count(shard, owner)), nil
+}
+
 func (s *memStore) Delete(_ context.Context, owner string, shard int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,35 +22,79 @@ import (
 type dbs struct {
 	kind    string // "sqlite" or "postgres"
 	shards  []*sql.DB
+	names   []string // of the shards in errors: "shard 3 (data/shard3.db)", "shard 3 (DSN #4)"
 	control *sql.DB
 }
 
-// openSQLite opens n shard files and control.db in dir, creating dir.
-func openSQLite(dir string, n int) (*dbs, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+// shard wraps err, if not nil, with the name of shard i.
+func (d *dbs) shard(i int, err error) error {
+	if err == nil {
+		return nil
 	}
-	open := func(name string) (*sql.DB, error) {
+	return fmt.Errorf("%s: %w", d.names[i], err)
+}
+
+// openSQLite opens n shard files and control.db in dir. The first run creates dir (not its
+// parent: a mistyped path is an error, not a new tree) and the files. Once control.db exists
+// the shard files must exist too: one that is missing was lost, and creating it empty would
+// hide the loss and let a move delete the last copy of what it held.
+func openSQLite(dir string, n int) (*dbs, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("-data %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("-data %s: not a directory", dir)
+	}
+	probe, err := os.CreateTemp(dir, ".writable-*")
+	if err != nil {
+		return nil, fmt.Errorf("-data %s: the directory is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+
+	_, err = os.Stat(filepath.Join(dir, "control.db"))
+	existing := err == nil
+	open := func(path string) (*sql.DB, error) {
+		mode := "rwc"
+		if existing {
+			mode = "rw"
+			if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("the file is missing but control.db exists: it was lost after this example wrote to it (or -shards/-grow differ from the first run's); refusing to create it empty: %w", errState)
+			} else if err != nil {
+				return nil, err
+			}
+		}
 		// WAL and a busy timeout let readers work while a shard is written; one connection
 		// per file serializes the writers, which is simpler than retrying SQLITE_BUSY.
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, name)+
-			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-		if err == nil {
-			db.SetMaxOpenConns(1)
-		}
-		return db, err
-	}
-	d := &dbs{kind: "sqlite"}
-	for i := range n {
-		db, err := open(fmt.Sprintf("shard%d.db", i))
+		db, err := sql.Open("sqlite", "file:"+path+"?mode="+mode+
+			"&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 		if err != nil {
 			return nil, err
 		}
+		db.SetMaxOpenConns(1)
+		if err := db.Ping(); err != nil {
+			db.Close()
+			return nil, err
+		}
+		return db, nil
+	}
+	d := &dbs{kind: "sqlite"}
+	for i := range n {
+		path := filepath.Join(dir, fmt.Sprintf("shard%d.db", i))
+		d.names = append(d.names, fmt.Sprintf("shard %d (%s)", i, path))
+		db, err := open(path)
+		if err != nil {
+			d.close()
+			return nil, d.shard(i, err)
+		}
 		d.shards = append(d.shards, db)
 	}
-	var err error
-	d.control, err = open("control.db")
-	return d, err
+	d.control, err = open(filepath.Join(dir, "control.db"))
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("control database %s: %w", filepath.Join(dir, "control.db"), err)
+	}
+	return d, nil
 }
 
 // openPostgres opens one database per DSN; the control tables live in the first one.
@@ -57,15 +102,19 @@ func openSQLite(dir string, n int) (*dbs, error) {
 func openPostgres(dsns []string) (*dbs, error) {
 	d := &dbs{kind: "postgres"}
 	for i, dsn := range dsns {
+		d.names = append(d.names, fmt.Sprintf("shard %d (DSN #%d)", i, i+1))
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
-			return nil, fmt.Errorf("shard %d: DSN #%d: %w", i, i+1, err)
+			d.close()
+			return nil, d.shard(i, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = db.PingContext(ctx)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("shard %d: DSN #%d does not connect: %w", i, i+1, err)
+			db.Close()
+			d.close()
+			return nil, d.shard(i, fmt.Errorf("does not connect: %w", err))
 		}
 		db.SetMaxOpenConns(8)
 		d.shards = append(d.shards, db)
@@ -78,7 +127,9 @@ func (d *dbs) close() {
 	for _, db := range d.shards {
 		db.Close()
 	}
-	d.control.Close() // a second Close of shard 0 on PostgreSQL is harmless
+	if d.control != nil {
+		d.control.Close() // a second Close of shard 0 on PostgreSQL is harmless
+	}
 }
 
 // hasTable reports whether db has a table of that name.
@@ -141,31 +192,65 @@ func execAll(ctx context.Context, db *sql.DB, schema string) error {
 func (d *dbs) createSchema(ctx context.Context) error {
 	for i, db := range d.shards {
 		if err := execAll(ctx, db, shardSchema); err != nil {
-			return fmt.Errorf("shard %d: create tables: %w", i, err)
+			return d.shard(i, fmt.Errorf("create tables: %w", err))
 		}
-		var tags []int
-		rows, err := db.QueryContext(ctx, "SELECT n FROM example_shard")
+		tags, err := d.tags(ctx, i)
 		if err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
-		for rows.Next() {
-			var n int
-			if err := rows.Scan(&n); err != nil {
-				return err
-			}
-			tags = append(tags, n)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
+			return d.shard(i, err)
 		}
 		switch {
 		case len(tags) == 0:
 			if _, err := db.ExecContext(ctx, "INSERT INTO example_shard (n) VALUES ($1)", i); err != nil {
-				return err
+				return d.shard(i, err)
 			}
 		case len(tags) > 1 || tags[0] != i:
-			return fmt.Errorf("shard %d: its database is already shard %v: give each shard its own database", i, tags)
+			return d.shard(i, fmt.Errorf("its database is already shard %v: give each shard its own database", tags))
 		}
 	}
 	return execAll(ctx, d.control, controlSchema)
+}
+
+// tags returns the shard numbers a shard database is tagged with: one, or none before the
+// first createSchema.
+func (d *dbs) tags(ctx context.Context, i int) ([]int, error) {
+	rows, err := d.shards[i].QueryContext(ctx, "SELECT n FROM example_shard")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tags []int
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		tags = append(tags, n)
+	}
+	return tags, rows.Err()
+}
+
+// checkShards checks, once the example has state, that every shard database is still the
+// one it created: tagged with its number and holding the messages table. A database that
+// was replaced, truncated or dropped and recreated is refused with its name: creating the
+// tables again would present the loss as an empty shard.
+func (d *dbs) checkShards(ctx context.Context) error {
+	for i, db := range d.shards {
+		ok, err := d.hasTable(ctx, db, "messages")
+		if err != nil {
+			return d.shard(i, err)
+		}
+		var tags []int
+		if has, err := d.hasTable(ctx, db, "example_shard"); err != nil {
+			return d.shard(i, err)
+		} else if has {
+			if tags, err = d.tags(ctx, i); err != nil {
+				return d.shard(i, err)
+			}
+		}
+		if !ok || len(tags) != 1 || tags[0] != i {
+			return d.shard(i, fmt.Errorf("not the database this example loaded (messages table: %v, shard tags: %v): it was replaced, truncated or recreated since; refusing to go on, or a move could delete the last copy of what it held: %w",
+				ok, tags, errState))
+		}
+	}
+	return nil
 }

@@ -5,8 +5,8 @@
 //
 // By default the shards are SQLite files in -data; with -pg they are PostgreSQL databases,
 // one DSN per shard, and the control tables (marks, ledger, state) live in the first.
-// -crash-after N stops the process abruptly during move N+1; running again with the same
-// databases resumes the migration, and the verification must pass.
+// -crash-after N kills the process (SIGKILL) the (N+1)th time it reaches -crash-point;
+// running again with the same databases resumes, and the verification must pass.
 package main
 
 import (
@@ -14,13 +14,31 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/rebalance"
 )
+
+const usage = `Usage: rebalance [flags]
+
+Runs document 004's scenario on real databases: a messages table sharded by user_id % 5
+grows to 10 shards and shrinks back to 5, once with package rebalance's async mover and once
+moving each user on its first access (lazy), while writer and reader goroutines keep
+working. After each resize it verifies that no message was lost, duplicated or left on the
+wrong shard, and prints what it found. Run it again to resume after a crash or to do another
+round; it refuses databases that hold data it did not write.
+
+The shards are SQLite files in -data (created on the first run), or with -pg one PostgreSQL
+database per shard. Progress bars go to stderr when it is a terminal.
+
+Flags:
+`
 
 type config struct {
 	data, pg            string
@@ -31,27 +49,23 @@ type config struct {
 	work                time.Duration
 	crashAfter          int64
 	crashPoint          string
+	// progress, if not nil, is where progress bars are drawn: stderr when it is a terminal.
+	progress io.Writer
 }
 
 func main() {
-	var c config
-	flag.StringVar(&c.data, "data", "data", "directory of the SQLite shard files (ignored with -pg)")
-	flag.StringVar(&c.pg, "pg", "", "comma-separated PostgreSQL DSNs, one per shard, max(-shards, -grow) of them; the control tables go to the first")
-	flag.IntVar(&c.shards, "shards", 5, "shards before growing (document 004: 5)")
-	flag.IntVar(&c.grow, "grow", 10, "shards after growing (document 004: 10)")
-	flag.IntVar(&c.users, "users", 200, "users, with IDs 1..users, loaded on the first run")
-	flag.IntVar(&c.messages, "messages", 10, "messages per user loaded on the first run")
-	flag.IntVar(&c.writers, "writers", 4, "goroutines writing messages during each resize")
-	flag.IntVar(&c.readers, "readers", 4, "goroutines reading users during each resize")
-	flag.IntVar(&c.movers, "movers", 4, "users moved at once by the mover")
-	flag.DurationVar(&c.work, "work", 300*time.Millisecond, "in lazy mode, how long the workload runs (moving users on first access) before the mover sweeps the rest")
-	flag.Int64Var(&c.crashAfter, "crash-after", 0, "if > 0, exit with status 3 during move number crash-after+1 of this run, with no cleanup")
-	flag.StringVar(&c.crashPoint, "crash-point", pointCopied, "where that move stops: copy, copied, marked or deleted")
-	flag.Parse()
-
-	if err := c.check(); err != nil {
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage): // the flag package has printed it, and the usage
+		os.Exit(2)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "rebalance example:", err)
 		os.Exit(2)
+	}
+	if isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd()) {
+		c.progress = os.Stderr
 	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "rebalance example:", err)
@@ -59,11 +73,43 @@ func main() {
 	}
 }
 
+var errUsage = errors.New("bad usage")
+
+// parseFlags parses the command line; -h prints the usage to output and returns flag.ErrHelp.
+func parseFlags(args []string, output io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("rebalance", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprint(output, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.data, "data", "data", "directory of the SQLite shard files (ignored with -pg); its parent must exist")
+	fs.StringVar(&c.pg, "pg", "", "comma-separated PostgreSQL DSNs, one per shard, max(-shards, -grow) of them; the control tables go to the first")
+	fs.IntVar(&c.shards, "shards", 5, "shards before growing (document 004: 5)")
+	fs.IntVar(&c.grow, "grow", 10, "shards after growing (document 004: 10)")
+	fs.IntVar(&c.users, "users", 200, "users, with IDs 1..users, loaded on the first run")
+	fs.IntVar(&c.messages, "messages", 10, "messages per user loaded on the first run")
+	fs.IntVar(&c.writers, "writers", 4, "goroutines writing messages during each resize")
+	fs.IntVar(&c.readers, "readers", 4, "goroutines reading users during each resize")
+	fs.IntVar(&c.movers, "movers", 4, fmt.Sprintf("users moved at once by the mover, at most %d", rebalance.MaxConcurrency))
+	fs.DurationVar(&c.work, "work", 300*time.Millisecond, "in lazy mode, how long the workload runs (moving users on first access) before the mover sweeps the rest")
+	fs.Int64Var(&c.crashAfter, "crash-after", 0, "if N > 0, kill this process (SIGKILL, no cleanup) the (N+1)th time this run reaches -crash-point")
+	fs.StringVar(&c.crashPoint, "crash-point", pointCopied, "where to kill: a move's copy, copied, marked or deleted point, or written: a message inserted on its shard, not yet in the ledger")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, c.check()
+}
+
 // check validates the flags before any database is opened.
 func (c config) check() error {
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
-	}
 	for _, f := range []struct {
 		name string
 		n    int
@@ -81,14 +127,14 @@ func (c config) check() error {
 	if c.users < 1 || c.users > 1_000_000 || c.messages < 0 || c.messages > 100_000 {
 		return fmt.Errorf("-users %d -messages %d: want users in [1, 1000000] and messages in [0, 100000]", c.users, c.messages)
 	}
-	if c.writers < 0 || c.readers < 0 || c.movers < 1 || c.crashAfter < 0 {
-		return fmt.Errorf("-writers %d -readers %d -movers %d -crash-after %d: want >= 0, >= 0, >= 1, >= 0",
-			c.writers, c.readers, c.movers, c.crashAfter)
+	if c.writers < 0 || c.readers < 0 || c.movers < 1 || c.movers > rebalance.MaxConcurrency || c.crashAfter < 0 {
+		return fmt.Errorf("-writers %d -readers %d -movers %d -crash-after %d: want >= 0, >= 0, in [1, %d], >= 0",
+			c.writers, c.readers, c.movers, c.crashAfter, rebalance.MaxConcurrency)
 	}
 	switch c.crashPoint {
-	case pointCopy, pointCopied, pointMarked, pointDeleted:
+	case pointCopy, pointCopied, pointMarked, pointDeleted, pointWritten:
 	default:
-		return fmt.Errorf("-crash-point %q: want copy, copied, marked or deleted", c.crashPoint)
+		return fmt.Errorf("-crash-point %q: want copy, copied, marked, deleted or written", c.crashPoint)
 	}
 	if c.work < 0 {
 		return fmt.Errorf("-work %v: want >= 0", c.work)

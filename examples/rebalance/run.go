@@ -13,7 +13,8 @@ import (
 )
 
 // run opens the databases, checks that they are empty or in a state this example left, loads
-// them if needed, and runs the phases left in the current round.
+// them if needed, records the writes a kill left unrecorded, and runs the phases left in the
+// current round.
 func run(ctx context.Context, c config, out io.Writer) error {
 	var (
 		d   *dbs
@@ -39,8 +40,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	} else if s.Shards != c.shards || s.Grow != c.grow || s.Users != c.users {
 		err = fmt.Errorf("the databases were loaded with -shards %d -grow %d -users %d, not %d, %d, %d: rerun with those, or use empty databases: %w",
 			s.Shards, s.Grow, s.Users, c.shards, c.grow, c.users, errState)
-	} else {
-		err = checkMarks(ctx, d, s)
+	} else if err = checkMarks(ctx, d, s); err == nil {
+		err = d.checkShards(ctx)
 	}
 	if err != nil {
 		return err
@@ -60,6 +61,11 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if len(l.users) != c.users {
 		return fmt.Errorf("the ledger has %d users, the state says %d: %w", len(l.users), c.users, errState)
 	}
+	if n, err := l.adoptUnrecorded(ctx, d); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	} else if n > 0 {
+		fmt.Fprintf(out, "ledger: recorded %d messages written on their shard but not in the ledger when the last run was killed\n", n)
+	}
 	if id := s.previousID(); id != "" {
 		if _, err := d.control.ExecContext(ctx, "DELETE FROM rebalance_marks WHERE migration = $1", id); err != nil {
 			return err
@@ -68,7 +74,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 
 	var crash *crasher
 	if c.crashAfter > 0 {
-		crash = &crasher{after: c.crashAfter, point: c.crashPoint, pause: &l.pause}
+		crash = &crasher{after: c.crashAfter, point: c.crashPoint}
 	}
 	for round := s.Round; s.Round == round; {
 		if err := runPhase(ctx, c, d, l, s, crash, out); err != nil {
@@ -98,9 +104,9 @@ func load(ctx context.Context, c config, d *dbs, out io.Writer) (*state, error) 
 	if err := writeState(ctx, d.control, *s); err != nil {
 		return nil, err
 	}
-	for _, db := range d.shards {
+	for i, db := range d.shards {
 		if _, err := db.ExecContext(ctx, "DELETE FROM messages"); err != nil {
-			return nil, err
+			return nil, d.shard(i, err)
 		}
 	}
 	for _, table := range []string{"example_ledger", "rebalance_marks"} {
@@ -110,7 +116,9 @@ func load(ctx context.Context, c config, d *dbs, out io.Writer) (*state, error) 
 	}
 	layout := newUserSharder(c.shards)
 	base := time.Date(2024, 11, 21, 0, 0, 0, 0, time.UTC).UnixNano()
+	bar := newProgress(c.progress, "loading", "users")
 	for user := int64(1); user <= int64(c.users); user++ {
+		bar.show(int(user-1), c.users)
 		msgs := make([]message, c.messages)
 		a := &account{}
 		for i := range msgs {
@@ -118,13 +126,15 @@ func load(ctx context.Context, c config, d *dbs, out io.Writer) (*state, error) 
 			msgs[i] = message{ID: messageID(user, n), UserID: user, Time: base + n*int64(time.Minute),
 				Message: fmt.Sprintf("message %d of user %d", n, user), Sender: 1 + (user*7+n)%int64(c.users)}
 		}
-		if err := insertMessages(ctx, d.shards[layout.Locate(strconv.FormatInt(user, 10))], msgs); err != nil {
-			return nil, err
+		shard := layout.Locate(strconv.FormatInt(user, 10))
+		if err := insertMessages(ctx, d.shards[shard], msgs); err != nil {
+			return nil, d.shard(shard, err)
 		}
 		if err := (&ledger{}).record(ctx, d.control, user, a, msgs...); err != nil {
 			return nil, err
 		}
 	}
+	bar.end(c.users, c.users)
 	s.Phase = 0
 	if err := writeState(ctx, d.control, *s); err != nil {
 		return nil, err
@@ -134,7 +144,8 @@ func load(ctx context.Context, c config, d *dbs, out io.Writer) (*state, error) 
 }
 
 // runPhase runs (or resumes) the phase s.Phase with the workload running, finishes it,
-// records that in the state, and verifies.
+// verifies, and only then records it done in the state and drops its marks: a phase whose
+// verification fails stays under way, its marks kept, for an operator to look at.
 func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash *crasher, out io.Writer) error {
 	p := s.Phase
 	from, to := s.counts(p)
@@ -155,11 +166,11 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 		}
 	}
 	m, err := rebalance.New(id, before, after, &store{db: d, crash: crash},
-		rebalance.Options{Mode: mode, Concurrency: c.movers, Progress: progressBar("moving")})
+		rebalance.Options{Mode: mode, Concurrency: c.movers, Progress: newProgress(c.progress, "moving", "users").moved()})
 	if err != nil {
 		return err
 	}
-	w := startWorkload(ctx, c, d, l, m)
+	w := startWorkload(ctx, c, d, l, m, crash)
 	if mode == rebalance.Lazy {
 		time.Sleep(c.work) // users move as the workload asks for them
 	}
@@ -169,6 +180,18 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 	}
 	if err := m.Finish(ctx, owners(c.users)); err != nil {
 		return err
+	}
+	st := m.Stats()
+	fmt.Fprintf(out, "moved by this run: %d users by the mover, %d on first access\n", st.ByRun, st.Lazily)
+	fmt.Fprintf(out, "meanwhile: %d messages written, %d reads, %d reads saw fewer messages than acknowledged\n",
+		w.writes.Load(), w.reads.Load(), w.anomalies.Load())
+	v, err := verify(ctx, d, after, l, newProgress(c.progress, "verifying", "messages"))
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	v.print(out, c.users)
+	if !v.ok() {
+		return errVerify
 	}
 
 	// Record the finish first, then drop the marks: a crash in between leaves marks that the
@@ -186,19 +209,6 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 	if _, err := d.control.ExecContext(ctx, "DELETE FROM rebalance_marks WHERE migration = $1", id); err != nil {
 		return err
 	}
-
-	st := m.Stats()
-	fmt.Fprintf(out, "moved by this run: %d users by the mover, %d on first access\n", st.ByRun, st.Lazily)
-	fmt.Fprintf(out, "meanwhile: %d messages written, %d reads, %d reads saw fewer messages than acknowledged\n",
-		w.writes.Load(), w.reads.Load(), w.anomalies.Load())
-	v, err := verify(ctx, d, after, l)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	v.print(out, c.users)
-	if !v.ok() {
-		return errVerify
-	}
 	if w.anomalies.Load() > 0 {
 		return errAnomaly
 	}
@@ -208,11 +218,9 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 // printPlan prints how many users move, and between which shards.
 func printPlan(out io.Writer, p *rebalance.Plan) {
 	fmt.Fprintf(out, "plan: %d of %d users change shard (%.1f%%):", p.Moved(), p.Total, 100*p.Fraction())
-	for from, row := range p.Count {
-		for to, n := range row {
-			if from != to && n > 0 {
-				fmt.Fprintf(out, " %d->%d:%d", from, to, n)
-			}
+	for _, f := range p.Flows {
+		if f.From != f.To {
+			fmt.Fprintf(out, " %d->%d:%d", f.From, f.To, f.Count)
 		}
 	}
 	fmt.Fprintln(out)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/shardkit/shard/rebalance"
@@ -38,7 +37,7 @@ func userID(owner string) (int64, error) {
 }
 
 // Copy replaces the user's messages on shard to with those on shard from, in one transaction
-// on to, so a crash leaves either the old rows or the complete copy.
+// on to, so a crash leaves either the old rows or the complete copy. Errors name the shard.
 func (s *store) Copy(ctx context.Context, owner string, from, to int) error {
 	id, err := userID(owner)
 	if err != nil {
@@ -46,25 +45,40 @@ func (s *store) Copy(ctx context.Context, owner string, from, to int) error {
 	}
 	msgs, err := readMessages(ctx, s.db.shards[from], id)
 	if err != nil {
-		return err
+		return s.db.shard(from, err)
 	}
-	s.crash.at(pointCopy, owner)
-	tx, err := s.db.shards[to].BeginTx(ctx, nil)
+	s.crash.at(pointCopy, "user "+owner)
+	if err := s.replace(ctx, to, id, msgs); err != nil {
+		return s.db.shard(to, err)
+	}
+	s.crash.at(pointCopied, "user "+owner)
+	return nil
+}
+
+func (s *store) replace(ctx context.Context, shard int, user int64, msgs []message) error {
+	tx, err := s.db.shards[shard].BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", id); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", user); err != nil {
 		return err
 	}
 	if err := insertMessages(ctx, tx, msgs); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return err
+	return tx.Commit()
+}
+
+// Count counts the user's messages on shard, which the Migration compares before deleting.
+func (s *store) Count(ctx context.Context, owner string, shard int) (int64, error) {
+	id, err := userID(owner)
+	if err != nil {
+		return 0, err
 	}
-	s.crash.at(pointCopied, owner)
-	return nil
+	var n int64
+	err = s.db.shards[shard].QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE user_id = $1", id).Scan(&n)
+	return n, s.db.shard(shard, err)
 }
 
 // Delete removes the user's messages from shard.
@@ -73,11 +87,11 @@ func (s *store) Delete(ctx context.Context, owner string, shard int) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.shards[shard].ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", id)
-	if err == nil {
-		s.crash.at(pointDeleted, owner)
+	if _, err = s.db.shards[shard].ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", id); err != nil {
+		return s.db.shard(shard, err)
 	}
-	return err
+	s.crash.at(pointDeleted, "user "+owner)
+	return nil
 }
 
 // Mark reads the user's mark; no row means Unmoved.
@@ -97,7 +111,7 @@ func (s *store) SetMark(ctx context.Context, migration, owner string, m rebalanc
 		`INSERT INTO rebalance_marks (migration, owner, mark) VALUES ($1, $2, $3)
 		 ON CONFLICT (migration, owner) DO UPDATE SET mark = excluded.mark`, migration, owner, int(m))
 	if err == nil && m == rebalance.Copied {
-		s.crash.at(pointMarked, owner)
+		s.crash.at(pointMarked, "user "+owner)
 	}
 	return err
 }
@@ -148,32 +162,37 @@ func insertMessages(ctx context.Context, db execer, msgs []message) error {
 	return nil
 }
 
-// Crash points of -crash-point, in the order a move passes them.
+// Crash points of -crash-point: the four a move passes, in order, and one of a write.
 const (
 	pointCopy    = "copy"    // the old rows are read, nothing written yet
 	pointCopied  = "copied"  // the copy is committed, the user is not marked
 	pointMarked  = "marked"  // the user is marked Copied, its old copy remains
 	pointDeleted = "deleted" // the old copy is deleted, the user is not marked Done
+	pointWritten = "written" // a message is committed on its shard, not yet in the ledger
 )
 
-// crasher ends the process with status 3 when the move number after+1 reaches point: a
-// simulated crash, with no cleanup and no deferred calls. It first waits for the writes
-// under way to be acknowledged (see ledger.pause), so that the ledger of acknowledged writes
-// the verification trusts is exact; the move itself is cut wherever point says.
+// crasher kills the process with SIGKILL the (after+1)th time it reaches point: no cleanup,
+// no deferred calls, other goroutines cut wherever they are (writers between a shard insert
+// and its ledger update included), as a kill -9 or a power cut of the process would.
 type crasher struct {
 	after int64
 	point string
-	pause *sync.RWMutex
-	moves atomic.Int64
+	n     atomic.Int64
 }
 
-func (c *crasher) at(point, owner string) {
+func (c *crasher) at(point, what string) {
 	if c == nil || point != c.point {
 		return
 	}
-	if n := c.moves.Add(1); n == c.after+1 {
-		c.pause.Lock()
-		fmt.Fprintf(os.Stderr, "\nsimulated crash: move %d (user %s) stopped after point %q; run again to resume\n", n, owner, point)
-		os.Exit(3)
+	if n := c.n.Add(1); n == c.after+1 {
+		p, err := os.FindProcess(os.Getpid())
+		fmt.Fprintf(os.Stderr, "\nkilling the process at crash point %q, time %d (%s); run again to resume\n", point, n, what)
+		if err == nil {
+			err = p.Kill() // SIGKILL on Unix; the other goroutines run on until it lands
+		}
+		if err != nil {
+			os.Exit(3)
+		}
+		select {} // until the signal lands
 	}
 }

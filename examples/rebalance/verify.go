@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -24,8 +25,9 @@ func (v *verification) ok() bool {
 }
 
 // verify reads every message of every shard database, including those the layout does not
-// use (a message left there is misplaced), and compares each user with the ledger.
-func verify(ctx context.Context, d *dbs, layout shard.Sharder, l *ledger) (*verification, error) {
+// use (a message left there is misplaced), and compares each user with the ledger. It draws
+// its progress, in messages read of those the ledger holds, on bar.
+func verify(ctx context.Context, d *dbs, layout shard.Sharder, l *ledger, bar *progress) (*verification, error) {
 	type seen struct {
 		count  int64
 		sum    uint64
@@ -33,17 +35,23 @@ func verify(ctx context.Context, d *dbs, layout shard.Sharder, l *ledger) (*veri
 	}
 	found := map[int64]*seen{}
 	v := &verification{perShard: make([]int, len(d.shards))}
+	read, written := 0, 0
+	for _, a := range l.users {
+		written += int(a.count)
+	}
 	for i, db := range d.shards {
 		rows, err := db.QueryContext(ctx, "SELECT id, user_id, time, message, sender FROM messages")
 		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
+			return nil, d.shard(i, err)
 		}
 		for rows.Next() {
 			var m message
 			if err := rows.Scan(&m.ID, &m.UserID, &m.Time, &m.Message, &m.Sender); err != nil {
 				rows.Close()
-				return nil, fmt.Errorf("shard %d: %w", i, err)
+				return nil, d.shard(i, err)
 			}
+			read++
+			bar.show(read, written)
 			v.perShard[i]++
 			s := found[m.UserID]
 			if s == nil {
@@ -59,10 +67,11 @@ func verify(ctx context.Context, d *dbs, layout shard.Sharder, l *ledger) (*veri
 				v.misplaced++
 			}
 		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, d.shard(i, err)
 		}
 	}
+	bar.end(read, written)
 	for user, s := range found {
 		if len(s.shards) > 1 {
 			v.twoShards++

@@ -26,7 +26,7 @@ type workload struct {
 
 // startWorkload starts the goroutines; ctx is for the database calls, which a stop never
 // interrupts: a message inserted but not recorded in the ledger would look like a duplicate.
-func startWorkload(ctx context.Context, c config, d *dbs, l *ledger, m *rebalance.Migration) *workload {
+func startWorkload(ctx context.Context, c config, d *dbs, l *ledger, m *rebalance.Migration, crash *crasher) *workload {
 	running, cancel := context.WithCancel(context.Background())
 	w := &workload{cancel: cancel}
 	loop := func(seed int, op func(*rand.Rand, int64) error) {
@@ -42,7 +42,7 @@ func startWorkload(ctx context.Context, c config, d *dbs, l *ledger, m *rebalanc
 		})
 	}
 	for i := range c.writers {
-		loop(i, func(r *rand.Rand, user int64) error { return w.write(ctx, d, l, m, r, user) })
+		loop(i, func(r *rand.Rand, user int64) error { return w.write(ctx, d, l, m, crash, r, user) })
 	}
 	for i := range c.readers {
 		loop(1000+i, func(_ *rand.Rand, user int64) error { return w.read(ctx, d, l, m, user) })
@@ -73,7 +73,7 @@ func (w *workload) stop() error {
 	return w.failed()
 }
 
-func (w *workload) write(ctx context.Context, d *dbs, l *ledger, m *rebalance.Migration, r *rand.Rand, user int64) error {
+func (w *workload) write(ctx context.Context, d *dbs, l *ledger, m *rebalance.Migration, crash *crasher, r *rand.Rand, user int64) error {
 	a := l.users[user]
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -85,11 +85,10 @@ func (w *workload) write(ctx context.Context, d *dbs, l *ledger, m *rebalance.Mi
 		Sender:  1 + r.Int64N(int64(len(l.users))),
 	}
 	err := m.Do(ctx, strconv.FormatInt(user, 10), func(s int) error {
-		l.pause.RLock()
-		defer l.pause.RUnlock()
 		if err := insertMessages(ctx, d.shards[s], []message{msg}); err != nil {
-			return fmt.Errorf("write user %d on shard %d: %w", user, s, err)
+			return d.shard(s, fmt.Errorf("write user %d: %w", user, err))
 		}
+		crash.at(pointWritten, fmt.Sprintf("message %d of user %d", a.count+1, user))
 		return l.record(ctx, d.control, user, a, msg)
 	})
 	if err == nil {
@@ -104,7 +103,7 @@ func (w *workload) read(ctx context.Context, d *dbs, l *ledger, m *rebalance.Mig
 		var n int64
 		err := d.shards[s].QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE user_id = $1", user).Scan(&n)
 		if err != nil {
-			return fmt.Errorf("read user %d on shard %d: %w", user, s, err)
+			return d.shard(s, fmt.Errorf("read user %d: %w", user, err))
 		}
 		w.reads.Add(1)
 		if n < acked {
