@@ -25,9 +25,10 @@ import (
 func TestReadmeStrategies(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	rows := markdownTable(t, string(readme), "## Strategies")
+	rows := markdownTable(t, string(readme), "## Strategies", 0)
 	require.NotEmpty(t, rows)
 	require.Equal(t, []string{"constructor", "`-strategy`", "shards"}, rows[0][:3], "the table's first columns")
+	require.Less(t, 1, len(markdownTable(t, string(readme), "## Strategies", 1)), "the pool table")
 
 	docs := funcDocs(t, ".")
 	inTable := map[string]bool{}
@@ -59,27 +60,41 @@ func TestReadmeStrategies(t *testing.T) {
 	for _, st := range catalog.All() {
 		assert.True(t, inTable[st.Name], "catalog strategy %s is missing from the README's table", st.Name)
 	}
+	pools := map[string]bool{}
+	poolDocs := funcDocs(t, "pool")
+	for _, row := range markdownTable(t, string(readme), "## Strategies", 1)[1:] {
+		pools[strings.Trim(row[1], "`")] = true
+		assert.Contains(t, poolDocs, strings.TrimPrefix(strings.Trim(row[0], "`"), "pool."), "the README's pool table names %s", row[0])
+		_, ok := catalog.FindPool(strings.Trim(row[1], "`"))
+		assert.True(t, ok, "the README's pool table names -strategy %s, which catalog does not have", row[1])
+	}
 	for _, ps := range catalog.Pools() {
-		assert.Contains(t, string(readme), ps.Name, "pool strategy %s is not in the README", ps.Name)
+		assert.True(t, pools[ps.Name], "pool strategy %s is missing from the README's pool table", ps.Name)
 	}
 	// Every pool constructor the README names exists.
-	poolDocs := funcDocs(t, "pool")
 	for _, m := range regexp.MustCompile(`pool\.(New\w+)`).FindAllStringSubmatch(string(readme), -1) {
 		assert.Contains(t, poolDocs, m[1], "the README names pool.%s", m[1])
 	}
 }
 
-// markdownTable returns the cells of the first table after the line heading, header first.
-func markdownTable(t *testing.T, text, heading string) [][]string {
+// markdownTable returns the cells of table number index (from 0) after the line heading,
+// header first.
+func markdownTable(t *testing.T, text, heading string, index int) [][]string {
 	t.Helper()
 	_, after, ok := strings.Cut(text, "\n"+heading+"\n")
 	require.True(t, ok, "no %q section", heading)
 	var rows [][]string
 	for line := range strings.Lines(after) {
 		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
 		if !strings.HasPrefix(line, "|") {
 			if rows != nil {
-				break
+				if index == 0 {
+					break
+				}
+				index, rows = index-1, nil
 			}
 			continue
 		}

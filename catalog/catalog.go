@@ -153,8 +153,8 @@ type PoolStrategy struct {
 	New func(nodes []pool.Node, o Options) (pool.Pool, error)
 }
 
-// Pools returns every strategy of package pool with its default options, the cheapest to
-// change first. The slice is new on every call.
+// Pools returns every strategy of package pool with its default options. The slice is new
+// on every call.
 func Pools() []PoolStrategy {
 	return []PoolStrategy{
 		{Name: "ring", New: func(nodes []pool.Node, o Options) (pool.Pool, error) {
@@ -162,6 +162,15 @@ func Pools() []PoolStrategy {
 		}},
 		{Name: "rendezvous", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
 			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+		{Name: "maglev", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMaglev(nodes, pool.MaglevOptions{})
+		}},
+		{Name: "memento", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMemento(nodes)
+		}},
+		{Name: "multi-probe", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMultiProbe(nodes, pool.MultiProbeOptions{})
 		}},
 	}
 }

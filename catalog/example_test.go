@@ -51,11 +51,14 @@ func ExamplePools() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("%-10s user:1 -> %s\n", s.Name, p.Locate("user:1"))
+		fmt.Printf("%-11s user:1 -> %s\n", s.Name, p.Locate("user:1"))
 	}
 	// Output:
-	// ring       user:1 -> cache-c
-	// rendezvous user:1 -> cache-b
+	// ring        user:1 -> cache-c
+	// rendezvous  user:1 -> cache-b
+	// maglev      user:1 -> cache-a
+	// memento     user:1 -> cache-b
+	// multi-probe user:1 -> cache-b
 }
 
 // A pool strategy chosen by name.

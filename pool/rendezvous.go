@@ -52,7 +52,8 @@ import (
 // up to a few thousand nodes; Ring costs the same at any size. Memory: about 90 bytes per
 // node with a 13-byte name, membership included (BenchmarkPoolBuild).
 //
-// Make one with NewRendezvous; the zero Rendezvous is not usable. Locate and AppendN take no
+// Make one with NewRendezvous; the zero Rendezvous has no nodes (Locate returns "", AppendN
+// appends nothing, changes fail with ErrEmpty). Locate and AppendN take no
 // lock and are safe for concurrent use with each other and with Add, Remove and SetWeight,
 // which are serialized.
 type Rendezvous struct {
@@ -176,6 +177,9 @@ func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint
 // Locate returns the name of the node with the best score for key.
 func (r *Rendezvous) Locate(key string) string {
 	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		return ""
+	}
 	k := r.keyHash(key)
 	if len(t.classes) == 1 {
 		i, _ := r.best(t, k, 0, len(t.names))
@@ -217,6 +221,9 @@ func (c rendezvousCandidate) better(d rendezvousCandidate, names []string) bool 
 // for key, best first. It allocates only when dst lacks room, or when n > 8.
 func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		return dst
+	}
 	n = min(n, len(t.names))
 	if n <= 0 {
 		return dst
@@ -335,6 +342,9 @@ func (r *Rendezvous) SetWeight(name string, weight int) error {
 func (r *Rendezvous) change(f func(*members) (*members, error)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil {
+		return zeroError("rendezvous", "NewRendezvous")
+	}
 	m, err := f(r.m)
 	if err != nil {
 		return err
