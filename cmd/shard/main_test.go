@@ -118,6 +118,8 @@ var fixtures = map[string]string{
 	"trie.txt":      "00 0\n01 2\n1 1\n",
 	"trie-bad.txt":  "00 0\n01 2\n1 one\n",
 	"slots.txt":     "hash=redis partitions=16384 shards=3\n0-5460 0\n5461-10922 1\n10923-16383 2\n",
+	"pool.txt":      "memento v1\nbuckets 4\nnode \"a\" weight 1 buckets 0\nnode \"b\" weight 2 buckets 1-2\nnode \"c\" weight 1 buckets 3\nremoved\n",
+	"pool-bad.txt":  "memento v1\nbuckets 4\nnode \"a\" weight 1 buckets 0\nnode \"b\" weight 2 buckets 1-2\nremoved\n",
 }
 
 func workdir(t *testing.T) string {
@@ -225,7 +227,7 @@ var cases = []struct {
 	{"table-new-trie", []string{"table", "new", "-strategy", "trie", "-n", "6"}, "", 0, ""},
 	{"table-new-exists", []string{"table", "new", "-strategy", "trie", "-n", "6", "-o", "trie.txt"}, "", 1, "trie.txt exists"},
 	{"table-new-n-0", []string{"table", "new", "-strategy", "trie", "-n", "0"}, "", 2, "-n 0"},
-	{"table-new-unknown", []string{"table", "new", "-strategy", "jump", "-n", "3"}, "", 2, `-strategy "jump": want partitions, redis-cluster or trie`},
+	{"table-new-unknown", []string{"table", "new", "-strategy", "jump", "-n", "3"}, "", 2, `-strategy "jump": want partitions, redis-cluster, trie or memento`},
 	{"table-edit-resize", []string{"table", "edit", "-resize", "5", "parts.txt"}, "", 0, ""},
 	{"table-edit-move", []string{"table", "edit", "-move", "0-99:2", "-move", "200:1", "slots.txt"}, "", 0, ""},
 	{"table-edit-split-json", []string{"table", "edit", "-json", "-split", "1", "trie.txt"}, "", 0, ""},
@@ -238,6 +240,16 @@ var cases = []struct {
 	{"table-edit-no-file", []string{"table", "edit", "-resize", "3"}, "", 2, "want one FILE"},
 	{"table-flag-after-file", []string{"table", "edit", "parts.txt", "-resize", "3"}, "", 2, "flags go before FILE"},
 	{"table-no-action", []string{"table"}, "", 2, "no action"},
+	{"table-dash-h", []string{"table", "-h"}, "", 0, ""},
+	{"table-show-pool", []string{"table", "show", "pool.txt"}, "", 0, ""},
+	{"table-check-pool-bad", []string{"table", "check", "pool-bad.txt"}, "", 1, "pool-bad.txt: pool: memento"},
+	{"table-new-memento", []string{"table", "new", "-strategy", "memento", "-nodes", "x,y:3"}, "", 0, ""},
+	{"table-new-memento-n", []string{"table", "new", "-strategy", "memento", "-n", "3"}, "", 2, "takes -nodes, not -n"},
+	{"table-edit-pool-remove", []string{"table", "edit", "-remove", "b", "pool.txt"}, "", 0, ""},
+	{"table-edit-pool-resize", []string{"table", "edit", "-resize", "2", "pool.txt"}, "", 2, "pool.txt is a pool state"},
+	{"table-edit-parts-add", []string{"table", "edit", "-add", "d", "parts.txt"}, "", 2, "they edit a pool state"},
+	{"locate-pool-state", []string{"locate", "-table", "pool.txt", "-replicas", "2", "user:1", "user:2"}, "", 0, ""},
+	{"plan-pool-state", []string{"plan", "-table", "pool.txt", "-remove", "a", "-keys", "20000"}, "", 0, ""},
 	{"table-unknown-action", []string{"table", "fix", "parts.txt"}, "", 2, `unknown action "fix"`},
 	{"table-flag-wrong-action", []string{"table", "show", "-resize", "3", "parts.txt"}, "", 2, "-resize does not apply to show"},
 

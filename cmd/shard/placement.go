@@ -33,11 +33,11 @@ func (s *spec) define(fs *flag.FlagSet) {
 	fs.IntVar(&s.n, "n", 0, "number of shards of a dense strategy, numbered 0..n-1")
 	fs.IntVar(&s.vnodes, "vnodes", 0, fmt.Sprintf("points per shard of murmur-ring (0: %d), or per node of a pool ring (0: its default)", catalog.DefaultVnodes))
 	fs.IntVar(&s.partitions, "partitions", 0, fmt.Sprintf("partitions of the partitions strategy (0: %d)", catalog.DefaultPartitions))
-	fs.StringVar(&s.nodes, "nodes", "", "pool members in join order, `name[:weight],...`; as in nutcracker.yml the weight\nfollows the last ':', so a host:port name carries it: 10.0.0.7:6379:1")
+	fs.StringVar(&s.nodes, "nodes", "", "pool members in join order, a `LIST` of name[:weight],...; as in nutcracker.yml the\nweight follows the last ':', so a host:port name carries it: 10.0.0.7:6379:1")
 	fs.StringVar(&s.preset, "preset", "", "place keys as another system does, configured by its own file (-config)")
 	fs.StringVar(&s.config, "config", "", "the preset's configuration `file`")
 	fs.StringVar(&s.group, "pool", "", "the pool, upstream or backend of -config to use, when it has several")
-	fs.StringVar(&s.table, "table", "", "a saved partition table or trie shape `file` to place keys with")
+	fs.StringVar(&s.table, "table", "", "a saved partition table, trie shape or pool state `file` to place keys with")
 }
 
 // placement is a built spec: a dense sharder or a pool of named nodes.

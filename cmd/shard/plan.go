@@ -46,9 +46,9 @@ Progress shows on stderr when it is a terminal.`,
 		c.before.define(fs)
 		c.keys.define(fs, 100_000)
 		fs.IntVar(&c.to, "to", 0, "resize to `N` shards")
-		fs.StringVar(&c.add, "add", "", "add pool members `name[:weight],...`")
-		fs.StringVar(&c.remove, "remove", "", "remove pool members `name,...`")
-		fs.StringVar(&c.weight, "weight", "", "set a pool member's weight: `name:weight`")
+		fs.StringVar(&c.add, "add", "", "add pool members, a `LIST` of name[:weight],...")
+		fs.StringVar(&c.remove, "remove", "", "remove the pool members `NAMES`, name,...")
+		fs.StringVar(&c.weight, "weight", "", "set a pool member's weight, `NAME:WEIGHT`")
 		fs.StringVar(&c.after.strategy, "to-strategy", "", "the strategy after")
 		fs.IntVar(&c.after.n, "to-n", 0, "the shard count after (as -to, with another -to-strategy)")
 		fs.StringVar(&c.after.nodes, "to-nodes", "", "the pool members after")
@@ -278,37 +278,35 @@ func (c *planChange) run(e *env) (*planReport, error) {
 	return rep, nil
 }
 
-// count places every key before and after and counts the flows.
-//
-// When rebalance.Plan is sparse (branch harden), this becomes rebalance.PlanKeys over the
-// owners' index.
+// count places every key before and after and counts the flows with rebalance.PlanKeys,
+// pools through the owners' numbers.
 func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, error], prog *progress) error {
-	counts := map[[2]int]int64{}
-	for k, err := range keys {
-		if err != nil {
-			return err
-		}
-		counts[[2]int{rep.owners.of(before, k), rep.owners.of(after, k)}]++
-		rep.Total++
-		prog.count("placing", int(rep.Total))
-	}
-	if rep.Total == 0 {
-		return fmt.Errorf("%s: no keys", rep.Keys)
-	}
-	pairs := slices.SortedFunc(func(yield func([2]int) bool) {
-		for p := range counts {
-			if !yield(p) {
+	var readErr error
+	seq := func(yield func(string) bool) {
+		n := 0
+		for k, err := range keys {
+			if err != nil {
+				readErr = err
+				return
+			}
+			n++
+			prog.count("placing", n)
+			if !yield(k) {
 				return
 			}
 		}
-	}, func(a, b [2]int) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	for _, p := range pairs {
-		rep.Flows = append(rep.Flows, planFlow{From: rep.owners.label(p[0]), To: rep.owners.label(p[1]), Count: counts[p]})
-		if p[0] != p[1] {
-			rep.Moved += counts[p]
-		}
 	}
-	rep.Fraction = float64(rep.Moved) / float64(rep.Total)
+	plan := rebalance.PlanKeys(rep.owners.sharder(before), rep.owners.sharder(after), seq)
+	if readErr != nil {
+		return readErr
+	}
+	if plan.Total == 0 {
+		return fmt.Errorf("%s: no keys", rep.Keys)
+	}
+	for _, f := range plan.Flows {
+		rep.Flows = append(rep.Flows, planFlow{From: rep.owners.label(f.From), To: rep.owners.label(f.To), Count: f.Count})
+	}
+	rep.Total, rep.Moved, rep.Fraction = plan.Total, plan.Moved(), plan.Fraction()
 	return nil
 }
 
@@ -461,13 +459,23 @@ func newOwners(before, after *placement) *owners {
 	return o
 }
 
-// of returns the number of key's owner in p.
-func (o *owners) of(p *placement, key string) int {
+// sharder returns p as a shard.Sharder whose shard numbers are the owners' numbers.
+func (o *owners) sharder(p *placement) shard.Sharder {
 	if p.pool == nil {
-		return p.dense.Locate(key)
+		return p.dense
 	}
-	return o.index[p.pool.Locate(key)]
+	return numbered{o, p.pool}
 }
+
+// numbered is a pool seen as a shard.Sharder: node names become the owners' numbers.
+type numbered struct {
+	o *owners
+	p pool.Pool
+}
+
+func (n numbered) Locate(key string) int { return n.o.index[n.p.Locate(key)] }
+func (n numbered) Shards() int           { return len(n.o.names) }
+func (n numbered) Resize(int) error      { return errors.New("a pool is resized by its members") }
 
 // label returns what the output calls owner i: its shard number or its node name.
 func (o *owners) label(i int) any {

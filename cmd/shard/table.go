@@ -15,41 +15,50 @@ import (
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 var tableVerb = &verb{
 	name:    "table",
 	args:    "show|check FILE... | new [flags] | edit [flags] FILE",
-	summary: "show, check, make or edit a saved partition table or trie shape",
+	summary: "show, check, make or edit a saved partition table, trie shape or pool state",
 	about: `
 A saved table is the text form that MarshalText writes and UnmarshalText reads: a
-partition table (shard.Partitions, shard.NewRedisCluster), a trie shape (shard.Trie). The
-kind is read from the file.
+partition table (shard.Partitions, shard.NewRedisCluster), a trie shape (shard.Trie) or
+the state of a Memento pool (pool.Memento). The kind is read from the file.
 
   show FILE...   check each file and print its owners: partitions, leaves or weights per
                  shard or node, and how even they are
   check FILE...  check each file; the error names the line at fault; exit status 1 if any
                  file is bad
-  new            write a new table: -strategy partitions|redis-cluster|trie -n N
-  edit FILE      change a table with one of -resize, -move, -split, -merge, and print the
-                 new table, or write it with -w (the file is replaced only once the new
-                 text has been written, read back and checked) or -o; what the change moves
-                 is printed on stderr
+  new            write a new table: -strategy partitions|redis-cluster|trie -n N, or
+                 -strategy memento -nodes LIST
+  edit FILE      change a table with one of -resize, -move, -split, -merge (tables and
+                 shapes) or -add, -remove, -weight (pool states), and print the new table,
+                 or write it with -w (the file is replaced only once the new text has been
+                 written, read back and checked) or -o; what the change moves is printed on
+                 stderr: exactly for tables and shapes, on 100000 random keys for pools
 
 Flags go before FILE.
 
   shard table new -strategy redis-cluster -n 3 -o slots.txt
   shard table edit -move 0-99:2 -w slots.txt
-  shard table edit -resize 4 slots.txt > grown.txt`,
+  shard table edit -resize 4 slots.txt > grown.txt
+  shard table new -strategy memento -nodes a,b,c -o pool.txt
+  shard table edit -remove b -w pool.txt`,
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var t tableFlags
-		fs.StringVar(&t.strategy, "strategy", "", "new: partitions, redis-cluster or trie")
+		fs.StringVar(&t.strategy, "strategy", "", "new: partitions, redis-cluster, trie or memento")
 		fs.IntVar(&t.n, "n", 0, "new: the number of shards")
+		fs.StringVar(&t.nodes, "nodes", "", "new, memento: the pool's members `LIST`, name[:weight],...")
 		fs.IntVar(&t.partitions, "partitions", 0, fmt.Sprintf("new, partitions: the number of partitions (0: %d)", catalog.DefaultPartitions))
 		fs.IntVar(&t.resize, "resize", 0, "edit: resize to `N` shards (partition table or trie shape)")
 		fs.Func("move", "edit: give partitions `P[-Q]:SHARD` to a shard (repeatable; partition table)", t.addMove)
-		fs.IntVar(&t.split, "split", -1, "edit: split the leaf of `SHARD` in two (trie shape)")
-		fs.IntVar(&t.merge, "merge", -1, "edit: merge the leaf of `SHARD` into its sibling (trie shape)")
+		fs.IntVar(&t.split, "split", 0, "edit: split the leaf of `SHARD` in two (trie shape)")
+		fs.IntVar(&t.merge, "merge", 0, "edit: merge the leaf of `SHARD` into its sibling (trie shape)")
+		fs.StringVar(&t.add, "add", "", "edit: add members `LIST`, name[:weight],... (pool state)")
+		fs.StringVar(&t.remove, "remove", "", "edit: remove the members `NAMES`, name,... (pool state)")
+		fs.StringVar(&t.weight, "weight", "", "edit: set a member's weight, `NAME:WEIGHT` (pool state)")
 		fs.BoolVar(&t.write, "w", false, "edit: write the result back to FILE instead of stdout")
 		fs.StringVar(&t.out, "o", "", "new, edit: write the table to `file` instead of stdout")
 		fs.BoolVar(&t.json, "json", false, "print a JSON object instead of text")
@@ -58,9 +67,7 @@ Flags go before FILE.
 				return badUsage("no action: want show, check, new or edit")
 			}
 			action := args[0]
-			if action == "-h" || action == "-help" {
-				action, args = "", args[1:] // let the flag package print the usage
-			} else {
+			if action != "-h" && action != "-help" { // else parse prints the usage
 				args = args[1:]
 			}
 			files, err := parse(fs, args)
@@ -88,7 +95,7 @@ Flags go before FILE.
 				if len(files) > 0 {
 					return badUsage("new takes no file: it writes to stdout, or to -o FILE")
 				}
-				if err := t.only(action, "strategy", "n", "partitions", "o"); err != nil {
+				if err := t.only(action, "strategy", "n", "partitions", "nodes", "o"); err != nil {
 					return err
 				}
 				return t.create(e)
@@ -96,7 +103,7 @@ Flags go before FILE.
 				if len(files) != 1 {
 					return badUsage("edit: want one FILE, got %d", len(files))
 				}
-				if err := t.only(action, "resize", "move", "split", "merge", "w", "o"); err != nil {
+				if err := t.only(action, "resize", "move", "split", "merge", "add", "remove", "weight", "w", "o"); err != nil {
 					return err
 				}
 				return t.edit(e, files[0])
@@ -110,6 +117,9 @@ Flags go before FILE.
 type tableFlags struct {
 	strategy      string
 	n, partitions int
+	nodes         string
+	add, remove   string
+	weight        string
 	resize        int
 	moves         []partRun
 	split, merge  int
@@ -152,21 +162,30 @@ func (t *tableFlags) addMove(v string) error {
 	return nil
 }
 
-// savedTable is a table read from a file or made by new.
+// savedTable is a table read from a file or made by new: one of a partition table, a trie
+// shape and a Memento pool's state.
 type savedTable struct {
 	name  string // the file, for messages
 	parts *shard.Partitions
 	trie  *shard.Trie
+	state *pool.Memento
 }
+
+// mementoHeader is the line a Memento state begins with, after comments.
+const mementoHeader = "memento v1"
 
 // parseTable reads text as the kind of table it is.
 func parseTable(name string, text []byte) (*savedTable, error) {
 	t := &savedTable{name: name}
 	var err error
-	if strings.HasPrefix(sniff(text), "hash=") {
+	switch first := sniff(text); {
+	case strings.HasPrefix(first, "hash="):
 		t.parts = &shard.Partitions{}
 		err = t.parts.UnmarshalText(text)
-	} else {
+	case first == mementoHeader:
+		t.state = &pool.Memento{}
+		err = t.state.UnmarshalText(text)
+	default:
 		t.trie = &shard.Trie{}
 		err = t.trie.UnmarshalText(text)
 	}
@@ -185,43 +204,51 @@ func loadTable(path string) (*savedTable, error) {
 }
 
 func (t *savedTable) kind() string {
-	if t.parts != nil {
+	switch {
+	case t.parts != nil:
 		return "partition table"
+	case t.trie != nil:
+		return "trie shape"
 	}
-	return "trie shape"
-}
-
-func (t *savedTable) sharder() shard.Sharder {
-	if t.parts != nil {
-		return t.parts
-	}
-	return t.trie
+	return "pool state"
 }
 
 func (t *savedTable) text() []byte {
 	var text []byte
 	var err error
-	if t.parts != nil {
+	switch {
+	case t.parts != nil:
 		text, err = t.parts.MarshalText()
-	} else {
+	case t.trie != nil:
 		text, err = t.trie.MarshalText()
+	default:
+		text, err = t.state.MarshalText()
 	}
 	if err != nil {
-		panic(err) // a loaded table always marshals
+		panic(err) // a loaded or new table always marshals
 	}
 	return text
 }
 
 // describe says "partition table (hash=xxh64, 16384 partitions, 10 shards)".
 func (t *savedTable) describe() string {
-	if t.parts != nil {
+	switch {
+	case t.parts != nil:
 		return fmt.Sprintf("partition table (%s, %d partitions, %d shards)", hashRule(t.parts), t.parts.NumPartitions(), t.parts.Shards())
+	case t.trie != nil:
+		return fmt.Sprintf("trie shape (%d shards)", t.trie.Shards())
 	}
-	return fmt.Sprintf("trie shape (%d shards)", t.trie.Shards())
+	return fmt.Sprintf("memento pool state (%s)", describeNodes(t.state.Nodes()))
 }
 
 func (t *savedTable) placement() *placement {
-	return &placement{dense: t.sharder(), table: t}
+	switch {
+	case t.parts != nil:
+		return &placement{dense: t.parts, table: t}
+	case t.trie != nil:
+		return &placement{dense: t.trie, table: t}
+	}
+	return &placement{pool: t.state, table: t}
 }
 
 // tableSummary is what show prints for one table.
@@ -244,41 +271,50 @@ type balance struct {
 }
 
 type tableOwner struct {
-	Shard      int     `json:"shard"`
+	Shard      *int    `json:"shard,omitempty"`
+	Node       string  `json:"node,omitempty"`       // pool states
+	Weight     int     `json:"weight,omitempty"`     // pool states
 	Partitions int     `json:"partitions,omitempty"` // partition tables
 	Leaf       string  `json:"leaf,omitempty"`       // trie shapes: the leaf's bits, "-" for the root
-	Share      float64 `json:"share"`                // of the partitions or of the key hashes
+	Share      float64 `json:"share"`                // of the partitions, key hashes or weight
 }
 
 func (t *savedTable) summary() tableSummary {
-	s := tableSummary{File: t.name, OK: true, Kind: t.kind(), Shards: t.sharder().Shards()}
-	if t.parts != nil {
+	s := tableSummary{File: t.name, OK: true, Kind: t.kind()}
+	var loads []int // whole units per shard, for the balance
+	switch {
+	case t.parts != nil:
+		s.Shards = t.parts.Shards()
 		s.Hash = strings.TrimPrefix(hashRule(t.parts), "hash=")
 		s.Partitions = t.parts.NumPartitions()
-		counts := make([]int, s.Shards)
+		loads = make([]int, s.Shards)
 		for _, sh := range t.parts.Table() {
-			counts[sh]++
+			loads[sh]++
 		}
-		for sh, c := range counts {
-			s.Owners = append(s.Owners, tableOwner{Shard: sh, Partitions: c, Share: float64(c) / float64(s.Partitions)})
+		for sh, c := range loads {
+			s.Owners = append(s.Owners, tableOwner{Shard: &sh, Partitions: c, Share: float64(c) / float64(s.Partitions)})
 		}
-	} else {
+	case t.trie != nil:
+		s.Shards = t.trie.Shards()
+		loads = make([]int, s.Shards)
 		for _, l := range t.trie.Leaves() {
 			bits := "-"
 			if l.Depth > 0 {
 				bits = fmt.Sprintf("%0*b", l.Depth, l.Path)
 			}
-			s.Owners = append(s.Owners, tableOwner{Shard: l.Shard, Leaf: bits, Share: 1 / float64(uint64(1)<<l.Depth)})
+			s.Owners = append(s.Owners, tableOwner{Shard: &l.Shard, Leaf: bits, Share: 1 / float64(uint64(1)<<l.Depth)})
+			loads[l.Shard] += 1 << (shard.MaxTrieDepth - l.Depth) // in the deepest leaf's share
 		}
-	}
-	// Balance over whole units: partitions, or the smallest possible leaf's share of hashes.
-	loads := make([]int, s.Shards)
-	for _, o := range s.Owners {
-		if t.parts != nil {
-			loads[o.Shard] += o.Partitions
-		} else {
-			loads[o.Shard] += int(o.Share * (1 << shard.MaxTrieDepth))
+	default: // weights are meant to differ: no balance
+		nodes := t.state.Nodes()
+		total := 0
+		for _, n := range nodes {
+			total += n.Weight
 		}
+		for _, n := range nodes {
+			s.Owners = append(s.Owners, tableOwner{Node: n.Name, Weight: n.Weight, Share: float64(n.Weight) / float64(total)})
+		}
+		return s
 	}
 	b := measure.BalanceOf(loads)
 	s.Balance = &balance{StddevPct: b.StddevPct, MaxMean: b.MaxMean}
@@ -286,25 +322,28 @@ func (t *savedTable) summary() tableSummary {
 }
 
 func (s tableSummary) write(w io.Writer) error {
+	var t measure.Table
 	switch s.Kind {
 	case "partition table":
 		fmt.Fprintf(w, "%s: partition table: hash=%s, %d partitions, %d shards\n\n", s.File, s.Hash, s.Partitions, s.Shards)
-	default:
-		fmt.Fprintf(w, "%s: trie shape: %d shards\n\n", s.File, s.Shards)
-	}
-	var t measure.Table
-	if s.Kind == "partition table" {
 		t.Header = []string{"shard", "partitions", "% of partitions"}
 		for _, o := range s.Owners {
-			t.Add(strconv.Itoa(o.Shard), strconv.Itoa(o.Partitions), pct2(o.Share))
+			t.Add(strconv.Itoa(*o.Shard), strconv.Itoa(o.Partitions), pct2(o.Share))
 		}
-	} else {
+	case "trie shape":
+		fmt.Fprintf(w, "%s: trie shape: %d shards\n\n", s.File, s.Shards)
 		t.Header = []string{"leaf", "shard", "% of key hashes"}
 		for _, o := range s.Owners {
-			t.Add(o.Leaf, strconv.Itoa(o.Shard), pct2(o.Share))
+			t.Add(o.Leaf, strconv.Itoa(*o.Shard), pct2(o.Share))
+		}
+	default:
+		fmt.Fprintf(w, "%s: memento pool state: %d nodes\n\n", s.File, len(s.Owners))
+		t.Header = []string{"node", "weight", "% of weight"}
+		for _, o := range s.Owners {
+			t.Add(showKey(o.Node), strconv.Itoa(o.Weight), pct2(o.Share))
 		}
 	}
-	if _, err := t.WriteTo(w); err != nil {
+	if _, err := t.WriteTo(w); err != nil || s.Balance == nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\nbalance: stddev %.2f%% of the mean, max/mean %.3f\n", s.Balance.StddevPct, s.Balance.MaxMean)
@@ -354,10 +393,26 @@ func (t *tableFlags) show(e *env, files []string, checkOnly bool) error {
 
 // create writes a new table.
 func (t *tableFlags) create(e *env) error {
+	tab := &savedTable{name: "new table"}
+	if t.strategy == "memento" {
+		if t.n != 0 || t.nodes == "" {
+			return badUsage("new: -strategy memento takes -nodes, not -n")
+		}
+		nodes, err := parseNodes(t.nodes)
+		if err != nil {
+			return err
+		}
+		if tab.state, err = pool.NewMemento(nodes); err != nil {
+			return usageError{fmt.Errorf("-nodes: %w", err)}
+		}
+		return t.output(e, "", tab, "")
+	}
 	if t.n < 1 {
 		return badUsage("new: -n %d: want the number of shards, at least 1", t.n)
 	}
-	tab := &savedTable{name: "new table"}
+	if t.nodes != "" {
+		return badUsage("new: -nodes is for -strategy memento")
+	}
 	var err error
 	switch t.strategy {
 	case "partitions":
@@ -367,7 +422,7 @@ func (t *tableFlags) create(e *env) error {
 	case "trie":
 		tab.trie, err = shard.NewTrie(t.n)
 	default:
-		return badUsage("new: -strategy %q: want partitions, redis-cluster or trie", t.strategy)
+		return badUsage("new: -strategy %q: want partitions, redis-cluster, trie or memento", t.strategy)
 	}
 	if err != nil {
 		return usageError{err}
@@ -388,13 +443,13 @@ func (t *tableFlags) edit(e *env, file string) error {
 		return badUsage("-w and -o: give one")
 	}
 	edits := 0
-	for _, n := range []string{"resize", "move", "split", "merge"} {
+	for _, n := range []string{"resize", "move", "split", "merge", "add", "remove", "weight"} {
 		if t.set[n] {
 			edits++
 		}
 	}
 	if edits != 1 {
-		return badUsage("edit: give one of -resize, -move, -split, -merge")
+		return badUsage("edit: give one of -resize, -move, -split, -merge, -add, -remove, -weight")
 	}
 	before, err := loadTable(file)
 	if err != nil {
@@ -406,9 +461,22 @@ func (t *tableFlags) edit(e *env, file string) error {
 	}
 	var change string
 	switch {
+	case t.set["add"], t.set["remove"], t.set["weight"]:
+		if after.state == nil {
+			return badUsage("-add, -remove, -weight: %s is a %s: they edit a pool state", file, after.kind())
+		}
+		c := planChange{add: t.add, remove: t.remove, weight: t.weight}
+		p := after.placement()
+		if err := c.apply(p); err != nil {
+			return err
+		}
+		change = p.change
 	case t.set["resize"]:
+		if after.state != nil {
+			return badUsage("-resize: %s is a pool state: change its members with -add or -remove", file)
+		}
 		change = fmt.Sprintf("resize to %d shards", t.resize)
-		err = after.sharder().Resize(t.resize)
+		err = after.placement().dense.Resize(t.resize)
 	case t.set["move"]:
 		if after.parts == nil {
 			return badUsage("-move: %s is a %s: -move edits a partition table", file, after.kind())
@@ -441,20 +509,37 @@ func (t *tableFlags) edit(e *env, file string) error {
 		}
 		return err
 	}
-	rep := &planReport{}
-	rep.tablePlan(before.placement(), after.placement())
-	return t.output(e, file, after, fmt.Sprintf("%s: %s: %s", file, change, movedSummary(rep)))
+	moved, err := movedSummary(e, before.placement(), after.placement())
+	if err != nil {
+		return err
+	}
+	return t.output(e, file, after, fmt.Sprintf("%s: %s: %s", file, change, moved))
 }
 
-// movedSummary says what an edit moves, from the exact plan.
-func movedSummary(rep *planReport) string {
+// movedSummary says what an edit moves: exactly for tables and shapes, on a sample of keys
+// for pools.
+func movedSummary(e *env, before, after *placement) (string, error) {
+	rep := &planReport{}
+	rep.tablePlan(before, after)
 	switch {
 	case rep.Partitions != nil:
-		return fmt.Sprintf("%d of %d partitions move (%s%%)", rep.Partitions.Moved, rep.Partitions.Partitions, pct2(rep.Partitions.Fraction))
+		return fmt.Sprintf("%d of %d partitions move (%s%%)", rep.Partitions.Moved, rep.Partitions.Partitions, pct2(rep.Partitions.Fraction)), nil
 	case rep.Ranges != nil:
-		return fmt.Sprintf("%s%% of the key hashes move", pct2(rep.Ranges.Fraction))
+		return fmt.Sprintf("%s%% of the key hashes move", pct2(rep.Ranges.Fraction)), nil
 	}
-	return strings.Join(rep.Notes, "; ")
+	keys := sample{count: 100_000, keylen: 16}
+	seq, what, closeKeys, err := keys.open(e)
+	if err != nil {
+		return "", err
+	}
+	defer closeKeys()
+	rep = &planReport{Keys: what, owners: newOwners(before, after)}
+	prog := newProgress(e)
+	defer prog.done()
+	if err := rep.count(before, after, seq, prog); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d of %s move (%s%%)", rep.Moved, rep.Keys, pct2(rep.Fraction)), nil
 }
 
 // editReport is what new and edit print with -json.
