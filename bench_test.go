@@ -171,10 +171,11 @@ func BenchmarkMovement(b *testing.B) {
 	}
 }
 
-// BenchmarkVnodes repeats document 002's experiment: the Murmur ring with 10 shards,
-// 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of the per-shard
-// counts averaged over several rings and key sets. More vnodes should mean a smaller deviation.
-// stddev% is in % of the mean; stddev is in keys, the unit document 002 reports.
+// BenchmarkVnodes repeats the consistent-hash homework's [002] experiment: the Murmur ring
+// with 10 shards, 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of
+// the per-shard counts averaged over several rings and key sets. More vnodes should mean a
+// smaller deviation. stddev% is in % of the mean; stddev is in keys, the unit the
+// consistent-hash homework [002] reports.
 func BenchmarkVnodes(b *testing.B) {
 	if testing.Short() {
 		b.Skip("places a million UUIDs per vnode count and seed")

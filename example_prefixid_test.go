@@ -10,9 +10,9 @@ import (
 	"github.com/shardkit/shard"
 )
 
-// Document 001's scenario: users write articles, articles get comments, and a user's
-// records should share a partition. Routing integer IDs by id % N keeps them together only
-// until N changes; prefix IDs keep them together through every change.
+// The ID-features article's [001] scenario: users write articles, articles get comments, and a
+// user's records should share a partition. Routing integer IDs by id % N keeps them together
+// only until N changes; prefix IDs keep them together through every change.
 func ExampleByPrefix() {
 	m, _ := shard.NewModulo(4)
 	byOwner := shard.ByPrefix(m)
@@ -93,7 +93,7 @@ func ExampleByPrefix() {
 	//   user 4: id % N on [0 4], prefix ID on [1]
 }
 
-// Four partitions numbered as document 001 numbers them.
+// Four partitions numbered as the ID-features article [001] numbers them.
 func ExampleNewIDAllocator() {
 	for k := range 4 {
 		a, _ := shard.NewIDAllocator(k, 4)

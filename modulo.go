@@ -7,7 +7,7 @@ import (
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
-// Modulo places a key on shard xxhash64(key) % n, the rule of document 003's lecture.
+// Modulo places a key on shard xxhash64(key) % n, the rule of the sharding lecture [003].
 //
 // It is perfectly even and the fastest strategy, but a resize moves almost every key: from n
 // to n+1 shards a key stays only if both remainders agree, so about n/(n+1) of all keys

@@ -14,11 +14,11 @@ import (
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
-// Partitions places keys in two steps, document 003's "constant number of sections": a key
-// maps to one of a fixed number P of partitions by a rule that never changes, and a small
-// table maps each partition to a shard. A resize or an operator moves whole partitions by
-// editing the table; no key ever changes partition, so the table is all that must be shared
-// (see MarshalText) and all that must be migrated.
+// Partitions places keys in two steps, the sharding lecture's [003] "constant number of
+// sections": a key maps to one of a fixed number P of partitions by a rule that never changes,
+// and a small table maps each partition to a shard. A resize or an operator moves whole
+// partitions by editing the table; no key ever changes partition, so the table is all that
+// must be shared (see MarshalText) and all that must be migrated.
 //
 // P bounds the number of shards: with too few partitions a new shard gets none, and more
 // partitions allow finer balance. Redis Cluster is this scheme with P = 16384 slots (see
@@ -364,9 +364,9 @@ func (p *Partitions) Move(partition, to int) error {
 	return nil
 }
 
-// MarshalText saves the table as text, to keep in a central store that every router loads
-// (document 003). The format is a header line and one line per run of consecutive partitions
-// with the same owner, in increasing order, each line ending in '\n':
+// MarshalText saves the table as text, to keep in a central store that every router loads (the
+// sharding lecture [003]). The format is a header line and one line per run of consecutive
+// partitions with the same owner, in increasing order, each line ending in '\n':
 //
 //	hash=redis partitions=16384 shards=3
 //	0-5460 0
@@ -405,11 +405,11 @@ func (p *Partitions) MarshalText() ([]byte, error) {
 // must have the same hash rule and partition count (else the error wraps ErrPartitionCount),
 // since a key's partition must never change. The shard count may differ.
 //
-// The runs must cover every partition exactly once, in increasing order, and name shards
-// below the header's shard count; a shard may own no partition, as after Move drained it.
-// Lines of one partition may be written "7-7 2" or "7 2", and adjacent runs with the same
-// owner are accepted. The final '\n' is optional; nothing else is tolerated: no blank lines,
-// no extra spaces, no signs, no leading zeros, no '\r'. Errors name the line and the problem and wrap
+// The runs must cover every partition exactly once, in increasing order, and name shards below
+// the header's shard count; a shard may own no partition, as after Move drained it. Lines of
+// one partition may be written "7-7 2" or "7 2", and adjacent runs with the same owner are
+// accepted. The final '\n' is optional; nothing else is tolerated: no blank lines, no extra
+// spaces, no signs, no leading zeros, no '\r'. Errors name the line and the problem and wrap
 // ErrPartitionTable; on error the table is unchanged.
 func (p *Partitions) UnmarshalText(text []byte) error {
 	t, err := parsePartitionTable(text)

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 )
 
-// This file holds document 001's co-location tools: IDs that land in a chosen partition
-// (IDAllocator), IDs that carry their owner's ID as a prefix (PrefixID, ParsePrefixID), and
-// Sharders that route a key by that prefix or by a Redis hash tag (ByPrefix, ByHashTag), so
-// that a user's row, articles and comments always share a shard.
+// This file holds the ID-features article's [001] co-location tools: IDs that land in a chosen
+// partition (IDAllocator), IDs that carry their owner's ID as a prefix (PrefixID,
+// ParsePrefixID), and Sharders that route a key by that prefix or by a Redis hash tag
+// (ByPrefix, ByHashTag), so that a user's row, articles and comments always share a shard.
 
 // MaxID is the largest ID an IDAllocator issues: 2^63-1, so that every ID fits a signed
 // 64-bit column (SQL BIGINT, Java long) as well as a uint64.
@@ -29,10 +29,10 @@ var ErrIDSpace = errors.New("ID space exhausted")
 var ErrPrefixID = errors.New("malformed prefix ID")
 
 // IDAllocator issues the IDs of partition k of n: k, k+n, k+2n, ... for k > 0, and n, 2n, 3n,
-// ... for partition 0, so every ID it issues is in [1, MaxID] and satisfies id % n == k.
-// It is SQL Server's IDENTITY(k, n) per partition as document 001 sets it up (partition 0
-// is IDENTITY(n, n), since 0 is not a valid ID), so Modulo.LocateID(id) finds the partition
-// again for as long as the shard count stays n.
+// ... for partition 0, so every ID it issues is in [1, MaxID] and satisfies id % n == k. It is
+// SQL Server's IDENTITY(k, n) per partition as the ID-features article [001] sets it up
+// (partition 0 is IDENTITY(n, n), since 0 is not a valid ID), so Modulo.LocateID(id) finds the
+// partition again for as long as the shard count stays n.
 //
 // Unlike a database sequence, which skips the values of rolled-back inserts, it never skips
 // one: the IDs issued are exactly the first ones of the sequence, in order, however many
@@ -109,16 +109,17 @@ func (a *IDAllocator) Last() uint64 {
 // PrefixID returns owner + "-" + local, the ID of a record local that belongs to owner, so
 // that ByPrefix places both on one shard.
 //
-// A prefix ID is two or more non-empty segments joined by '-'; its first segment is its
-// owner, the root record whose ID decides the shard. Segments may hold any bytes except '-'.
-// The articles of user "1" are "1-A1", "1-A2", ... (document 001). owner may itself be a
-// prefix ID, and the result keeps its root: a comment on article "1-A1" is
-// PrefixID("1-A1", "C1") = "1-A1-C1", whose owner is still user "1". Document 001 routes a
-// comment by its article and the article by its user; co-location is transitive, so routing
-// every record by its root keeps a user's row, articles and comments on one shard through
-// every resize, where routing a comment by its article's whole ID would scatter them. The
-// article stays visible in the comment's ID: the comments of "1-A1" are the IDs that begin
-// with "1-A1-". Document 001's flat form "1-C1" is a well-formed prefix ID too.
+// A prefix ID is two or more non-empty segments joined by '-'; its first segment is its owner,
+// the root record whose ID decides the shard. Segments may hold any bytes except '-'. The
+// articles of user "1" are "1-A1", "1-A2", ... (the ID-features article [001]). owner may
+// itself be a prefix ID, and the result keeps its root: a comment on article "1-A1" is
+// PrefixID("1-A1", "C1") = "1-A1-C1", whose owner is still user "1". The ID-features article
+// [001] routes a comment by its article and the article by its user; co-location is
+// transitive, so routing every record by its root keeps a user's row, articles and comments on
+// one shard through every resize, where routing a comment by its article's whole ID would
+// scatter them. The article stays visible in the comment's ID: the comments of "1-A1" are the
+// IDs that begin with "1-A1-". The ID-features article's [001] flat form "1-C1" is a
+// well-formed prefix ID too.
 //
 // An empty owner or local part, or one that begins or ends with '-' or holds "--", is an
 // error wrapping ErrPrefixID.

@@ -9,6 +9,22 @@
 // Placement never depends on the process: every hash is fixed and seedless (never
 // hash/maphash), and golden vectors in testdata pin the outputs, so every process that routes
 // with the same strategy and shard count agrees on every key.
+//
+// # Sources
+//
+// The documentation cites five source documents by number; the README's Sources section
+// gives each one's title in its own language, author and date:
+//
+//   - [000] the two-algorithms post, «Делаем алгоритм шардинга. Два решения: простое и
+//     красивое» (2014): first-byte SHA-1 and the Jedis MD5 ring;
+//   - [001] the ID-features article, 《一种以ID特征为依据的数据分片(Sharding)策略》: IDs
+//     per partition, prefix IDs, co-location;
+//   - [002] the consistent-hash homework, 《架构师训练营第 5 周作业——一致性 Hash 算法》 by 在野
+//     (2020): a Murmur ring and its deviation against the vnode count;
+//   - [003] the sharding lecture, «Шардирование» by Илья Кокорин (Ilya Kokorin): modulo, the
+//     bit trie, fixed sections, rendezvous, consistent and jump hashing;
+//   - [004] the rebalancing post, «Ребалансировка данных при шардинге»: asynchronous and lazy
+//     rebalancing.
 package shard
 
 import (

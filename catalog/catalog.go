@@ -25,8 +25,8 @@ import (
 
 // Defaults for the strategies that take a parameter besides the shard count.
 const (
-	// DefaultVnodes is the Murmur ring's points per shard: document 002's curve flattens
-	// near 1000, where the deviation is about 3% of the mean.
+	// DefaultVnodes is the Murmur ring's points per shard: the consistent-hash homework's
+	// [002] curve flattens near 1000, where the deviation is about 3% of the mean.
 	DefaultVnodes = 1000
 	// DefaultPartitions is the partition count of the general Partitions strategy, as many
 	// as Redis Cluster has slots, so up to 16384 shards can be addressed.

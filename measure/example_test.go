@@ -19,7 +19,8 @@ func ExampleBalanceOf() {
 	// stddev 1.31% (random hash: 0.95%), max/mean 1.018
 }
 
-// Document 002's experiment, small: more points per shard, a more even ring.
+// The consistent-hash homework's [002] experiment, small: more points per shard, a more even
+// ring.
 func ExampleVnodesCurve() {
 	points, err := measure.VnodesCurve(10, []int{10, 100, 1000}, 100000, 2)
 	if err != nil {

@@ -2,7 +2,8 @@
 // movement statistics, allocation counts and an interleaved timing loop. The benchmarks,
 // the comparison (shard compare, in cmd/shard) and the peer comparison share it, and it is
 // public so that you can measure your own keys and strategies the same way. It sits above
-// the strategies: nothing in package shard imports it.
+// the strategies: nothing in package shard imports it. [002], the consistent-hash homework,
+// is one of the sources package shard's documentation lists.
 package measure
 
 import (
@@ -56,7 +57,7 @@ func RandomKeys(seed uint64, count, n int) iter.Seq[string] {
 }
 
 // UUIDs returns count random version-4 UUIDs in their 36-character text form, the keys of
-// document 002's experiment; the same seed gives the same UUIDs.
+// the consistent-hash homework's [002] experiment; the same seed gives the same UUIDs.
 func UUIDs(seed uint64, count int) []string {
 	const hex = "0123456789abcdef"
 	r := newRand(seed)
