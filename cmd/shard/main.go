@@ -39,11 +39,7 @@ type verb struct {
 }
 
 // verbs lists the verbs in the order usage shows them.
-var verbs []*verb
-
-func init() {
-	verbs = []*verb{locateVerb, planVerb, tableVerb, compareVerb}
-}
+var verbs = []*verb{locateVerb, planVerb, tableVerb, compareVerb}
 
 // env is where a verb reads and writes: the process's files in main, buffers in tests.
 type env struct {

@@ -50,7 +50,7 @@ Progress shows on stderr when it is a terminal.`,
 		fs.StringVar(&c.remove, "remove", "", "remove the pool members `NAMES`, name,...")
 		fs.StringVar(&c.weight, "weight", "", "set a pool member's weight, `NAME:WEIGHT`")
 		fs.StringVar(&c.after.strategy, "to-strategy", "", "the strategy after")
-		fs.IntVar(&c.after.n, "to-n", 0, "the shard count after (as -to, with another -to-strategy)")
+		fs.IntVar(&c.after.n, "to-n", 0, "the shard count of the placement after, built anew (-to resizes the one before)")
 		fs.StringVar(&c.after.nodes, "to-nodes", "", "the pool members after")
 		fs.StringVar(&c.after.preset, "to-preset", "", "the preset after")
 		fs.StringVar(&c.after.config, "to-config", "", "the preset's configuration after")

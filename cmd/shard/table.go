@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -416,7 +417,7 @@ func (t *tableFlags) create(e *env) error {
 	var err error
 	switch t.strategy {
 	case "partitions":
-		tab.parts, err = shard.NewPartitions(t.n, cmpOr(t.partitions, catalog.DefaultPartitions))
+		tab.parts, err = shard.NewPartitions(t.n, cmp.Or(t.partitions, catalog.DefaultPartitions))
 	case "redis-cluster":
 		tab.parts, err = shard.NewRedisCluster(t.n)
 	case "trie":
@@ -428,13 +429,6 @@ func (t *tableFlags) create(e *env) error {
 		return usageError{err}
 	}
 	return t.output(e, "", tab, "")
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // edit changes the table in file by the one edit the flags give.
