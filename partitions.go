@@ -181,7 +181,13 @@ func (t *partitionTable) partition(key string) int {
 	if t.hash == hashRedis {
 		return RedisSlot(key)
 	}
-	hi, _ := bits.Mul64(keyhash.XXH64(key), uint64(len(t.owner)))
+	return xxhPartition(key, len(t.owner))
+}
+
+// xxhPartition returns floor(XXH64(key) * np / 2^64), in [0, np): the partition of key among
+// np by the xxh64 rule, which PagedPartitions shares.
+func xxhPartition(key string, np int) int {
+	hi, _ := bits.Mul64(keyhash.XXH64(key), uint64(np))
 	return int(hi)
 }
 
@@ -382,9 +388,15 @@ func (p *Partitions) MarshalText() ([]byte, error) {
 		return nil, err
 	}
 	b := fmt.Appendf(nil, "hash=%s partitions=%d shards=%d\n", partitionHashNames[t.hash], len(t.owner), t.shards)
-	for first := 0; first < len(t.owner); {
+	return appendRuns(b, t.owner), nil
+}
+
+// appendRuns appends one line "FIRST-LAST SHARD" per run of consecutive partitions of owner
+// with the same shard, or "PARTITION SHARD" for a run of one, numbering owner from 0.
+func appendRuns(b []byte, owner []uint16) []byte {
+	for first := 0; first < len(owner); {
 		last := first
-		for last+1 < len(t.owner) && t.owner[last+1] == t.owner[first] {
+		for last+1 < len(owner) && owner[last+1] == owner[first] {
 			last++
 		}
 		b = strconv.AppendInt(b, int64(first), 10)
@@ -393,11 +405,11 @@ func (p *Partitions) MarshalText() ([]byte, error) {
 			b = strconv.AppendInt(b, int64(last), 10)
 		}
 		b = append(b, ' ')
-		b = strconv.AppendInt(b, int64(t.owner[first]), 10)
+		b = strconv.AppendInt(b, int64(owner[first]), 10)
 		b = append(b, '\n')
 		first = last + 1
 	}
-	return b, nil
+	return b
 }
 
 // UnmarshalText loads a table saved by MarshalText, replacing the current one atomically.
@@ -463,13 +475,29 @@ func parsePartitionTable(text []byte) (*partitionTable, error) {
 		return nil, bad(1, "%.40q: want shards=N with N in [1, %d]", f[2], np)
 	}
 	t.owner = make([]uint16, np)
+	next, err := parseRuns(body, t.owner, t.shards, 2, bad)
+	if err != nil {
+		return nil, err
+	}
+	if next < np {
+		return nil, fmt.Errorf("shard: partitions: table ends early: partitions %d-%d have no owner: %w", next, np-1, ErrPartitionTable)
+	}
+	return t, nil
+}
+
+// parseRuns fills owner from the lines of body, "FIRST-LAST SHARD" or "PARTITION SHARD",
+// which must give each partition once, in increasing order from 0, to a shard below shards.
+// It returns the first partition no line gave; errors come from bad with the line number,
+// counting the first line of body as firstLine.
+func parseRuns(body []byte, owner []uint16, shards, firstLine int, bad func(line int, format string, args ...any) error) (int, error) {
+	np := len(owner)
 	next := 0 // the first partition not yet covered
-	for i := 2; len(body) > 0; i++ {
+	for i := firstLine; len(body) > 0; i++ {
 		var line []byte
 		line, body, _ = bytes.Cut(body, []byte("\n"))
 		rng, shard, ok := bytes.Cut(line, []byte(" "))
 		if !ok {
-			return nil, bad(i, "%.40q: want \"FIRST-LAST SHARD\" or \"PARTITION SHARD\"", line)
+			return 0, bad(i, "%.40q: want \"FIRST-LAST SHARD\" or \"PARTITION SHARD\"", line)
 		}
 		a, b, isRange := bytes.Cut(rng, []byte("-"))
 		first, err1 := parseDecimal(a)
@@ -480,27 +508,24 @@ func parsePartitionTable(text []byte) (*partitionTable, error) {
 		s, err3 := parseDecimal(shard)
 		switch {
 		case err1 != nil || err2 != nil || err3 != nil:
-			return nil, bad(i, "%.40q: want \"FIRST-LAST SHARD\" or \"PARTITION SHARD\" in decimal", line)
+			return 0, bad(i, "%.40q: want \"FIRST-LAST SHARD\" or \"PARTITION SHARD\" in decimal", line)
 		case first > last:
-			return nil, bad(i, "range %d-%d is backwards", first, last)
+			return 0, bad(i, "range %d-%d is backwards", first, last)
 		case first < next:
-			return nil, bad(i, "range %d-%d overlaps partitions already given (next expected %d)", first, last, next)
+			return 0, bad(i, "range %d-%d overlaps partitions already given (next expected %d)", first, last, next)
 		case first > next:
-			return nil, bad(i, "gap: partitions %d-%d have no owner", next, first-1)
+			return 0, bad(i, "gap: partitions %d-%d have no owner", next, first-1)
 		case last >= np:
-			return nil, bad(i, "range %d-%d: partitions end at %d", first, last, np-1)
-		case s >= t.shards:
-			return nil, bad(i, "shard %d: allowed range is [0, %d)", s, t.shards)
+			return 0, bad(i, "range %d-%d: partitions end at %d", first, last, np-1)
+		case s >= shards:
+			return 0, bad(i, "shard %d: allowed range is [0, %d)", s, shards)
 		}
 		for j := first; j <= last; j++ {
-			t.owner[j] = uint16(s)
+			owner[j] = uint16(s)
 		}
 		next = last + 1
 	}
-	if next < np {
-		return nil, fmt.Errorf("shard: partitions: table ends early: partitions %d-%d have no owner: %w", next, np-1, ErrPartitionTable)
-	}
-	return t, nil
+	return next, nil
 }
 
 var errDecimal = errors.New("not a decimal")

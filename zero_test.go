@@ -29,6 +29,8 @@ func TestZeroValues(t *testing.T) {
 		{"Partitions", &shard.Partitions{}, 0, false, shard.ErrPartitionTable},
 		{"Prefixed", &shard.Prefixed{}, 0, false, shard.ErrShardCount},
 		{"Tagged", &shard.Tagged{}, 0, false, shard.ErrShardCount},
+		{"PagedPartitions", &shard.PagedPartitions{}, 0, false, shard.ErrPartitionTable},
+		{"Directory", &shard.Directory{}, 0, false, shard.ErrShardCount},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.s

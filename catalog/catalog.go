@@ -2,24 +2,23 @@
 // shard ([All]), the named pools of package pool ([Pools]) and the presets of package compat
 // that read another system's own configuration ([Presets]). The benchmarks, the shard
 // command and the peer comparison measure and offer one and the same set through it. A new
-// strategy, pool or preset is added here, one entry in one list, and nowhere else.
+// strategy or pool is added here, one entry in one list, and nowhere else; a new preset is
+// added to package compat's list, as follows.
 //
 // # Adding a preset
 //
-// A preset of package compat registers with one entry in the slice [Presets] returns:
-//
-//	{Name: "twemproxy", Config: "nutcracker.yml", Group: "pool", Load: compat.LoadTwemproxy},
-//
-// Name is what the command's -preset flag takes. Load receives the configuration file's
-// bytes as the system reads them and the name of the group to use (the -pool flag: a
-// twemproxy pool, an nginx upstream, an HAProxy backend; empty when the file holds only
-// one), and returns a [pool.Pool] that places every key as that system does, or an error
-// that names the line at fault. With that entry, shard locate, plan and compare take
-// -preset NAME -config FILE [-pool GROUP], and the catalog tests check the entry.
+// A preset of package compat registers with one line in the list compat.Presets returns
+// (compat/presets.go): a compat.Preset with its System name, a Doc line that says what
+// configuration text it takes and what the name picks in it, and New, which parses that
+// text and returns a [pool.Pool] placing every key as the system does, or an error naming
+// the line at fault. [Presets] lists them all under their System names, so the shard command
+// takes -preset SYSTEM -config FILE [-pool NAME] for a new preset, and the catalog tests
+// check it, with no change here.
 package catalog
 
 import (
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/compat"
 	"github.com/shardkit/shard/pool"
 )
 
@@ -31,6 +30,9 @@ const (
 	// DefaultPartitions is the partition count of the general Partitions strategy, as many
 	// as Redis Cluster has slots, so up to 16384 shards can be addressed.
 	DefaultPartitions = 16384
+	// DefaultPageSize is the page size of the paged-partitions strategy: 16 pages of the
+	// default 16384 partitions, 1024 pages of 2^20.
+	DefaultPageSize = 1024
 )
 
 // Options are the parameters some strategies take; a zero field means its default.
@@ -82,6 +84,8 @@ const (
 	jedisVnodes   = 160
 	maxTrie       = 1 << shard.MaxTrieDepth
 	redisSlots    = 16384
+	// maxPagedShards: PagedPartitions keeps shard numbers in 16 bits.
+	maxPagedShards = 1 << 16
 )
 
 // fixed returns a max function for a limit that no option changes.
@@ -99,6 +103,9 @@ func All() []Strategy {
 		{Name: "trie", max: fixed(maxTrie), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewTrie(n) }},
 		{Name: "partitions", max: Options.partitions, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewPartitions(n, o.partitions()) }},
 		{Name: "redis-cluster", max: fixed(redisSlots), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRedisCluster(n) }},
+		{Name: "paged-partitions", max: func(o Options) int { return min(o.partitions(), maxPagedShards) }, New: func(n int, o Options) (shard.Sharder, error) {
+			return shard.NewPagedPartitions(n, o.partitions(), DefaultPageSize)
+		}},
 	}
 }
 
@@ -113,26 +120,25 @@ func Find(name string) (Strategy, bool) {
 }
 
 // Preset places keys exactly as another system does, configured by that system's own
-// configuration file. See the package documentation for how a preset registers.
+// configuration text: a preset of package compat under its name.
 type Preset struct {
-	// Name is short and stable, the command's -preset value: "twemproxy", "nginx", ...
+	// Name is short and stable, the command's -preset value: "nginx", "haproxy", ...
 	Name string
-	// Config names the file Load reads, for usage texts: "nutcracker.yml".
-	Config string
-	// Group is what Load's group argument selects in the file, for usage texts: "pool",
-	// "upstream", "backend"; empty if the file describes one placement only.
-	Group string
-	// Load parses config and returns the placement of its group named group (empty: the
-	// only one). Errors say what is wrong and name the line.
-	Load func(config []byte, group string) (pool.Pool, error)
+	// Doc says what configuration text New takes and what its name argument picks in it.
+	Doc string
+	// New parses config and returns the placement of the group called name in it (an
+	// nginx upstream, an HAProxy backend; "" when the text holds one). Errors name the line.
+	New func(config []byte, name string) (pool.Pool, error)
 }
 
-// Presets returns every preset of package compat, one entry per system. The slice is new
-// on every call.
+// Presets returns every preset of package compat, in its order. The slice is new on every
+// call.
 func Presets() []Preset {
-	return []Preset{
-		// One entry per preset of package compat, as the package documentation shows.
+	var out []Preset
+	for _, p := range compat.Presets() {
+		out = append(out, Preset{Name: p.System, Doc: p.Doc, New: p.New})
 	}
+	return out
 }
 
 // FindPreset returns the preset called name, and whether there is one.
@@ -171,6 +177,9 @@ func Pools() []PoolStrategy {
 		}},
 		{Name: "multi-probe", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
 			return pool.NewMultiProbe(nodes, pool.MultiProbeOptions{})
+		}},
+		{Name: "modula", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewModula(nodes, pool.ModulaOptions{})
 		}},
 	}
 }

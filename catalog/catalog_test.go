@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/compat"
 	"github.com/shardkit/shard/pool"
 
 	"github.com/stretchr/testify/assert"
@@ -32,7 +33,7 @@ func TestAll(t *testing.T) {
 // the limit itself is accepted (checked where building that many shards is cheap; a ring or
 // trie at its limit holds millions of points or directory entries).
 func TestMaxShards(t *testing.T) {
-	cheap := map[string]bool{"modulo": true, "first-byte-sha1": true, "jump": true, "rendezvous": true, "partitions": true, "redis-cluster": true}
+	cheap := map[string]bool{"modulo": true, "first-byte-sha1": true, "jump": true, "rendezvous": true, "partitions": true, "redis-cluster": true, "paged-partitions": true}
 	for _, o := range []Options{{}, {Vnodes: 16, Partitions: 1000}, {Vnodes: 5000, Partitions: 1}} {
 		for _, s := range All() {
 			max := s.MaxShards(o)
@@ -76,22 +77,23 @@ func TestPools(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// Every preset entry is complete and named once; the command shows Config and Group in its
-// usage and calls Load.
+// Every preset entry is complete and named once, and refuses garbage; the command shows
+// its Doc and calls New.
 func TestPresets(t *testing.T) {
 	seen := map[string]bool{}
 	for _, p := range Presets() {
 		require.NotEmpty(t, p.Name)
 		require.False(t, seen[p.Name], "duplicate name %q", p.Name)
 		seen[p.Name] = true
-		assert.NotEmpty(t, p.Config, p.Name)
-		require.NotNil(t, p.Load, p.Name)
-		_, err := p.Load([]byte("\x00 not a configuration"), "")
+		assert.NotEmpty(t, p.Doc, p.Name)
+		require.NotNil(t, p.New, p.Name)
+		_, err := p.New([]byte("\x00 not a configuration"), "")
 		assert.Error(t, err, "%s accepts garbage", p.Name)
 		got, ok := FindPreset(p.Name)
 		require.True(t, ok)
 		assert.Equal(t, p.Name, got.Name)
 	}
+	require.Len(t, seen, len(compat.Presets()), "every compat preset is in the catalog")
 	_, ok := FindPreset("no such preset")
 	assert.False(t, ok)
 }

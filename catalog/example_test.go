@@ -10,18 +10,19 @@ import (
 // Every strategy by name, with the most shards it takes under the default options.
 func ExampleAll() {
 	for _, s := range catalog.All() {
-		fmt.Printf("%-15s up to %d shards\n", s.Name, s.MaxShards(catalog.Options{}))
+		fmt.Printf("%-16s up to %d shards\n", s.Name, s.MaxShards(catalog.Options{}))
 	}
 	// Output:
-	// modulo          up to 2147483647 shards
-	// first-byte-sha1 up to 10 shards
-	// jump            up to 2147483647 shards
-	// rendezvous      up to 65536 shards
-	// jedis-ring      up to 26214 shards
-	// murmur-ring     up to 4194 shards
-	// trie            up to 1048576 shards
-	// partitions      up to 16384 shards
-	// redis-cluster   up to 16384 shards
+	// modulo           up to 2147483647 shards
+	// first-byte-sha1  up to 10 shards
+	// jump             up to 2147483647 shards
+	// rendezvous       up to 65536 shards
+	// jedis-ring       up to 26214 shards
+	// murmur-ring      up to 4194 shards
+	// trie             up to 1048576 shards
+	// partitions       up to 16384 shards
+	// redis-cluster    up to 16384 shards
+	// paged-partitions up to 16384 shards
 }
 
 // A strategy chosen by name, as a command-line flag or a configuration file names it.
@@ -59,6 +60,7 @@ func ExamplePools() {
 	// maglev      user:1 -> cache-a
 	// memento     user:1 -> cache-b
 	// multi-probe user:1 -> cache-b
+	// modula      user:1 -> cache-c
 }
 
 // A pool strategy chosen by name.
@@ -76,29 +78,40 @@ func ExampleFindPool() {
 	// [a b]
 }
 
-// The presets by name, with the file each reads.
+// The presets by name.
 func ExamplePresets() {
 	for _, p := range catalog.Presets() {
-		fmt.Printf("%s reads %s\n", p.Name, p.Config)
+		fmt.Println(p.Name)
 	}
-	fmt.Println(len(catalog.Presets()), "presets")
 	// Output:
-	// 0 presets
+	// nginx
+	// haproxy
+	// goredis
+	// jedis
 }
 
 // A preset places keys as another system does, from that system's own configuration.
 func ExampleFindPreset() {
-	p, ok := catalog.FindPreset("twemproxy")
+	p, ok := catalog.FindPreset("nginx")
 	if !ok {
-		fmt.Println("no twemproxy preset")
-		return
+		panic("no nginx preset")
 	}
-	config := []byte("alpha:\n  distribution: ketama\n  hash: fnv1a_64\n  servers:\n   - 127.0.0.1:6379:1 a\n   - 127.0.0.1:6380:1 b\n")
-	pl, err := p.Load(config, "alpha")
+	config := []byte(`
+upstream cache {
+    hash $key consistent;
+    server 10.0.0.1:11211;
+    server 10.0.0.2:11211 weight=2;
+}
+`)
+	pl, err := p.New(config, "cache")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(pl.Locate("user:1"))
+
+	_, err = p.New([]byte("upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:99999;\n}\n"), "cache")
+	fmt.Println(err)
 	// Output:
-	// no twemproxy preset
+	// 10.0.0.1:11211
+	// compat: nginx: line 3: invalid port in upstream "10.0.0.1:99999"
 }

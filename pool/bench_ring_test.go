@@ -16,6 +16,7 @@ var benchPools = []struct {
 	{"maglev", maglevContract.newPool},
 	{"memento", mementoContract.newPool},
 	{"multiprobe", multiProbeContract.newPool},
+	{"modula", newModulaPool(ModulaOptions{})},
 }
 
 // benchNodes returns n nodes named like servers, weights 1.

@@ -67,7 +67,7 @@ type Ring struct {
 type ringState struct {
 	table   *ring.Table
 	names   []string // slot -> node name
-	nearest bool
+	lookup  RingLookup
 	members int
 	// pointless holds the slots of members that own no point (only a point generator can
 	// leave one so); AppendN gives them after the walk, in join order.
@@ -121,8 +121,15 @@ const (
 	// RingNearest gives a key to the nearer of the first point at or after h and the last
 	// point before it, measured around the circle, the one before on equal distance: what
 	// HAProxy's consistent hash does. AppendN then walks clockwise from that point, and a
-	// removal can move a key to the other neighbour, not to AppendN's second node.
+	// removal can move a key to the other neighbour, not to AppendN's second node. A position
+	// that several points share is its winner's from both sides (see RingNearestPoint).
 	RingNearest
+	// RingNearestPoint is RingNearest without merging the points of a position: the point
+	// before the successor is the one just before it in tie order, so a shared position below
+	// the key belongs to its last point. That is HAProxy's rule exactly (its tree keeps equal
+	// points in insertion order; use it with TieFirstPoint); it differs from RingNearest only
+	// where points share a position.
+	RingNearestPoint
 )
 
 // RingTies chooses which of the points at one position wins it; the others stay behind it in
@@ -168,7 +175,7 @@ func NewRing(nodes []Node, opts RingOptions) (*Ring, error) {
 	if v := r.opts.Vnodes; v < 1 || v > ring.MaxPoints {
 		return nil, fmt.Errorf("pool: ring: %d vnodes per unit of weight: allowed range is [1, %d]: %w", v, ring.MaxPoints, ErrLimit)
 	}
-	if r.opts.Lookup > RingNearest || r.opts.Ties > TieLastPoint {
+	if r.opts.Lookup > RingNearestPoint || r.opts.Ties > TieLastPoint {
 		return nil, fmt.Errorf("pool: ring: lookup rule %d, tie rule %d: unknown", r.opts.Lookup, r.opts.Ties)
 	}
 	m, err := newMembers("ring", nodes)
@@ -202,8 +209,11 @@ func (r *Ring) position(key string) uint64 {
 
 // owner returns the index of the point that owns position h.
 func (s *ringState) owner(h uint64) int {
-	if s.nearest {
+	switch s.lookup {
+	case RingNearest:
 		return s.table.Nearest(h)
+	case RingNearestPoint:
+		return s.table.NearestPoint(h)
 	}
 	return s.table.Successor(h)
 }
@@ -375,7 +385,7 @@ func (r *Ring) apply(m *members, added []Node, removed []string) error {
 	if err != nil {
 		return fmt.Errorf("pool: ring: %w", err) // unreachable: the count is checked above
 	}
-	r.state.Store(&ringState{table: t, names: names, nearest: r.opts.Lookup == RingNearest, members: len(m.nodes)})
+	r.state.Store(&ringState{table: t, names: names, lookup: r.opts.Lookup, members: len(m.nodes)})
 	r.m, r.all, r.slots, r.free, r.names = m, all, slots, free, names
 	return nil
 }
@@ -448,7 +458,7 @@ func (r *Ring) generate(m *members) error {
 	if err != nil {
 		return fmt.Errorf("pool: ring: %w", err) // unreachable: count and owners are checked
 	}
-	r.state.Store(&ringState{table: t, names: names, nearest: r.opts.Lookup == RingNearest, members: len(m.nodes), pointless: pointless})
+	r.state.Store(&ringState{table: t, names: names, lookup: r.opts.Lookup, members: len(m.nodes), pointless: pointless})
 	r.m = m
 	return nil
 }

@@ -42,6 +42,12 @@ func TestRingContractNearest(t *testing.T) {
 	checkContract(t, contract{name: "nearest ring", newPool: newRingPool(RingOptions{Lookup: RingNearest}), orderFree: true, minimal: true})
 }
 
+// Where points share positions, the nearest point in tie order keeps changes minimal too.
+func TestRingContractNearestPoint(t *testing.T) {
+	checkContract(t, contract{name: "nearest-point ring with ties", newPool: newRingPool(RingOptions{Hash: coarseHash, Vnodes: 40, Lookup: RingNearestPoint}),
+		orderFree: true, minimal: true})
+}
+
 func FuzzRing(f *testing.F) {
 	fuzzSeeds(f)
 	c := contract{name: "ring", newPool: newRingPool(RingOptions{Hash: coarseHash, Vnodes: 8}), orderFree: true, minimal: true, nextOnRemove: true}
@@ -110,7 +116,14 @@ func (r refRing) owner(h uint64) int {
 			break
 		}
 	}
-	if r.opts.Lookup != RingNearest {
+	switch r.opts.Lookup {
+	case RingSuccessor:
+		return next
+	case RingNearestPoint:
+		prev := (next + len(r.points) - 1) % len(r.points)
+		if h-r.points[prev].pos <= r.points[next].pos-h {
+			return prev
+		}
 		return next
 	}
 	prev := -1 // the first point of the largest position below next's, around the circle
@@ -178,6 +191,7 @@ func TestRingCrossCheck(t *testing.T) {
 		{Hash: coarseHash, Vnodes: 20, Ties: TieFirstPoint},
 		{Hash: coarseHash, Vnodes: 20, Ties: TieLastPoint},
 		{Hash: coarseHash, Vnodes: 20, Lookup: RingNearest},
+		{Hash: coarseHash, Vnodes: 20, Lookup: RingNearestPoint, Ties: TieFirstPoint},
 		{Vnodes: 3, Lookup: RingNearest, PointName: func(node string, i int) string { return fmt.Sprint(i, "@", node) }},
 	} {
 		what := fmt.Sprintf("%+v", opts)

@@ -19,6 +19,8 @@ func TestZeroValues(t *testing.T) {
 		{"maglev", &Maglev{}},
 		{"memento", &Memento{}},
 		{"multi-probe", &MultiProbe{}},
+		{"modula", &Modula{}},
+		{"directory", &Directory{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tc.p
@@ -30,7 +32,7 @@ func TestZeroValues(t *testing.T) {
 			assert.Zero(t, testing.AllocsPerRun(10, func() { p.Locate("user:1") }))
 			for _, err := range []error{p.Add(Node{Name: "a"}), p.Remove("a"), p.SetWeight("a", 2)} {
 				require.ErrorIs(t, err, ErrEmpty)
-				assert.Contains(t, err.Error(), "pool: zero "+tc.name+": make one with ")
+				assert.Regexp(t, `^pool: (zero `+tc.name+`|directory: [a-z ]+: zero Directory): make one with `, err.Error())
 			}
 			assert.Empty(t, p.Nodes(), "a failed change changes nothing")
 		})

@@ -15,3 +15,5 @@ require (
 	github.com/shardkit/shard v0.0.0-00010101000000-000000000000
 	stathat.com/c/consistent v1.0.0
 )
+
+require github.com/spaolacci/murmur3 v1.1.0 // indirect

@@ -26,6 +26,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/shardkit/shard/catalog"
 )
 
 // verb is one of the command's verbs.
@@ -142,6 +144,10 @@ func help(e *env, args []string) int {
 		commandUsage(e.stdout)
 		return 0
 	case 1:
+		if args[0] == "presets" {
+			presetsHelp(e.stdout)
+			return 0
+		}
 		if v := findVerb(args[0]); v != nil {
 			fs := flag.NewFlagSet("shard "+v.name, flag.ContinueOnError)
 			v.flags(fs)
@@ -162,7 +168,7 @@ func commandUsage(w io.Writer) {
 	for _, v := range verbs {
 		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
 	}
-	fmt.Fprint(w, "\nRun 'shard help VERB' or 'shard VERB -h' for a verb's flags. Every verb takes -json.\n")
+	fmt.Fprint(w, "\nRun 'shard help VERB' or 'shard VERB -h' for a verb's flags, 'shard help presets' for the\nsystems whose placement -preset reproduces. Every verb takes -json.\n")
 	fmt.Fprint(w, "Exit status: 0 done, 1 failed, 2 bad usage.\n")
 }
 
@@ -173,5 +179,13 @@ func verbUsage(w io.Writer, v *verb, fs *flag.FlagSet) {
 	fs.PrintDefaults()
 	if v.names {
 		fmt.Fprintf(w, "\n%s\n", namesHelp())
+	}
+}
+
+// presetsHelp lists the compatibility presets with what each reads.
+func presetsHelp(w io.Writer) {
+	fmt.Fprint(w, "Presets place keys exactly as another system does, read from that system's own\nconfiguration: shard locate|plan -preset NAME -config FILE [-pool NAME].\n\n")
+	for _, p := range catalog.Presets() {
+		fmt.Fprintf(w, "  %-9s %s\n", p.Name, wrap(p.Doc, 78, "            "))
 	}
 }

@@ -154,7 +154,7 @@ func (s *spec) buildPreset() (*placement, error) {
 		return nil, badUsage("unknown preset %q; presets: %s", s.preset, presetNames())
 	}
 	if s.config == "" {
-		return nil, badUsage("-preset %s needs -config, its %s", pr.Name, pr.Config)
+		return nil, badUsage("-preset %s needs -config FILE: %s", pr.Name, pr.Doc)
 	}
 	if s.strategy != "" || s.n != 0 {
 		return nil, badUsage("-preset takes its strategy and nodes from -config: drop -strategy and -n")
@@ -163,13 +163,13 @@ func (s *spec) buildPreset() (*placement, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := pr.Load(text, s.group)
+	p, err := pr.New(text, s.group)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.config, err)
 	}
 	name := fmt.Sprintf("%s preset, %s", pr.Name, s.config)
 	if s.group != "" {
-		name += fmt.Sprintf(" %s %s", pr.Group, s.group)
+		name += " " + s.group
 	}
 	return &placement{name: name, pool: p}, nil
 }
@@ -268,26 +268,23 @@ func namesHelp() string {
 		fmt.Fprintf(&b, "%s (n <= %d)", s.Name, s.MaxShards(catalog.Options{}))
 	}
 	fmt.Fprintf(&b, ".\nPools (-nodes): %s.\nPresets (-preset, -config): ", poolNames())
-	var presets []string
-	for _, p := range catalog.Presets() {
-		presets = append(presets, fmt.Sprintf("%s (%s)", p.Name, p.Config))
-	}
-	b.WriteString(listOrNone(presets) + ".")
-	return wrap(b.String(), 90)
+	b.WriteString(presetNames() + "; 'shard help presets' says what each reads.")
+	return wrap(b.String(), 90, "  ")
 }
 
-// wrap breaks text into lines of at most width bytes at spaces, keeping existing breaks.
-func wrap(text string, width int) string {
+// wrap breaks text into lines of at most width bytes at spaces, keeping existing breaks,
+// and starts every line after the first with indent.
+func wrap(text string, width int, indent string) string {
 	var out []string
 	for para := range strings.SplitSeq(text, "\n") {
 		line := ""
 		for _, w := range strings.Fields(para) {
 			if line != "" && len(line)+1+len(w) > width {
 				out = append(out, line)
-				line = "  " + w
+				line = indent + w
 				continue
 			}
-			if line != "" {
+			if line != "" && line != indent {
 				line += " "
 			}
 			line += w

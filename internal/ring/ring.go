@@ -261,6 +261,25 @@ func (t *Table) Nearest(h uint64) int {
 	return next
 }
 
+// NearestPoint returns the index of the point nearest h in either direction as Nearest does,
+// but without merging the points of a position: the candidates are the successor (the first
+// point at or after h, or point 0) and the point just before it in table order (the last
+// point, from point 0), so a shared position below h is reached at its last point, not its
+// winner. HAProxy's consistent hash does so: its tree walks equal keys in insertion order,
+// and the lookup compares the first node at or after the key with the node just before it.
+// The predecessor wins on equal distance.
+func (t *Table) NearestPoint(h uint64) int {
+	next := t.Successor(h)
+	prev := next - 1
+	if next == 0 {
+		prev = t.Len() - 1
+	}
+	if h-t.pos[prev] <= t.pos[next]-h {
+		return prev
+	}
+	return next
+}
+
 // walkSmall is how many owners Walk remembers in a fixed array before it allocates a set.
 const walkSmall = 16
 

@@ -84,6 +84,17 @@ func (r ref) nearest(h uint64) int {
 	return next
 }
 
+// nearestPoint compares the successor with the point just before it in the order of the
+// points, by brute force over the distances.
+func (r ref) nearestPoint(h uint64) int {
+	next := r.successorLinear(h)
+	prev := (next + len(r) - 1) % len(r)
+	if h-r[prev].Pos <= r[next].Pos-h {
+		return prev
+	}
+	return next
+}
+
 // walk lists the distinct owners clockwise from h's successor.
 func (r ref) walk(h uint64) []int32 {
 	var out []int32
@@ -170,6 +181,9 @@ func checkTable(t *testing.T, name string, tab *Table, rf ref, ps []uint64, walk
 		}
 		if got, want := tab.Nearest(h), rf.nearest(h); got != want {
 			t.Fatalf("%s: Nearest(%#x) = %d, want %d", name, h, got, want)
+		}
+		if got, want := tab.NearestPoint(h), rf.nearestPoint(h); got != want {
+			t.Fatalf("%s: NearestPoint(%#x) = %d, want %d", name, h, got, want)
 		}
 		if a := tab.ArcAt(h); a.First > h || a.Last < h || a.Owner != rf[want].Owner ||
 			tab.Locate(a.First) != a.Owner || tab.Locate(a.Last) != a.Owner || a.Last != rf[want].Pos && a.Last != math.MaxUint64 {
@@ -285,6 +299,13 @@ func TestTies(t *testing.T) {
 	for h, want := range map[uint64]int{14: 0, 15: 0, 16: 3, 20: 3, 10: 0, 0: 0, math.MaxUint64: 0} {
 		if got := tab.Nearest(h); got != want {
 			t.Errorf("Nearest(%d) = %d, want %d", h, got, want)
+		}
+	}
+	// NearestPoint: from above, position 10 is met at its last point (index 2), position 20
+	// at its last point (index 4) from 21 on; around the top of the circle 10 is far nearer.
+	for h, want := range map[uint64]int{14: 2, 15: 2, 16: 3, 20: 3, 10: 0, 21: 4, 0: 0, 5: 0, math.MaxUint64: 0} {
+		if got := tab.NearestPoint(h); got != want {
+			t.Errorf("NearestPoint(%d) = %d, want %d", h, got, want)
 		}
 	}
 }

@@ -1,0 +1,79 @@
+// Package compat builds pools that place every key exactly where another system places it, from
+// that system's own configuration text: a Preset per system takes what its users already run
+// (an nginx upstream block, an HAProxy backend, a go-redis Addrs map, a Jedis shard list) and
+// returns a pool.Pool whose Locate names the server that system would pick.
+//
+// Every preset is checked against golden vectors made by running the real system
+// (testdata/compat/<system>, with a README per system that states its placement rule step by
+// step and every quirk found). Each preset's documentation says what it reproduces, what the
+// system does that a pool cannot (round robin, health checks), and what Add, Remove and
+// SetWeight mean for it.
+//
+// Presets are built on the pool engines (pool.Ring, pool.Modula, pool.Rendezvous) with
+// options, so lookups take no lock, never allocate, and are safe for concurrent use with
+// changes, as every pool's are.
+//
+// A configuration the system itself refuses, or one this package cannot reproduce, returns an
+// error of type *ConfigError that names the line ("compat: nginx: line 4: ...") and wraps
+// ErrConfig, which callers test with errors.Is.
+package compat
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shardkit/shard/pool"
+)
+
+// ErrConfig reports a configuration that the system refuses or that a preset cannot
+// reproduce. Every error of a parser or a typed constructor of this package wraps it.
+var ErrConfig = errors.New("compat: invalid configuration")
+
+// A Preset builds the pool of one system from that system's own configuration text.
+type Preset struct {
+	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"
+	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
+	// New parses config and returns the pool named name in it ("" when the text holds one).
+	New func(config []byte, name string) (pool.Pool, error)
+}
+
+// ConfigError is a configuration refused by a preset: the system, the line (1-based; 0 when
+// no line applies, as for a configuration built in code) and what was wrong. It wraps
+// ErrConfig, and the pool's own error when the pool refused the result (pool.ErrLimit for
+// too many points, for instance).
+type ConfigError struct {
+	System string
+	Line   int
+	Msg    string
+	Err    error // the pool's error, or nil
+}
+
+func (e *ConfigError) Error() string {
+	s := "compat: " + e.System + ": "
+	if e.Line > 0 {
+		s += fmt.Sprintf("line %d: ", e.Line)
+	}
+	s += e.Msg
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrConfig and the pool's error, if any, for errors.Is and errors.As.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrConfig, e.Err}
+	}
+	return []error{ErrConfig}
+}
+
+// configErr returns a *ConfigError of system at line.
+func configErr(system string, line int, format string, args ...any) error {
+	return &ConfigError{System: system, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// poolErr wraps an error of a pool constructor as a *ConfigError at line.
+func poolErr(system string, line int, err error) error {
+	return &ConfigError{System: system, Line: line, Msg: "the pool refuses it", Err: err}
+}

@@ -1,0 +1,103 @@
+package compat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// jsonValue is a JSON value with the line it starts on, so that the JSON presets can name the
+// line of what they refuse. Objects keep their members in order, duplicates included.
+type jsonValue struct {
+	line int
+	kind byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' boolean, 'z' null
+	str  string
+	num  json.Number
+	obj  []jsonMember
+	arr  []*jsonValue
+}
+
+type jsonMember struct {
+	key  string
+	line int
+	val  *jsonValue
+}
+
+// parseJSON reads one JSON value from data, nothing after it.
+func parseJSON(system string, data []byte) (*jsonValue, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	lineAt := func(off int64) int {
+		return 1 + bytes.Count(data[:min(max(off, 0), int64(len(data)))], []byte("\n"))
+	}
+	fail := func(err error) error {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return configErr(system, lineAt(se.Offset), "%v", err)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return configErr(system, lineAt(int64(len(data))), "unexpected end of JSON input")
+		}
+		return configErr(system, lineAt(dec.InputOffset()), "%v", err)
+	}
+	var value func() (*jsonValue, error)
+	value = func() (*jsonValue, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fail(err)
+		}
+		v := &jsonValue{line: lineAt(dec.InputOffset() - 1)}
+		switch t := tok.(type) {
+		case json.Delim:
+			if t == '{' {
+				v.kind = 'o'
+				for dec.More() {
+					k, err := dec.Token()
+					if err != nil {
+						return nil, fail(err)
+					}
+					m := jsonMember{key: k.(string), line: lineAt(dec.InputOffset() - 1)}
+					if m.val, err = value(); err != nil {
+						return nil, err
+					}
+					v.obj = append(v.obj, m)
+				}
+			} else {
+				v.kind = 'a'
+				for dec.More() {
+					e, err := value()
+					if err != nil {
+						return nil, err
+					}
+					v.arr = append(v.arr, e)
+				}
+			}
+			if _, err := dec.Token(); err != nil { // the closing delimiter
+				return nil, fail(err)
+			}
+		case string:
+			v.kind, v.str = 's', t
+		case json.Number:
+			v.kind, v.num = 'n', t
+		case bool:
+			v.kind = 'b'
+		case nil:
+			v.kind = 'z'
+		}
+		return v, nil
+	}
+	v, err := value()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, configErr(system, lineAt(dec.InputOffset()), "more than one JSON value")
+	}
+	return v, nil
+}
+
+// kindName names a JSON kind in errors.
+func (v *jsonValue) kindName() string {
+	return map[byte]string{'o': "an object", 'a': "an array", 's': "a string", 'n': "a number", 'b': "a boolean", 'z': "null"}[v.kind]
+}

@@ -1,0 +1,11 @@
+package compat
+
+// Presets returns one preset per system, in a fixed order. Keep one line per system.
+func Presets() []Preset {
+	return []Preset{
+		nginxPreset,
+		haproxyPreset,
+		goredisPreset,
+		jedisPreset,
+	}
+}
