@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -64,14 +63,6 @@ func (p *placement) what() string {
 		s += ", changed by " + p.change
 	}
 	return s
-}
-
-// owner returns the owner of key as text: a shard number or a node name.
-func (p *placement) owner(key string) string {
-	if p.pool != nil {
-		return p.pool.Locate(key)
-	}
-	return strconv.Itoa(p.dense.Locate(key))
 }
 
 // build checks which form s has and builds it. Problems with the flags are usage errors;
@@ -292,15 +283,4 @@ func wrap(text string, width int, indent string) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
-}
-
-// sniff returns the first line of text that is neither blank nor a '#' comment.
-func sniff(text []byte) string {
-	for line := range bytes.SplitSeq(text, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) > 0 && line[0] != '#' {
-			return string(line)
-		}
-	}
-	return ""
 }

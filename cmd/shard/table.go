@@ -625,3 +625,14 @@ func writeFileAtomic(path string, data []byte, exclusive bool, verify func([]byt
 	}
 	return nil
 }
+
+// sniff returns the first line of text that is neither blank nor a '#' comment.
+func sniff(text []byte) string {
+	for line := range bytes.SplitSeq(text, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return string(line)
+		}
+	}
+	return ""
+}
