@@ -221,6 +221,8 @@ var cases = []struct {
 	{"plan-nothing-changes", []string{"plan", "-strategy", "jump", "-n", "10"}, "", 2, "nothing changes"},
 	{"plan-two-changes", []string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-add", "x"}, "", 2, "give one change"},
 	{"plan-n-0", []string{"plan", "-strategy", "jump", "-n", "0", "-to", "3"}, "", 2, "-n 0"},
+	{"plan-to-0", []string{"plan", "-strategy", "jump", "-n", "3", "-to", "0"}, "", 2, "-to 0: want the number of shards"},
+	{"plan-to-n-negative", []string{"plan", "-strategy", "jump", "-n", "3", "-to-strategy", "modulo", "-to-n", "-2"}, "", 2, "-to-n -2: want the number of shards"},
 	{"plan-to-too-big", []string{"plan", "-strategy", "first-byte-sha1", "-n", "10", "-to", "11"}, "", 2, "allowed range is [1, 10]"},
 	{"plan-unknown-to-strategy", []string{"plan", "-strategy", "jump", "-n", "10", "-to-strategy", "nope"}, "", 2, `unknown strategy "nope"`},
 	{"plan-add-to-dense", []string{"plan", "-strategy", "jump", "-n", "10", "-add", "x"}, "", 2, "-add, -remove and -weight change a pool"},

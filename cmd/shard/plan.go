@@ -72,11 +72,18 @@ Progress shows on stderr when it is a terminal.`,
 			if c.flows < 0 {
 				return badUsage("-flows %d: want 0 or more", c.flows)
 			}
+			var badCount *flag.Flag // -to or -to-n given below 1
 			fs.Visit(func(f *flag.Flag) {
 				if strings.HasPrefix(f.Name, "to-") {
 					c.other = true
 				}
+				if n, _ := strconv.Atoi(f.Value.String()); (f.Name == "to" || f.Name == "to-n") && n < 1 {
+					badCount = f
+				}
 			})
+			if badCount != nil {
+				return badUsage("-%s %s: want the number of shards, at least 1", badCount.Name, badCount.Value)
+			}
 			rep, err := c.run(e)
 			if err != nil {
 				return err
