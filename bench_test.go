@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
 	"github.com/shardkit/shard/pool"
@@ -36,33 +38,10 @@ const (
 
 var benchShards = []int{10, 100, 1000}
 
-func BenchmarkLocate(b *testing.B) {
-	keys := measure.Keys(1, poolSize, keyLen)
-	for _, st := range catalog.All() {
-		for _, n := range benchShards {
-			if !st.Fits(n, catalog.Options{}) {
-				continue // first-byte SHA-1 stops at 10 shards
-			}
-			s, err := st.New(n, catalog.Options{})
-			if err != nil {
-				b.Fatalf("%s(%d): %v", st.Name, n, err)
-			}
-			b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) {
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					sink += s.Locate(keys[i&(poolSize-1)])
-					i++
-				}
-			})
-		}
-	}
-}
-
-// BenchmarkLocateParallel runs lookups from GOMAXPROCS goroutines on one sharder: lookups
-// take no lock, so this should scale with the cores.
-func BenchmarkLocateParallel(b *testing.B) {
-	keys := measure.Keys(1, poolSize, keyLen)
+// runSharders runs bench as a sub-benchmark named strategy=<name>/shards=<n> for every
+// strategy of the catalog and every count of benchShards that it accepts (first-byte SHA-1
+// stops at 10 shards).
+func runSharders(b *testing.B, bench func(b *testing.B, s shard.Sharder)) {
 	for _, st := range catalog.All() {
 		for _, n := range benchShards {
 			if !st.Fits(n, catalog.Options{}) {
@@ -72,19 +51,80 @@ func BenchmarkLocateParallel(b *testing.B) {
 			if err != nil {
 				b.Fatalf("%s(%d): %v", st.Name, n, err)
 			}
-			b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) {
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					sum, i := 0, 0
-					for pb.Next() {
-						sum += s.Locate(keys[i&(poolSize-1)])
-						i++
-					}
-					parallelSink.Add(int64(sum))
-				})
-			})
+			b.Run(fmt.Sprintf("strategy=%s/shards=%d", st.Name, n), func(b *testing.B) { bench(b, s) })
 		}
 	}
+}
+
+func BenchmarkLocate(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	runSharders(b, func(b *testing.B, s shard.Sharder) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			sink += s.Locate(keys[i&(poolSize-1)])
+			i++
+		}
+	})
+}
+
+// BenchmarkLocateBatch times a loop of Locate (through the Sharder interface) and one
+// LocateBatch over the same 256 keys, alternately in every iteration so that both see the
+// same machine, and reports the ns per key of each and speedup, the loop's time over the
+// batch's. Strategies without their own LocateBatch are skipped.
+func BenchmarkLocateBatch(b *testing.B) {
+	const batch = 256 // divides poolSize
+	keys := measure.Keys(1, poolSize, keyLen)
+	dst := make([]int, batch)
+	runSharders(b, func(b *testing.B, s shard.Sharder) {
+		bl, ok := s.(shard.BatchLocator)
+		if !ok {
+			b.Skip("no LocateBatch")
+		}
+		b.ReportAllocs()
+		var loop, batched time.Duration
+		i := 0
+		for b.Loop() {
+			k := keys[i : i+batch]
+			i = (i + batch) & (poolSize - 1)
+			start := time.Now()
+			for _, key := range k {
+				sink += s.Locate(key)
+			}
+			mid := time.Now()
+			bl.LocateBatch(k, dst)
+			end := time.Now()
+			sink += dst[batch-1]
+			loop += mid.Sub(start)
+			batched += end.Sub(mid)
+		}
+		perKey := float64(b.N * batch)
+		b.ReportMetric(float64(loop.Nanoseconds())/perKey, "loop-ns/key")
+		b.ReportMetric(float64(batched.Nanoseconds())/perKey, "batch-ns/key")
+		b.ReportMetric(float64(loop)/float64(batched), "speedup")
+	})
+}
+
+// BenchmarkLocateParallel runs lookups from GOMAXPROCS goroutines on one sharder and
+// reports the total throughput in millions of lookups per second. Lookups take no lock and
+// write nothing shared (each goroutine sums into its own variable), so it should grow in
+// proportion to the cores; compare with
+//
+//	go test -run '^$' -bench LocateParallel -cpu 1,2
+func BenchmarkLocateParallel(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	runSharders(b, func(b *testing.B, s shard.Sharder) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			sum, i := 0, 0
+			for pb.Next() {
+				sum += s.Locate(keys[i&(poolSize-1)])
+				i++
+			}
+			parallelSink.Add(int64(sum))
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mlookups/s")
+	})
 }
 
 // BenchmarkPoolLocate times Locate of every pool strategy in package catalog, on nodes

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,10 @@ import (
 // This file holds the checks every Sharder must pass, so each strategy's test states only
 // what is its own: its golden vectors and which movement guarantees it makes.
 
-var update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+var (
+	update = flag.Bool("update", false, "rewrite the regress files in testdata instead of comparing with them")
+	long   = flag.Bool("long", false, "run the longest cross-checks in full (minutes)")
+)
 
 // checkRegress compares got with testdata/name. Regress files pin what this library
 // computes, so that no change of placement goes unnoticed: a difference fails the test, and
@@ -94,6 +98,9 @@ type contract struct {
 	minimalGrow bool
 	// minimalShrink: on n+1 -> n only the removed shard's keys move.
 	minimalShrink bool
+	// batch: the strategy implements BatchLocator (every strategy's LocateBatch results are
+	// checked either way, through the package's LocateBatch).
+	batch bool
 }
 
 func checkContract(t *testing.T, c contract) {
@@ -141,6 +148,30 @@ func checkContract(t *testing.T, c contract) {
 			require.ErrorIs(t, s.Resize(n), ErrShardCount)
 			require.Equal(t, c.sizes[0], s.Shards(), "failed Resize(%d) changed Shards", n)
 			require.Equal(t, before, placement(s, keys), "failed Resize(%d) changed placement", n)
+		}
+	})
+
+	t.Run("batch equals Locate", func(t *testing.T) {
+		for _, n := range c.sizes {
+			s, err := c.newSharder(n)
+			require.NoError(t, err)
+			_, isBatch := s.(BatchLocator)
+			require.Equal(t, c.batch, isBatch, "%s implements BatchLocator", c.name)
+			want := placement(s, keys)
+			// Every length from 0 to 9, to reach each batch remainder, then all keys; dst one
+			// longer than needed, its last entry left alone.
+			for _, size := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, len(keys)} {
+				dst := make([]int, size+1)
+				dst[size] = -7
+				LocateBatch(s, keys[:size], dst)
+				require.Equalf(t, want[:size], dst[:size], "%s(%d): LocateBatch of %d keys", c.name, n, size)
+				require.Equal(t, -7, dst[size], "LocateBatch wrote past len(keys)")
+			}
+			dst := make([]int, len(keys))
+			allocs := testing.AllocsPerRun(10, func() { LocateBatch(s, keys[:100], dst) })
+			require.Zerof(t, allocs, "%s(%d).LocateBatch allocates", c.name, n)
+			require.PanicsWithValue(t, "shard: LocateBatch: 3 keys but room for 2 shards in dst",
+				func() { LocateBatch(s, keys[:3], dst[:2]) })
 		}
 	})
 
@@ -220,9 +251,17 @@ func checkContract(t *testing.T, c contract) {
 		started.Add(readers)
 		for g := range readers {
 			wg.Go(func() {
+				var batch [16]int
 				for i := 0; !stop.Load(); i++ {
 					k := keys[(i*7+g)%len(keys)]
 					got := s.Locate(k)
+					if i%8 == 0 { // and now and then a batch, which loads the table once
+						from := (i * 7) % (len(keys) - len(batch))
+						LocateBatch(s, keys[from:from+len(batch)], batch[:])
+						if lo, hi := slices.Min(batch[:]), slices.Max(batch[:]); lo < 0 || hi >= largest {
+							fail(fmt.Errorf("LocateBatch gave shards from %d to %d during resizes", lo, hi))
+						}
+					}
 					if i == 0 {
 						started.Done()
 					}

@@ -61,6 +61,52 @@ func ExampleJumpHash() {
 	// 1000 285
 }
 
+func ExampleNewJumpBack() {
+	s, err := shard.NewJumpBack(1_000_000) // a lookup costs about the same as with 10 shards
+	if err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"user:1", "user:2", "user:3"} {
+		fmt.Println(key, s.Locate(key))
+	}
+	// Output:
+	// user:1 688092
+	// user:2 305790
+	// user:3 559908
+}
+
+func ExampleJumpBackHash() {
+	// The same buckets as hash4j's ConsistentHashing.jumpBackHashSplitMix64().getBucket(key, n).
+	for _, n := range []int{1, 2, 10, 1000, 1_000_000} {
+		fmt.Println(n, shard.JumpBackHash(0xdeadbeef, n))
+	}
+	// Output:
+	// 1 0
+	// 2 0
+	// 10 7
+	// 1000 923
+	// 1000000 387995
+}
+
+func ExampleLocateBatch() {
+	s, err := shard.NewJump(1000)
+	if err != nil {
+		panic(err)
+	}
+	keys := []string{"user:1", "user:2", "user:3", "user:4", "user:5"}
+	shards := make([]int, len(keys)) // reuse it across batches: LocateBatch never allocates
+	shard.LocateBatch(s, keys, shards)
+	for i, key := range keys {
+		fmt.Println(key, shards[i], s.Locate(key))
+	}
+	// Output:
+	// user:1 182 182
+	// user:2 377 377
+	// user:3 907 907
+	// user:4 62 62
+	// user:5 608 608
+}
+
 func ExampleNewRendezvous() {
 	s, err := shard.NewRendezvous(5)
 	if err != nil {

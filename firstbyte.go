@@ -90,6 +90,20 @@ func (f *FirstByteSHA1) Locate(key string) int {
 	return int(t.shard[keyhash.SHA1FirstByte(key)])
 }
 
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys).
+func (f *FirstByteSHA1) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	t := f.table.Load()
+	if t == nil { // the zero FirstByteSHA1
+		clear(dst)
+		return
+	}
+	for i, k := range keys {
+		dst[i] = int(t.shard[keyhash.SHA1FirstByte(k)])
+	}
+}
+
 // Resize sets the number of shards to n, n in [1, 10]. On error nothing changes.
 func (f *FirstByteSHA1) Resize(n int) error {
 	if err := checkCount("first-byte SHA-1", n, maxFirstByte); err != nil {

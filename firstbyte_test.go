@@ -16,6 +16,7 @@ func TestFirstByteSHA1Contract(t *testing.T) {
 		sizes:         []int{1, 3, 7, 9, 10},
 		tooMany:       maxFirstByte + 1,
 		resizeIsFresh: true,
+		batch:         true,
 	})
 }
 

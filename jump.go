@@ -34,7 +34,7 @@ func JumpHash(key uint64, n int) int {
 	return jumpHash(key, n)
 }
 
-// jumpHash is JumpHash for n in [1, maxJump]. The loop lives in internal/jumphash, which
+// jumpHash is JumpHash for n in [1, maxJump]. The walk lives in internal/jumphash, which
 // pool.Memento shares.
 func jumpHash(state uint64, n int) int {
 	return jumphash.Guava(state, n)
@@ -67,7 +67,30 @@ func NewJump(n int) (*Jump, error) {
 
 // Locate returns JumpHash(xxhash64(key), n), in [0, Shards()).
 func (j *Jump) Locate(key string) int {
-	return jumpHash(keyhash.XXH64(key), int(j.n.Load()))
+	h, n := keyhash.XXH64(key), int(j.n.Load())
+	if n <= jumphash.SmallMax {
+		return jumphash.GuavaSmall(h, n) // inlined: one call less for the usual counts
+	}
+	return jumphash.Guava(h, n)
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). Up to 2^18 shards it walks four keys side by side, which places keys
+// about twice as fast as a loop of Locate at 10 to 1000 shards (1.9x to 2.1x in one run on a
+// shared 2-CPU Xeon); above that it loops.
+func (j *Jump) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	n := int(j.n.Load())
+	i := 0
+	if n <= jumphash.SmallMax {
+		for ; i+4 <= len(keys); i += 4 {
+			k, d := keys[i:i+4:i+4], dst[i:i+4:i+4]
+			d[0], d[1], d[2], d[3] = jumphash.Guava4(keyhash.XXH64(k[0]), keyhash.XXH64(k[1]), keyhash.XXH64(k[2]), keyhash.XXH64(k[3]), n)
+		}
+	}
+	for ; i < len(keys); i++ {
+		dst[i] = jumpHash(keyhash.XXH64(keys[i]), n)
+	}
 }
 
 // Resize sets the number of shards to n, n in [1, 2^31-1]. On error nothing changes.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shardkit/shard/internal/jumphash"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,11 +18,12 @@ func TestJumpContract(t *testing.T) {
 	checkContract(t, contract{
 		name:          "jump",
 		newSharder:    func(n int) (Sharder, error) { return NewJump(n) },
-		sizes:         []int{1, 2, 7, 10, 64, 1000, 1 << 30},
+		sizes:         []int{1, 2, 7, 10, 64, 1000, jumphash.SmallMax, 1 << 30},
 		tooMany:       maxJump + 1,
 		resizeIsFresh: true,
 		minimalGrow:   true,
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 
@@ -68,6 +71,56 @@ func naiveJumps(key uint64, max int) []int {
 	return out
 }
 
+// splitMixStream is java.util.SplittableRandom's nextLong: SplitMix64 from a seed.
+type splitMixStream struct{ state uint64 }
+
+func (s *splitMixStream) next() uint64 {
+	s.state += 0x9e3779b97f4a7c15
+	return mix64(s.state)
+}
+
+// guavaSumsBuckets is JumpGuavaSums.buckets: a bucket count from a random word.
+func guavaSumsBuckets(r uint64) int {
+	v := r >> 2
+	switch r & 3 {
+	case 0:
+		return 1 + int(v%1000)
+	case 1:
+		return 1 + int(v%(1<<18))
+	case 2:
+		return 1<<18 - 16 + int(v%32)
+	}
+	return 1 + int(v%maxJump)
+}
+
+// TestJumpHashGuavaSums compares JumpHash with Guava on millions of pairs through the
+// checksums that testdata/gen/JumpGuavaSums.java printed (10^7 pairs; 10^8 with -long).
+func TestJumpHashGuavaSums(t *testing.T) {
+	most := 10_000_000
+	switch {
+	case *long:
+		most = 100_000_000
+	case quick():
+		most = 100_000
+	}
+	rows := readVectors(t, "testdata/jump_guava_sums.txt")
+	r := splitMixStream{20240327}
+	sum, done := uint64(0xcbf29ce484222325), 0
+	for _, f := range rows {
+		require.Len(t, f, 2, "line %q", f)
+		count := atoi(t, f[0])
+		if count > most {
+			break
+		}
+		for ; done < count; done++ {
+			key := r.next()
+			sum = (sum ^ uint64(JumpHash(key, guavaSumsBuckets(r.next())))) * 0x100000001b3
+		}
+		require.Equal(t, f[1], strconv.FormatUint(sum, 16), "checksum of the first %d pairs", count)
+	}
+	require.GreaterOrEqual(t, done, min(most, 10_000_000)/100)
+}
+
 func TestJumpHashNaive(t *testing.T) {
 	keys := 3000
 	if quick() {
@@ -85,38 +138,6 @@ func TestJumpHashNaive(t *testing.T) {
 			}
 		}
 	}
-}
-
-// wrapKey returns a key whose LCG state after step+1 steps has its top 31 bits set: there
-// Guava's int addition wraps, the random number is -1 and the walk stops.
-func wrapKey(step int) uint64 {
-	const m = 2862933555777941757
-	inv := uint64(m) // Newton's iteration: inv = m^-1 mod 2^64
-	for range 6 {
-		inv *= 2 - m*inv
-	}
-	state := uint64(0xFFFFFFFE_00000000)
-	for range step + 1 {
-		state = (state - 1) * inv
-	}
-	return state
-}
-
-func TestJumpHashWrap(t *testing.T) {
-	for n := 1; n <= 100; n++ {
-		require.Equal(t, 0, JumpHash(wrapKey(0), n), "the first random number wraps: Guava stays on 0")
-	}
-	// The paper's C++ reads (state>>33)+1 = 2^31 as a 64-bit value and moves on to bucket 1.
-	paper := func(key uint64, n int) int {
-		var b, j int64 = -1, 0
-		for j < int64(n) {
-			b = j
-			key = key*2862933555777941757 + 1
-			j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
-		}
-		return int(b)
-	}
-	require.Equal(t, 1, paper(wrapKey(0), 2))
 }
 
 // The paper's first algorithm draws one number per bucket and moves the key to bucket j with
@@ -204,8 +225,9 @@ func FuzzJumpLocate(f *testing.F) {
 func FuzzJumpHash(f *testing.F) {
 	f.Add(uint64(0), uint16(1))
 	f.Add(uint64(math.MaxUint64), uint16(1000))
-	f.Add(wrapKey(0), uint16(10))
-	f.Add(wrapKey(1), uint16(100))
+	// Keys whose generator wraps on the first and second step (wrapKey in internal/jumphash).
+	f.Add(uint64(0xecdfbf4e666313ab), uint16(10))
+	f.Add(uint64(0x270d0031ea9e3f72), uint16(100))
 	f.Fuzz(func(t *testing.T, key uint64, n uint16) {
 		if n == 0 {
 			return

@@ -43,6 +43,20 @@ func (m *Modulo) Locate(key string) int {
 	return int(keyhash.XXH64(key) % n)
 }
 
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys).
+func (m *Modulo) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		clear(dst)
+		return
+	}
+	for i, k := range keys {
+		dst[i] = int(keyhash.XXH64(k) % n)
+	}
+}
+
 // LocateID returns id % n, in [0, Shards()): the routing of raw integer IDs that documents
 // 001 and 004 use (for example user_id % 5). Consecutive IDs go to consecutive shards.
 func (m *Modulo) LocateID(id uint64) int {

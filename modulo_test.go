@@ -15,6 +15,7 @@ func TestModuloContract(t *testing.T) {
 		sizes:         []int{1, 2, 7, 10, 64, 1000},
 		tooMany:       maxModulo + 1,
 		resizeIsFresh: true,
+		batch:         true,
 	})
 }
 

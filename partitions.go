@@ -200,6 +200,20 @@ func (p *Partitions) Locate(key string) int {
 	return int(t.owner[t.partition(key)])
 }
 
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys).
+func (p *Partitions) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		clear(dst)
+		return
+	}
+	for i, k := range keys {
+		dst[i] = int(t.owner[t.partition(k)])
+	}
+}
+
 // Owner returns the shard that owns partition, in [0, Shards()). Like indexing a slice, it
 // panics if partition is not in [0, NumPartitions()): a partition number comes from
 // Partition or from counting up to NumPartitions, so a bad one is a bug in the caller, and an

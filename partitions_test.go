@@ -35,6 +35,7 @@ func TestPartitionsContract(t *testing.T) {
 		resizeIsFresh: false, // the new shard takes a slice of every range, not a range of its own
 		minimalGrow:   true,  // from a balanced table, partitions move only to the new shard
 		minimalShrink: true,  // and only off the removed one
+		batch:         true,
 	})
 }
 
@@ -50,6 +51,7 @@ func TestRedisClusterContract(t *testing.T) {
 		resizeIsFresh: false,
 		minimalGrow:   true,
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 

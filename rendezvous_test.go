@@ -22,6 +22,7 @@ func TestRendezvousContract(t *testing.T) {
 		resizeIsFresh: true,
 		minimalGrow:   true,
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 

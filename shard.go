@@ -3,8 +3,9 @@
 // Every strategy implements [Sharder]: Locate maps a key to a shard number in [0, Shards()),
 // Resize changes the number of shards, and each strategy documents which keys a resize moves.
 // The strategies range from plain modulo to consistent-hash rings that place keys exactly as
-// Jedis and Cassandra do, rendezvous hashing, jump hash, a bit trie, fixed partitions (Redis
-// Cluster's 16384 slots among them) and co-location by ID prefix.
+// Jedis and Cassandra do, rendezvous hashing, jump hash and its constant-time successor
+// JumpBackHash, a bit trie, fixed partitions (Redis Cluster's 16384 slots among them) and
+// co-location by ID prefix. [LocateBatch] places many keys in one call.
 //
 // Placement never depends on the process: every hash is fixed and seedless (never
 // hash/maphash), and golden vectors in testdata pin the outputs, so every process that routes
@@ -49,6 +50,47 @@ type Sharder interface {
 	Locate(key string) int // the shard that owns key, in [0, Shards())
 	Resize(n int) error    // change the number of shards to n
 	Shards() int           // the current number of shards
+}
+
+// BatchLocator is implemented by sharders that place many keys in one call faster than one
+// Locate per key. LocateBatch sets dst[i] to the shard of keys[i], exactly what Locate(keys[i])
+// returns, for every i in [0, len(keys)), and leaves the rest of dst alone.
+//
+// Every key of one call sees the same placement: a Resize that runs concurrently takes effect
+// before or after the whole batch. Like Locate, LocateBatch never allocates and takes no lock.
+// It panics if len(dst) < len(keys): like an index out of range, that is a mistake in the
+// calling code, not bad data.
+type BatchLocator interface {
+	LocateBatch(keys []string, dst []int)
+}
+
+// LocateBatch sets dst[i] to s.Locate(keys[i]) for every key, with s's own LocateBatch when s
+// implements BatchLocator and one Locate per key otherwise (then each key sees the placement
+// of the moment it is looked up). It panics if len(dst) < len(keys).
+func LocateBatch(s Sharder, keys []string, dst []int) {
+	if b, ok := s.(BatchLocator); ok {
+		b.LocateBatch(keys, dst)
+		return
+	}
+	dst = batchDst(keys, dst)
+	for i, k := range keys {
+		dst[i] = s.Locate(k)
+	}
+}
+
+// batchDst returns dst[:len(keys)], or panics if dst is shorter than keys.
+func batchDst(keys []string, dst []int) []int {
+	if len(dst) < len(keys) {
+		panicShortBatch(len(keys), len(dst))
+	}
+	return dst[:len(keys)]
+}
+
+// panicShortBatch is out of line so that batchDst stays small enough to inline.
+//
+//go:noinline
+func panicShortBatch(keys, dst int) {
+	panic(fmt.Sprintf("shard: LocateBatch: %d keys but room for %d shards in dst", keys, dst))
 }
 
 // ErrShardCount reports a shard count that a strategy cannot address: below 1, or above the

@@ -154,6 +154,16 @@ func (t *Trie) LocateHash(h uint64) int {
 	return int(s.dir[h>>(s.shift&63)])
 }
 
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys).
+func (t *Trie) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	s := t.load()
+	for i, k := range keys {
+		dst[i] = int(s.dir[keyhash.XXH64(k)>>(s.shift&63)])
+	}
+}
+
 // Shards returns the current number of shards.
 func (t *Trie) Shards() int {
 	return len(t.load().byID)

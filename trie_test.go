@@ -31,6 +31,7 @@ func TestTrieContract(t *testing.T) {
 		resizeIsFresh: true,
 		growOnlyToNew: true,
 		minimalShrink: true,
+		batch:         true,
 	})
 }
 

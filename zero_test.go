@@ -29,6 +29,7 @@ func TestZeroValues(t *testing.T) {
 		{"Partitions", &shard.Partitions{}, 0, false, shard.ErrPartitionTable},
 		{"Prefixed", &shard.Prefixed{}, 0, false, shard.ErrShardCount},
 		{"Tagged", &shard.Tagged{}, 0, false, shard.ErrShardCount},
+		{"JumpBack", &shard.JumpBack{}, 0, true, nil},
 		{"PagedPartitions", &shard.PagedPartitions{}, 0, false, shard.ErrPartitionTable},
 		{"Directory", &shard.Directory{}, 0, false, shard.ErrShardCount},
 	} {
@@ -41,6 +42,15 @@ func TestZeroValues(t *testing.T) {
 				}
 			})
 			assert.Zero(t, testing.AllocsPerRun(10, func() { s.Locate("user:1") }))
+			if b, ok := s.(shard.BatchLocator); ok {
+				keys := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} // past the 4-wide paths
+				dst := make([]int, len(keys)+1)
+				for i := range dst {
+					dst[i] = 7
+				}
+				require.NotPanics(t, func() { b.LocateBatch(keys, dst) })
+				assert.Equal(t, []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 7}, dst, "LocateBatch on the zero value")
+			}
 			err := s.Resize(3)
 			if !tc.usable {
 				require.ErrorIs(t, err, tc.err)

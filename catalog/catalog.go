@@ -77,7 +77,7 @@ func (s Strategy) Fits(n int, o Options) bool {
 
 // The shard count limits of package shard's constructors, as their docs state them.
 const (
-	maxInt32      = 1<<31 - 1 // Modulo and Jump
+	maxInt32      = 1<<31 - 1 // Modulo, Jump and JumpBack
 	maxFirstByte  = 10
 	maxRendezvous = 1 << 16
 	maxRingPoints = 1 << 22 // shards * vnodes of every ring
@@ -97,6 +97,7 @@ func All() []Strategy {
 		{Name: "modulo", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewModulo(n) }},
 		{Name: "first-byte-sha1", max: fixed(maxFirstByte), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewFirstByteSHA1(n) }},
 		{Name: "jump", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJump(n) }},
+		{Name: "jump-back", max: fixed(maxInt32), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJumpBack(n) }},
 		{Name: "rendezvous", max: fixed(maxRendezvous), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewRendezvous(n) }},
 		{Name: "jedis-ring", max: fixed(maxRingPoints / jedisVnodes), New: func(n int, _ Options) (shard.Sharder, error) { return shard.NewJedisRing(n) }},
 		{Name: "murmur-ring", max: func(o Options) int { return maxRingPoints / o.vnodes() }, New: func(n int, o Options) (shard.Sharder, error) { return shard.NewMurmurRing(n, o.vnodes()) }},

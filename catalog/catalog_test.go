@@ -33,7 +33,7 @@ func TestAll(t *testing.T) {
 // the limit itself is accepted (checked where building that many shards is cheap; a ring or
 // trie at its limit holds millions of points or directory entries).
 func TestMaxShards(t *testing.T) {
-	cheap := map[string]bool{"modulo": true, "first-byte-sha1": true, "jump": true, "rendezvous": true, "partitions": true, "redis-cluster": true, "paged-partitions": true}
+	cheap := map[string]bool{"modulo": true, "first-byte-sha1": true, "jump": true, "jump-back": true, "rendezvous": true, "partitions": true, "redis-cluster": true, "paged-partitions": true}
 	for _, o := range []Options{{}, {Vnodes: 16, Partitions: 1000}, {Vnodes: 5000, Partitions: 1}} {
 		for _, s := range All() {
 			max := s.MaxShards(o)

@@ -16,6 +16,7 @@ func ExampleAll() {
 	// modulo           up to 2147483647 shards
 	// first-byte-sha1  up to 10 shards
 	// jump             up to 2147483647 shards
+	// jump-back        up to 2147483647 shards
 	// rendezvous       up to 65536 shards
 	// jedis-ring       up to 26214 shards
 	// murmur-ring      up to 4194 shards
@@ -84,6 +85,10 @@ func ExamplePresets() {
 		fmt.Println(p.Name)
 	}
 	// Output:
+	// twemproxy
+	// libmemcached
+	// spymemcached
+	// hashring
 	// nginx
 	// haproxy
 	// goredis

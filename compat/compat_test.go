@@ -28,6 +28,18 @@ func presetConfig(t testing.TB, system, file string) pool.Pool {
 // One configuration of each kind per preset: the ones the benchmarks and the allocation check
 // use.
 var presetCases = []struct{ system, file string }{
+	{"twemproxy", "ketama-md5-10.yml"},
+	{"twemproxy", "ketama-fnv1a_64-10.yml"},
+	{"twemproxy", "modula-fnv1a_64-10.yml"},
+	{"twemproxy", "ketama-fnv1a_64-5-tag-colons.yml"},
+	{"libmemcached", "weighted-md5-10.conf"},
+	{"libmemcached", "consistent-default-10.conf"},
+	{"libmemcached", "modula-default-10.conf"},
+	{"libmemcached", "namespace-md5-5.conf"},
+	{"spymemcached", "ketama-ketama-spy-10.conf"},
+	{"spymemcached", "ketama-native-spy-10-11211-unordered.conf"},
+	{"spymemcached", "arraymod-native-10.conf"},
+	{"hashring", "list-10-unordered.json"},
 	{"nginx", "hash-10.conf"},
 	{"nginx", "hash-down-weights.conf"},
 	{"nginx", "chash-10.conf"},
@@ -52,7 +64,7 @@ func TestPresetsList(t *testing.T) {
 		require.NotNil(t, p.New, p.System)
 		systems = append(systems, p.System)
 	}
-	for _, s := range []string{"nginx", "haproxy", "goredis", "jedis"} {
+	for _, s := range []string{"twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"} {
 		require.Contains(t, systems, s)
 	}
 	require.Len(t, slices.Compact(slices.Sorted(slices.Values(systems))), len(systems), "a system listed twice")

@@ -11,6 +11,10 @@ func ExamplePresets() {
 		fmt.Println(p.System)
 	}
 	// Output:
+	// twemproxy
+	// libmemcached
+	// spymemcached
+	// hashring
 	// nginx
 	// haproxy
 	// goredis

@@ -13,9 +13,13 @@ import (
 	"iter"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardkit/shard"
 )
 
 // Locator is anything that maps a key to a shard: every shard.Sharder, and the adapters the
@@ -224,14 +228,78 @@ func AllocsPerLocate(l Locator, keys []string) float64 {
 	})
 }
 
-// pass looks up every key once through l and returns the elapsed time.
-func pass(l Locator, keys []string, reps int) time.Duration {
-	sum := 0
-	start := time.Now()
-	for range reps {
+// AllocsPerBatchKey returns the average number of allocations per key of b.LocateBatch over
+// keys (the first 1000 of them at most) into a buffer of its own, or 0 for no keys.
+func AllocsPerBatchKey(b shard.BatchLocator, keys []string) float64 {
+	keys = keys[:min(len(keys), 1000)]
+	if len(keys) == 0 {
+		return 0
+	}
+	dst := make([]int, len(keys))
+	return testing.AllocsPerRun(10, func() { b.LocateBatch(keys, dst) }) / float64(len(keys))
+}
+
+// A Pass looks up every key once and returns the sum of the shards, which the timing loop
+// keeps so that the compiler cannot drop the lookups.
+type Pass func(keys []string) int
+
+// LocatePass is a loop of l.Locate over the keys.
+func LocatePass(l Locator) Pass {
+	return func(keys []string) int {
+		sum := 0
 		for _, k := range keys {
 			sum += l.Locate(k)
 		}
+		return sum
+	}
+}
+
+// BatchPass places the keys with b.LocateBatch, size keys per call (at least 1), into one
+// buffer that it allocates now, not while it is timed.
+func BatchPass(b shard.BatchLocator, size int) Pass {
+	dst := make([]int, max(size, 1))
+	return func(keys []string) int {
+		sum := 0
+		for len(keys) > 0 {
+			chunk := keys[:min(len(keys), len(dst))]
+			b.LocateBatch(chunk, dst)
+			for _, s := range dst[:len(chunk)] {
+				sum += s
+			}
+			keys = keys[len(chunk):]
+		}
+		return sum
+	}
+}
+
+// ParallelPass runs LocatePass(l) over all the keys in each of g goroutines at once, with
+// GOMAXPROCS set to g for the pass (and restored after it): g lookups per key. In RacePasses
+// its ns per key is therefore the time of g lookups made side by side, and g*1000 over it is
+// the throughput in millions of lookups per second.
+func ParallelPass(l Locator, g int) Pass {
+	loop := LocatePass(l)
+	return func(keys []string) int {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(g))
+		sums := make([]int, g)
+		var wg sync.WaitGroup
+		for i := range sums {
+			wg.Go(func() { sums[i] = loop(keys) })
+		}
+		wg.Wait()
+		sum := 0
+		for _, s := range sums {
+			sum += s
+		}
+		return sum
+	}
+}
+
+// timePass runs p over the keys reps times and returns the elapsed time.
+func timePass(p Pass, keys []string, reps int) time.Duration {
+	sum := 0
+	start := time.Now()
+	for range reps {
+		sum += p(keys)
 	}
 	d := time.Since(start)
 	Sink += sum
@@ -239,18 +307,28 @@ func pass(l Locator, keys []string, reps int) time.Duration {
 }
 
 // Race times every locator on the same keys and returns each one's nanoseconds per lookup:
+// RacePasses of a LocatePass each. Every lookup goes through one interface call.
+func Race(ls []Locator, keys []string, rounds int, minDur time.Duration) []float64 {
+	passes := make([]Pass, len(ls))
+	for i, l := range ls {
+		passes[i] = LocatePass(l)
+	}
+	return RacePasses(passes, keys, rounds, minDur)
+}
+
+// RacePasses times every pass on the same keys and returns each one's nanoseconds per key:
 // the lower quartile of rounds short measurements, each at least minDur long. Rounds
-// interleave the locators (and rotate which goes first), so a burst of load on a shared
+// interleave the passes (and rotate which goes first), so a burst of load on a shared
 // machine hits all of them alike instead of whichever ran then. Interference from other
 // work only ever adds time, so a low quantile of many short runs estimates the undisturbed
 // cost far more steadily than one long run or the median; the quartile, not the minimum,
-// so that one lucky run does not decide. Every lookup goes through one interface call.
-func Race(ls []Locator, keys []string, rounds int, minDur time.Duration) []float64 {
-	reps := make([]int, len(ls))
-	for i, l := range ls {
+// so that one lucky run does not decide.
+func RacePasses(passes []Pass, keys []string, rounds int, minDur time.Duration) []float64 {
+	reps := make([]int, len(passes))
+	for i, p := range passes {
 		reps[i] = 1
 		for {
-			if d := pass(l, keys, reps[i]); d >= minDur || reps[i] > 1<<30 {
+			if d := timePass(p, keys, reps[i]); d >= minDur || reps[i] > 1<<30 {
 				break
 			} else if d < minDur/16 {
 				reps[i] *= 16
@@ -259,15 +337,15 @@ func Race(ls []Locator, keys []string, rounds int, minDur time.Duration) []float
 			}
 		}
 	}
-	samples := make([][]float64, len(ls))
+	samples := make([][]float64, len(passes))
 	for r := range rounds {
-		for j := range ls {
-			i := (j + r) % len(ls)
-			d := pass(ls[i], keys, reps[i])
+		for j := range passes {
+			i := (j + r) % len(passes)
+			d := timePass(passes[i], keys, reps[i])
 			samples[i] = append(samples[i], float64(d.Nanoseconds())/float64(reps[i]*len(keys)))
 		}
 	}
-	out := make([]float64, len(ls))
+	out := make([]float64, len(passes))
 	for i, s := range samples {
 		out[i] = Quantile(s, 0.25)
 	}

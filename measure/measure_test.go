@@ -3,10 +3,13 @@ package measure
 import (
 	"math"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/shardkit/shard"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,6 +142,32 @@ func TestRace(t *testing.T) {
 	require.Len(t, ns, 2)
 	for _, v := range ns {
 		assert.Greater(t, v, 0.0)
+	}
+}
+
+// BatchPass must place the keys as LocatePass does, whatever the chunk size.
+func TestBatchPass(t *testing.T) {
+	j, err := shard.NewJump(100)
+	require.NoError(t, err)
+	keys := Keys(2, 1001, 8)
+	want := LocatePass(j)(keys)
+	for _, size := range []int{0, 1, 3, 256, 5000} {
+		assert.Equal(t, want, BatchPass(j, size)(keys), "chunks of %d", size)
+	}
+	assert.Zero(t, AllocsPerBatchKey(j, keys))
+	ns := RacePasses([]Pass{LocatePass(j), BatchPass(j, 64)}, keys, 3, 0)
+	require.Len(t, ns, 2)
+	assert.Positive(t, ns[0])
+	assert.Positive(t, ns[1])
+}
+
+func TestParallelPass(t *testing.T) {
+	keys := Keys(4, 300, 8)
+	before := runtime.GOMAXPROCS(0)
+	want := LocatePass(xxLocator(7))(keys)
+	for _, g := range []int{1, 2, 3} {
+		assert.Equal(t, g*want, ParallelPass(xxLocator(7), g)(keys), "%d goroutines", g)
+		assert.Equal(t, before, runtime.GOMAXPROCS(0), "GOMAXPROCS not restored")
 	}
 }
 

@@ -91,3 +91,47 @@ func TestContestants(t *testing.T) {
 		}
 	}
 }
+
+func TestCounts(t *testing.T) {
+	got, err := counts("-scale", " 10,1000 ,, 1000000")
+	if err != nil || fmt.Sprint(got) != "[10 1000 1000000]" {
+		t.Errorf("counts = %v, %v", got, err)
+	}
+	if got, err := counts("-scale", ""); err != nil || len(got) != 0 {
+		t.Errorf("counts(\"\") = %v, %v", got, err)
+	}
+	for _, bad := range []string{"0", "-3", "ten", "10,x"} {
+		if _, err := counts("-scale", bad); err == nil || !strings.Contains(err.Error(), "-scale") {
+			t.Errorf("counts(%q): error %v, want one naming the flag", bad, err)
+		}
+	}
+	for n, want := range map[int]string{10: "10", 1000: "1000", 10000: "10^4", 1000000: "10^6", 20000: "20000"} {
+		if got := shardCount(n); got != want {
+			t.Errorf("shardCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestRun runs the whole program on a few keys: every table and every target row appear,
+// and no target is left unmeasured.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds every contestant at several counts")
+	}
+	var out strings.Builder
+	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
+		scale: []int{10, 1000, 1000000}, batch: []int{10, 1000}}
+	if err := run(&out, c); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
+		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "n/a (not measured") {
+		t.Errorf("a target was not measured:\n%s", s)
+	}
+}

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -133,7 +128,7 @@ func compare(e *env, c compareConfig) error {
 		return err
 	}
 	if c.plot != "" { // fail before the long part, not after it
-		if c.plotter, err = findPlotter(c.plotter); err != nil {
+		if c.plotter, err = measure.FindPlotter(c.plotter); err != nil {
 			return err
 		}
 	}
@@ -201,7 +196,7 @@ func compare(e *env, c compareConfig) error {
 	if err != nil || c.plot == "" {
 		return err
 	}
-	if err := plot(e, c, rep); err != nil {
+	if err := plot(c, rep); err != nil {
 		return err
 	}
 	if !c.json {
@@ -390,7 +385,7 @@ type plotVnodes struct {
 	Points []measure.VnodesPoint `json:"points"`
 }
 
-func plot(e *env, c compareConfig, rep *compareReport) error {
+func plot(c compareConfig, rep *compareReport) error {
 	d := plotData{Title: fmt.Sprintf("%d shards, %d keys", rep.Shards, rep.Keys), Shards: rep.Shards, Keys: rep.Keys}
 	for _, r := range rep.Rows {
 		if r.Fits {
@@ -400,44 +395,5 @@ func plot(e *env, c compareConfig, rep *compareReport) error {
 	if rep.Curve != nil {
 		d.Vnodes = &plotVnodes{Shards: 10, Keys: rep.Keys, Seeds: rep.Seeds, Points: rep.Curve}
 	}
-	in, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	out, err := filepath.Abs(c.plot)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("go", "run", ".", "-o", out)
-	cmd.Dir = c.plotter
-	cmd.Stdin = bytes.NewReader(in)
-	cmd.Stdout, cmd.Stderr = e.stderr, e.stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("drawing the chart with go run in %s: %w", c.plotter, err)
-	}
-	return nil
-}
-
-// findPlotter returns the examples/plot directory: dir if given, else examples/plot under
-// the working directory or the nearest parent that has one.
-func findPlotter(dir string) (string, error) {
-	if dir != "" {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-			return "", fmt.Errorf("-plotter %s: not a Go module: %w", dir, err)
-		}
-		return dir, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "examples", "plot")
-		if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
-			return p, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no examples/plot module under %s or its parents: run from the repository or pass -plotter", wd)
-		}
-	}
+	return measure.DrawChart(c.plotter, d, c.plot)
 }

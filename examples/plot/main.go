@@ -1,11 +1,14 @@
-// Command plot draws the chart of shard compare (cmd/shard): the load of every shard under
-// each strategy, and the curve of the consistent-hash homework [002] (the Murmur ring's
-// deviation against its vnode count; see the README's Sources). It reads the data as JSON on standard input and writes an .svg or .png:
+// Command plot draws the charts of shard compare (cmd/shard) and benchmarks/peers: the load
+// of every shard under each strategy, the consistent-hash homework's [002] curve of the
+// Murmur ring's deviation against its vnode count (the README's Sources name it), and the
+// time of one lookup against the shard count. It reads the data as JSON
+// on standard input, draws a panel for each part present, and writes an .svg or .png:
 //
 //	go run . -o chart.png < data.json
 //
 // It is a module of its own so that the plotting library (gonum.org/v1/plot) stays out of
-// the shard module's dependencies; shard compare runs it when given -plot.
+// the shard module's dependencies; shard compare and benchmarks/peers run it when given
+// -plot (see measure.DrawChart).
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +33,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// data is what shard compare writes.
+// data is what shard compare and benchmarks/peers write; each part is optional.
 type data struct {
 	Title  string `json:"title"`
 	Shards int    `json:"shards"`
@@ -48,6 +52,19 @@ type data struct {
 			StddevPct float64 `json:"stddev_pct"`
 		} `json:"points"`
 	} `json:"vnodes"`
+	Scaling *scaling `json:"scaling"`
+}
+
+// scaling is the time of one lookup of each implementation at several shard counts.
+type scaling struct {
+	Title  string `json:"title"`
+	Series []struct {
+		Name   string `json:"name"`
+		Points []struct {
+			Shards int     `json:"shards"`
+			Ns     float64 `json:"ns"`
+		} `json:"points"`
+	} `json:"series"`
 }
 
 func main() {
@@ -68,15 +85,14 @@ func run(in io.Reader, out string) error {
 	if err := json.NewDecoder(in).Decode(&d); err != nil {
 		return fmt.Errorf("reading the data: %w", err)
 	}
-	if len(d.Loads) == 0 {
-		return errors.New("the data has no loads")
-	}
 	plots := []*plot.Plot{}
-	lp, err := loadPlot(d)
-	if err != nil {
-		return err
+	if len(d.Loads) > 0 {
+		lp, err := loadPlot(d)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, lp)
 	}
-	plots = append(plots, lp)
 	if d.Vnodes != nil && len(d.Vnodes.Points) > 0 {
 		vp, err := vnodesPlot(d)
 		if err != nil {
@@ -84,9 +100,25 @@ func run(in io.Reader, out string) error {
 		}
 		plots = append(plots, vp)
 	}
+	// The scaling panel has too many lines to lay a legend over them: it goes beside it.
+	scaleAt, scaleLegend := -1, plot.NewLegend()
+	if d.Scaling != nil && len(d.Scaling.Series) > 0 {
+		sp, err := scalingPlot(*d.Scaling, &scaleLegend)
+		if err != nil {
+			return err
+		}
+		scaleAt = len(plots)
+		plots = append(plots, sp)
+	}
+	if len(plots) == 0 {
+		return errors.New("the data has nothing to draw: no loads, vnodes or scaling")
+	}
 
-	const panelW, h = 16 * vg.Centimeter, 12 * vg.Centimeter
+	const panelW, h, legendW = 16 * vg.Centimeter, 12 * vg.Centimeter, 9 * vg.Centimeter
 	w := panelW * vg.Length(len(plots))
+	if scaleAt >= 0 {
+		w += legendW
+	}
 	var c draw.Canvas
 	var save func(io.Writer) (int64, error)
 	if ext == ".svg" {
@@ -100,7 +132,12 @@ func run(in io.Reader, out string) error {
 		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
 	canvases := plot.Align([][]*plot.Plot{plots}, tiles, c)
 	for i, p := range plots {
-		p.Draw(canvases[0][i])
+		pc := canvases[0][i]
+		if i == scaleAt {
+			scaleLegend.Draw(draw.Crop(pc, pc.Size().X-legendW+vg.Centimeter/2, 0, 0, 0))
+			pc = draw.Crop(pc, 0, -legendW, 0, 0)
+		}
+		p.Draw(pc)
 	}
 	f, err := os.Create(out)
 	if err != nil {
@@ -200,6 +237,52 @@ func vnodesPlot(d data) (*plot.Plot, error) {
 	p.Add(line, points, lbl)
 	p.Y.Min = 0
 	return p, nil
+}
+
+// scalingPlot draws ns per lookup against the shard count, both axes logarithmic, one line
+// per implementation, and names the lines in legend.
+func scalingPlot(s scaling, legend *plot.Legend) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = s.Title
+	p.X.Label.Text = "shards"
+	p.Y.Label.Text = "ns per lookup"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = powerTicks{}, powerTicks{}
+	legend.Top, legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	for i, series := range s.Series {
+		xy := make(plotter.XYs, 0, len(series.Points))
+		for _, pt := range series.Points {
+			if pt.Shards > 0 && pt.Ns > 0 { // a log axis has no room for 0
+				xy = append(xy, plotter.XY{X: float64(pt.Shards), Y: pt.Ns})
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, points.Color, points.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+		line.Dashes = plotutil.Dashes(i / 7) // colors repeat after seven series; dashes tell them apart
+		p.Add(line, points)
+		legend.Add(series.Name, line, points)
+	}
+	return p, nil
+}
+
+// powerTicks are logarithmic ticks labelled 10, 100, 1000, 10^4, 10^5, ... (not 1e+04).
+type powerTicks struct{}
+
+func (powerTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.LogTicks{Prec: -1}.Ticks(min, max)
+	for i, t := range ts {
+		if e := math.Log10(t.Value); t.Label != "" && t.Value >= 1e4 && e == math.Trunc(e) {
+			ts[i].Label = fmt.Sprintf("10^%.0f", e)
+		}
+	}
+	return ts
 }
 
 // shortTicks are the default ticks with labels in their shortest form ("125", not "125.00").
