@@ -12,10 +12,9 @@ import (
 	"github.com/shardkit/shard/internal/ring"
 )
 
-// Ring is a consistent-hash ring (Karger et al.; the sharding lecture [003]): every shard owns
-// a number of points (virtual nodes) on a circle of 64-bit positions, and a key belongs to the
-// owner of the first point at or after the key's position, wrapping around to the smallest
-// point.
+// Ring is a consistent-hash ring (Karger et al.; document 003): every shard owns a number of
+// points (virtual nodes) on a circle of 64-bit positions, and a key belongs to the owner of
+// the first point at or after the key's position, wrapping around to the smallest point.
 //
 // Growing from n to n+1 shards adds only the new shard's points, so keys move only to the new
 // shard, about 1/(n+1) of them; shrinking removes only the highest shard's points, so only its
@@ -100,7 +99,7 @@ func NewRing(n int, opts RingOptions) (*Ring, error) {
 
 // NewJedisRing returns a ring of n shards, n in [1, 26214], that places every key where
 // Jedis's sharded client places it: redis.clients.jedis.util.Sharded with Hashing.MD5 and n
-// unnamed JedisShardInfo of weight 1, as the two-algorithms post [000] describes.
+// unnamed JedisShardInfo of weight 1, as document 000 describes.
 //
 // Shard i owns 160 points named "SHARD-<i>-NODE-<j>", j in [0, 160); a position is the first
 // four bytes of the MD5 digest read little-endian (keyhash.JedisMD5), and a key goes to the
@@ -209,19 +208,46 @@ func (r *Ring) Locate(key string) int {
 	if t == nil { // the zero Ring
 		return 0
 	}
-	var h uint64
-	// Direct calls for the built-in hashes save the indirect call and let them inline.
+	return int(t.Locate(r.position(key)))
+}
+
+// position returns the position of key. Direct calls for the built-in hashes save the
+// indirect call and let them inline.
+func (r *Ring) position(key string) uint64 {
 	switch r.kind {
 	case murmurKind:
-		h = murmurPosition(key)
+		return murmurPosition(key)
 	case jedisKind:
-		h = jedisPosition(key)
+		return jedisPosition(key)
 	case xxhKind:
-		h = keyhash.XXH64(key)
-	default:
-		h = r.hash(key)
+		return keyhash.XXH64(key)
 	}
-	return int(t.Locate(h))
+	return r.hash(key)
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). It hashes 32 keys, then looks all of them up together
+// (ring.Table.LocateBatch), so their cache misses overlap.
+func (r *Ring) LocateBatch(keys []string, dst []int) {
+	dst = batchDst(keys, dst)
+	t := r.table.Load()
+	if t == nil { // the zero Ring
+		clear(dst)
+		return
+	}
+	var hs [ring.Batch]uint64
+	var owners [ring.Batch]int32
+	for len(keys) > 0 {
+		g := min(len(keys), ring.Batch)
+		for m, k := range keys[:g] {
+			hs[m] = r.position(k)
+		}
+		t.LocateBatch(hs[:g], owners[:g])
+		for m, o := range owners[:g] {
+			dst[m] = int(o)
+		}
+		keys, dst = keys[g:], dst[g:]
+	}
 }
 
 // Resize sets the number of shards to n, in [1, 4194304/vnodes]: growing adds the points of

@@ -76,7 +76,7 @@ func ExampleFindPool() {
 	}
 	fmt.Println(p.AppendN(nil, "user:1", 2)) // the owner, then its replica
 	// Output:
-	// [a b]
+	// [a c]
 }
 
 // The presets by name.

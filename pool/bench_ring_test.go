@@ -105,3 +105,32 @@ func keptBytes(build func() any) uint64 {
 	runtime.KeepAlive(kept)
 	return after.HeapAlloc - before.HeapAlloc
 }
+
+// BenchmarkPoolLocateBatch compares LocateBatch with a loop of Locate on the same 4096 keys
+// (ns/op is per key in both).
+func BenchmarkPoolLocateBatch(b *testing.B) {
+	keys := benchKeys()[:1<<12]
+	dst := make([]string, len(keys))
+	for _, size := range []int{10, 1000, 10000} {
+		for _, c := range benchPools {
+			p, err := c.new(benchNodes(size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("pool=%s/nodes=%d/call=loop", c.name, size), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					dst[i&(len(keys)-1)] = p.Locate(keys[i&(len(keys)-1)])
+				}
+			})
+			b.Run(fmt.Sprintf("pool=%s/nodes=%d/call=batch", c.name, size), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if i&(len(keys)-1) == 0 {
+						LocateBatch(p, keys, dst)
+					}
+				}
+			})
+		}
+	}
+}

@@ -41,7 +41,7 @@ func holeSlots(dst []int32, nodes []Node) []int32 {
 // rehashAdd is nginx's rule in miniature: the next value adds a hash of the probe number and
 // the key.
 func rehashAdd(key string, probe int, h uint64) uint64 {
-	return h + mix13(keyhash.XXH64(key)+uint64(probe))&0x7fff
+	return h + mum(keyhash.XXH64(key)+uint64(probe))&0x7fff
 }
 
 func TestModulaContractHoles(t *testing.T) {

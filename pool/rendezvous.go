@@ -39,8 +39,8 @@ import (
 // a weight change only the keys to or from the changed node, and after Remove(owner) a key
 // goes to the second node AppendN gave it: every node's score for a key is its own.
 //
-// The default score is SplitMix64's output function (Stafford's Mix13, as Vigna's
-// splitmix64.c uses it) of Hash(key) xor NodeHash(name), both XXH64. With RendezvousOptions
+// The default score is wyhash's multiply-and-fold mixing (see mum) of Hash(key) xor
+// NodeHash(name), both XXH64. With RendezvousOptions
 // a pool can reproduce another rendezvous implementation: go-redis v9's Ring places keys
 // with dgryski/go-rendezvous, which takes the node whose xorshiftMult64(xxhash(key) xor
 // xxhash(name)) is largest (xorshiftMult64: x ^= x>>12; x ^= x<<25; x ^= x>>27;
@@ -65,7 +65,7 @@ type Rendezvous struct {
 }
 
 // RendezvousOptions configure NewRendezvous. The zero value hashes keys and names with XXH64
-// and scores with SplitMix64's output function of their xor.
+// and scores with wyhash's mixing of their xor.
 type RendezvousOptions struct {
 	// Hash returns the hash of a key. Nil means XXH64 (seed 0).
 	Hash func(key string) uint64
@@ -73,7 +73,8 @@ type RendezvousOptions struct {
 	NodeHash func(name string) uint64
 	// Score returns the score of a node for a key from their hashes; for each key the
 	// scores of distinct nodes should look independent and uniform over the 64-bit range.
-	// Nil means SplitMix64's output function of key xor node.
+	// Nil means mum(key xor node): the 128-bit product of key xor node and 2^64/phi, its
+	// halves xored (wyhash's mixing step).
 	//
 	// Hash, NodeHash and Score must be deterministic and safe for concurrent use, and should
 	// not allocate: every lookup calls Hash once and Score once per node.
@@ -134,13 +135,13 @@ func (r *Rendezvous) publish(m *members) {
 	r.m = m
 }
 
-// mix13 is SplitMix64's output function (Stafford's Mix13; Steele, Lea and Flood,
-// "Fast Splittable Pseudorandom Number Generators", OOPSLA 2014; constants of Vigna's
-// splitmix64.c).
-func mix13(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+// mum returns the two halves of the 128-bit product of x and 2^64/phi, xored: the mixing
+// step of wyhash (Wang Yi). One multiplication, where SplitMix64's output function takes
+// two, which halves the cost of a lookup; with x the xor of two XXH64 values, its outputs
+// pass the shares and movement tests as well.
+func mum(x uint64) uint64 {
+	hi, lo := bits.Mul64(x, 0x9e3779b97f4a7c15)
+	return hi ^ lo
 }
 
 // keyHash returns Hash(key), calling the default directly so it inlines.
@@ -157,9 +158,9 @@ func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint
 	nh := t.nhash[from:to]
 	bi, bs := 0, uint64(0)
 	if r.dflt {
-		bs = mix13(k ^ nh[0])
+		bs = mum(k ^ nh[0])
 		for i, n := range nh[1:] {
-			if s := mix13(k ^ n); s > bs {
+			if s := mum(k ^ n); s > bs {
 				bi, bs = i+1, s
 			}
 		}
@@ -180,10 +181,14 @@ func (r *Rendezvous) Locate(key string) string {
 	if t == nil { // the zero Rendezvous
 		return ""
 	}
-	k := r.keyHash(key)
+	return t.names[r.locate(t, r.keyHash(key))]
+}
+
+// locate returns the index of the best node for key hash k.
+func (r *Rendezvous) locate(t *rendezvousTable, k uint64) int32 {
 	if len(t.classes) == 1 {
 		i, _ := r.best(t, k, 0, len(t.names))
-		return t.names[i]
+		return int32(i)
 	}
 	var top rendezvousCandidate
 	from := 0
@@ -195,7 +200,60 @@ func (r *Rendezvous) Locate(key string) string {
 		}
 		from = class.end
 	}
-	return t.names[top.i]
+	return top.i
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). With the default score it scores two keys per pass over the nodes:
+// each node's hash is loaded once for both, and the two running maxima are independent, so
+// the processor works on them side by side (more keys per pass run out of registers).
+func (r *Rendezvous) LocateBatch(keys []string, dst []string) {
+	dst = batchDst(keys, dst)
+	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		clear(dst)
+		return
+	}
+	i := 0
+	for ; r.dflt && i+2 <= len(keys); i += 2 {
+		k0, k1 := keyhash.XXH64(keys[i]), keyhash.XXH64(keys[i+1])
+		var top0, top1 rendezvousCandidate
+		from := 0
+		for c, class := range t.classes {
+			i0, s0, i1, s1 := best2(t.nhash[from:class.end], k0, k1)
+			c0 := rendezvousCandidate{s: s0, i: int32(from + i0)}
+			c1 := rendezvousCandidate{s: s1, i: int32(from + i1)}
+			if len(t.classes) > 1 {
+				c0.e, c1.e = negLog(s0)/class.weight, negLog(s1)/class.weight
+			}
+			if c == 0 || c0.better(top0, t.names) {
+				top0 = c0
+			}
+			if c == 0 || c1.better(top1, t.names) {
+				top1 = c1
+			}
+			from = class.end
+		}
+		dst[i], dst[i+1] = t.names[top0.i], t.names[top1.i]
+	}
+	for ; i < len(keys); i++ {
+		dst[i] = t.names[r.locate(t, r.keyHash(keys[i]))]
+	}
+}
+
+// best2 is best (with the default score) for two key hashes in one pass over the node
+// hashes nh: for each key the index in nh of its largest score, and the score.
+func best2(nh []uint64, k0, k1 uint64) (i0 int, s0 uint64, i1 int, s1 uint64) {
+	s0, s1 = mum(k0^nh[0]), mum(k1^nh[0])
+	for i, n := range nh[1:] {
+		if s := mum(k0 ^ n); s > s0 {
+			s0, i0 = s, i+1
+		}
+		if s := mum(k1 ^ n); s > s1 {
+			s1, i1 = s, i+1
+		}
+	}
+	return i0, s0, i1, s1
 }
 
 // rendezvousCandidate is a node with its score s for a key and e = -ln(u)/weight: the
@@ -232,16 +290,19 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	if n > rendezvousSmall {
 		return r.appendMany(dst, t, k, n)
 	}
+	var top [rendezvousSmall]rendezvousCandidate
+	if len(t.classes) == 1 { // one weight: the n largest scores
+		for _, c := range top[:r.bestN(top[:n], t, k, 0, len(t.names))] {
+			dst = append(dst, t.names[c.i])
+		}
+		return dst
+	}
 	// The n best of each weight by score, then of those the n best by e.
-	var top, class [rendezvousSmall]rendezvousCandidate
+	var class [rendezvousSmall]rendezvousCandidate
 	found, from := 0, 0
 	for _, c := range t.classes {
 		got := r.bestN(class[:n], t, k, from, c.end)
 		from = c.end
-		if len(t.classes) == 1 {
-			top, found = class, got
-			break
-		}
 		for _, cand := range class[:got] {
 			cand.e = negLog(cand.s) / c.weight
 			found = insertCandidate(top[:n], found, cand, t.names)
@@ -256,26 +317,35 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 // bestN fills best with the len(best) largest scores among nodes [from, to), largest first
 // (of equal scores the smaller name first), and returns how many it found.
 func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uint64, from, to int) int {
-	found := 0
-	for i := from; i < to; i++ {
-		var s uint64
-		if r.dflt {
-			s = mix13(k ^ t.nhash[i])
-		} else {
-			s = r.opts.Score(k, t.nhash[i])
+	found, floor := 0, uint64(0) // floor: once best is full, the score to beat
+	if r.dflt {
+		for i, n := range t.nhash[from:to] {
+			if s := mum(k ^ n); found < len(best) || s > floor {
+				found, floor = insertBest(best, found, s, int32(from+i))
+			}
 		}
-		if found == len(best) && s <= best[found-1].s {
-			continue // the common case: not among the best
+		return found
+	}
+	for i, n := range t.nhash[from:to] {
+		if s := r.opts.Score(k, n); found < len(best) || s > floor {
+			found, floor = insertBest(best, found, s, int32(from+i))
 		}
-		j := min(found, len(best)-1)
-		for j > 0 && best[j-1].s < s {
-			best[j] = best[j-1]
-			j--
-		}
-		best[j] = rendezvousCandidate{s: s, i: int32(i)}
-		found = min(found+1, len(best))
 	}
 	return found
+}
+
+// insertBest inserts score s of node i into best[:found], kept largest first (after equal
+// scores, which belong to smaller names), dropping the smallest if best is full, and returns
+// the new count and the smallest score kept.
+func insertBest(best []rendezvousCandidate, found int, s uint64, i int32) (int, uint64) {
+	j := min(found, len(best)-1)
+	for j > 0 && best[j-1].s < s {
+		best[j] = best[j-1]
+		j--
+	}
+	best[j] = rendezvousCandidate{s: s, i: i}
+	found = min(found+1, len(best))
+	return found, best[found-1].s
 }
 
 // insertCandidate inserts c into top[:found], kept best first, dropping the worst if top is
@@ -301,7 +371,7 @@ func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, n in
 		for i := from; i < c.end; i++ {
 			all[i].i = int32(i)
 			if r.dflt {
-				all[i].s = mix13(k ^ t.nhash[i])
+				all[i].s = mum(k ^ t.nhash[i])
 			} else {
 				all[i].s = r.opts.Score(k, t.nhash[i])
 			}

@@ -28,7 +28,7 @@ func TestRendezvousContractTies(t *testing.T) {
 		orderFree: true, minimal: true, nextOnRemove: true})
 }
 
-func coarseScore(k, n uint64) uint64 { return mix13(k^n) &^ (1<<56 - 1) }
+func coarseScore(k, n uint64) uint64 { return mum(k^n) &^ (1<<56 - 1) }
 
 func FuzzRendezvous(f *testing.F) {
 	fuzzSeeds(f)
@@ -43,7 +43,7 @@ func FuzzRendezvous(f *testing.F) {
 func refRendezvous(nodes []Node, opts RendezvousOptions, key string) []string {
 	score := opts.Score
 	if score == nil {
-		score = func(k, n uint64) uint64 { return mix13(k ^ n) }
+		score = func(k, n uint64) uint64 { return mum(k ^ n) }
 	}
 	type ranked struct {
 		name string

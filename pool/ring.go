@@ -15,11 +15,11 @@ import (
 	"github.com/shardkit/shard/internal/ring"
 )
 
-// Ring is a consistent-hash ring of named, weighted nodes (Karger et al.; the sharding lecture
-// [003]): each node owns points on a circle of 64-bit positions, Vnodes points per unit of
-// weight, and a key belongs to the owner of the first point at or after the key's position,
-// wrapping around to the smallest point. It shares its engine with shard.Ring: the same sorted
-// points and top-bits index, so Locate reads one index entry and scans one or two points.
+// Ring is a consistent-hash ring of named, weighted nodes (Karger et al.; document 003): each
+// node owns points on a circle of 64-bit positions, Vnodes points per unit of weight, and a
+// key belongs to the owner of the first point at or after the key's position, wrapping
+// around to the smallest point. It shares its engine with shard.Ring: the same sorted points
+// and top-bits index, so Locate reads one index entry and scans one or two points.
 //
 // With the default options, point i of node "cache-a" sits at XXH64("cache-a-i") (i in
 // decimal; the name is unambiguous because i has no '-', so the text after the last '-' is
@@ -39,9 +39,8 @@ import (
 // does), and the tie rule.
 //
 // Memory: about 34 bytes per point, 5.4 KB per node of weight 1 with the default 160 points
-// (BenchmarkPoolBuild): the table the lookups read and the sorted points a change reuses. A
-// change costs time linear in the number of points (a merge and a new index), plus hashing the
-// new points' names.
+// (BenchmarkPoolBuild): the table the lookups read and the sorted points a change reuses. A change costs time linear in the
+// number of points (a merge and a new index), plus hashing the new points' names.
 //
 // Make one with NewRing; the zero Ring has no nodes (Locate returns "", AppendN appends
 // nothing, changes fail with ErrEmpty). Locate and AppendN take no lock and are
@@ -196,7 +195,42 @@ func (r *Ring) Locate(key string) string {
 	if s == nil { // the zero Ring
 		return ""
 	}
-	return s.names[s.table.Owner(s.owner(r.position(key)))]
+	h := r.position(key)
+	if s.lookup != RingSuccessor {
+		return s.names[s.table.Owner(s.owner(h))]
+	}
+	return s.names[s.table.Locate(h)]
+}
+
+// LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
+// len(dst) < len(keys). It hashes 32 keys, then looks all of them up together, so their
+// cache misses overlap.
+func (r *Ring) LocateBatch(keys []string, dst []string) {
+	dst = batchDst(keys, dst)
+	s := r.state.Load()
+	if s == nil { // the zero Ring
+		clear(dst)
+		return
+	}
+	if s.lookup != RingSuccessor {
+		for i, k := range keys {
+			dst[i] = s.names[s.table.Owner(s.owner(r.position(k)))]
+		}
+		return
+	}
+	var hs [ring.Batch]uint64
+	var owners [ring.Batch]int32
+	for len(keys) > 0 {
+		g := min(len(keys), ring.Batch)
+		for m, k := range keys[:g] {
+			hs[m] = r.position(k)
+		}
+		s.table.LocateBatch(hs[:g], owners[:g])
+		for m, o := range owners[:g] {
+			dst[m] = s.names[o]
+		}
+		keys, dst = keys[g:], dst[g:]
+	}
 }
 
 // position returns the key's position, calling the default hash directly so it inlines.

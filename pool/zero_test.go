@@ -30,6 +30,12 @@ func TestZeroValues(t *testing.T) {
 				assert.Empty(t, p.Nodes())
 			})
 			assert.Zero(t, testing.AllocsPerRun(10, func() { p.Locate("user:1") }))
+			if b, ok := p.(BatchLocator); ok {
+				keys := []string{"a", "b", "c", "d", "e"}
+				dst := []string{"x", "x", "x", "x", "x", "x"}
+				require.NotPanics(t, func() { b.LocateBatch(keys, dst) })
+				assert.Equal(t, []string{"", "", "", "", "", "x"}, dst, "LocateBatch on the zero value")
+			}
 			for _, err := range []error{p.Add(Node{Name: "a"}), p.Remove("a"), p.SetWeight("a", 2)} {
 				require.ErrorIs(t, err, ErrEmpty)
 				assert.Regexp(t, `^pool: (zero `+tc.name+`|directory: [a-z ]+: zero Directory): make one with `, err.Error())

@@ -419,6 +419,8 @@ var targets = []target{
 	{table: "scale", ours: "ours/jump-back", other: "ours/jump-back", shards: 1000000, otherShards: 10, max: 1.5, why: "flat"},
 	{table: "batch", ours: "ours/jump LocateBatch", other: "ours/jump Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
 	{table: "batch", ours: "ours/rendezvous LocateBatch", other: "ours/rendezvous Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
+	{table: "batch", ours: "ours/murmur-ring LocateBatch", other: "ours/murmur-ring Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
+	{table: "main", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", max: 1.0},
 }
 
 func targetTable(w io.Writer, c config, ts timings, allocs map[string]float64) error {

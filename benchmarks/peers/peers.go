@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 // A contestant is one way to place keys: one of ours or another package's. Every one is
@@ -205,5 +206,47 @@ func contestants(vnodes int) []contestant {
 			},
 		})
 	}
+
+	// The named pools, over the same member names as the peers, grown by adding a member.
+	for _, p := range []struct {
+		name, kind string
+		maxShards  int
+		new        func(nodes []pool.Node) (pool.Pool, error)
+	}{
+		{"pool-ring", kindRing, 1 << 22 / vnodes, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewRing(nodes, pool.RingOptions{Vnodes: vnodes})
+		}},
+		// O(n) lookups, as go-rendezvous's.
+		{"pool-rendezvous", kindRendezvous, 10000, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+	} {
+		cs = append(cs, contestant{
+			name: "ours/" + p.name, id: "ours-" + p.name, kind: p.kind, ours: true, maxShards: p.maxShards,
+			build: func(n int) (measure.Locator, error) {
+				nodes := make([]pool.Node, n)
+				for i, name := range nodeNames(n) {
+					nodes[i] = pool.Node{Name: name}
+				}
+				pl, err := p.new(nodes)
+				return &named{pl}, err
+			},
+			resize: func(l measure.Locator, n int) (measure.Locator, error) {
+				pl := l.(*named).p
+				for m := len(pl.Nodes()); m < n; m++ {
+					if err := pl.Add(pool.Node{Name: nodeName(m)}); err != nil {
+						return nil, err
+					}
+				}
+				return l, nil
+			},
+		})
+	}
 	return cs
 }
+
+// named is a pool of ours behind the Locator interface, its member names read back as
+// indices the way the peers' are.
+type named struct{ p pool.Pool }
+
+func (n *named) Locate(k string) int { return nodeIndex(n.p.Locate(k)) }

@@ -6,7 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/buraksezer/consistent"
+	"github.com/serialx/hashring"
+
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 var sink int
@@ -133,5 +137,51 @@ func TestRun(t *testing.T) {
 	}
 	if strings.Contains(s, "n/a (not measured") {
 		t.Errorf("a target was not measured:\n%s", s)
+	}
+}
+
+// BenchmarkAppendN times three distinct members per key (replicas): our pools' AppendN with
+// room in dst, buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
+// same members and keys.
+func BenchmarkAppendN(b *testing.B) {
+	keys := measure.Keys(1, 1<<14, 16)
+	mask := len(keys) - 1
+	for _, n := range []int{10, 100, 1000} {
+		names := nodeNames(n)
+		nodes := make([]pool.Node, n)
+		members := make([]consistent.Member, n)
+		weights := make(map[string]int, n)
+		for i, name := range names {
+			nodes[i], members[i], weights[name] = pool.Node{Name: name}, member(name), 160
+		}
+		ring, err := pool.NewRing(nodes, pool.RingOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rdv, err := pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bur := consistent.New(members, consistent.Config{Hasher: xxHasher{}, PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1)})
+		ser := hashring.NewWithWeights(weights)
+		impls := []struct {
+			id     string
+			append func(k string) int
+		}{
+			{"ours-pool-ring", func(k string) int { var d [3]string; return len(ring.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-rendezvous", func(k string) int { var d [3]string; return len(rdv.AppendN(d[:0], k, 3)[2]) }},
+			{"buraksezer", func(k string) int { m, _ := bur.GetClosestN(bytesOf(k), 3); return len(m[2].String()) }},
+			{"serialx", func(k string) int { m, _ := ser.GetNodes(k, 3); return len(m[2]) }},
+		}
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/shards=%d/n=3", impl.id, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += impl.append(keys[i&mask])
+					i++
+				}
+			})
+		}
 	}
 }

@@ -17,8 +17,10 @@
 // behind the winner, so a walk for replicas meets their owners where removing the winner
 // would bring them forward.
 //
-// Memory: 12 bytes per point (position and owner) and 4 to 8 bytes of index per point; New
-// takes the points in a slice it sorts in place and does not keep (16 bytes per point).
+// Memory: 12 bytes per point (a record of position and owner that lookups read, and the
+// position's low bits that they almost never need; see Table) and 4 to 8 bytes of index per
+// point; New takes the points in a slice it sorts in place and does not keep (16 bytes per
+// point).
 //
 // A Table is immutable once New returns it; every method is safe for concurrent use, and
 // none allocates except where its doc says so.
@@ -107,27 +109,53 @@ func Sort(points []Point) {
 
 // Table is an immutable ring: the points in (Pos, Rank, Owner) order, indexed by the top bits
 // of their positions. Indices i in [0, Len()) name points in that order.
+//
+// Layout: a point is one 64-bit record, its position with the low b bits replaced by its
+// owner, b the bit length of the largest owner; the low bits of the position go to a side
+// array that lookups almost never read. Records order as positions do except within one
+// span of 2^b positions, so a lookup scans records for the first whose high bits reach the
+// key's and reads the owner from it: one index entry and one cache line of records, 8
+// bytes per point to touch. Only when the key falls in the same 2^b span as a point (odds
+// about 2^b / 2^64 per lookup, b <= 22) does it compare the low bits. (One lookup at a time
+// is no faster than with separate position and owner arrays, measured at 1.6M points: the
+// processor predicts the scan and fetches both at once. Batches gain, see LocateBatch.)
 type Table struct {
-	// pos holds the positions in order, then a sentinel math.MaxUint64 that stops every scan.
-	pos []uint64
-	// owner[i] owns pos[i]; the sentinel's owner is owner[0], which wraps the ring around.
-	owner []int32
-	// idx[k] is the index of the first point >= k<<shift; idx[len(idx)-1] is the sentinel's.
+	// rec holds the records in order, then a sentinel with the largest high bits and the
+	// owner of rec[0], which stops every scan and wraps the ring around, then padding that
+	// no key is above.
+	rec []uint64
+	// low holds the low b bits of each position.
+	low  []uint32
+	mask uint64 // 1<<b - 1: the owner bits of a record
+	// idx[k] is the index of the first point >= k<<shift; idx[len(idx)-1] = Len().
 	idx   []uint32
-	shift uint8
+	shift uint // 64 minus the bits of a bucket number, in [41, 63]
+
+	branchless bool // search counts records without branching (small tables)
 
 	distinct int   // distinct positions
 	owners   int   // distinct owners
 	maxOwner int32 // the largest owner
 }
 
-// scanMax is the longest bucket Successor scans point by point; longer ones, which only a
-// hash that piles points together produces, are binary-searched.
-const scanMax = 8
+// countMax is the most points of a bucket that a lookup in a small table counts without
+// branching (larger buckets, 0.4% of them at one to two buckets per point, are scanned);
+// scanMax the most a lookup scans, beyond which (only where a hash piles points together)
+// it binary-searches.
+const (
+	countMax = 4
+	scanMax  = 16
+)
+
+// branchlessMax is the most points for which lookups count records without branching: the
+// table's records and index (1 MB at most) stay within a core's cache. Measured side by side at
+// 160 points per node, the branchless count was 0.65x the scan's time up to 300 nodes,
+// 1.1x at 1000 and 1.3x at 10000.
+const branchlessMax = 1 << 16
 
 // New returns the table of points. It sorts points in place (see Sort) and does not keep
-// the slice. It returns an error wrapping
-// ErrNoPoints, ErrTooMany (more than MaxPoints) or ErrOwner (an owner outside [0, MaxPoints)).
+// the slice. It returns an error wrapping ErrNoPoints, ErrTooMany (more than MaxPoints) or
+// ErrOwner (an owner outside [0, MaxPoints)).
 func New(points []Point) (*Table, error) {
 	switch {
 	case len(points) == 0:
@@ -136,7 +164,7 @@ func New(points []Point) (*Table, error) {
 		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooMany, len(points), MaxPoints)
 	}
 	n := len(points)
-	t := &Table{pos: make([]uint64, n+1), owner: make([]int32, n+1), maxOwner: -1}
+	t := &Table{maxOwner: -1}
 	for _, p := range points {
 		if p.Owner < 0 || p.Owner >= MaxPoints {
 			return nil, fmt.Errorf("%w: %d, want [0, %d)", ErrOwner, p.Owner, MaxPoints)
@@ -144,9 +172,13 @@ func New(points []Point) (*Table, error) {
 		t.maxOwner = max(t.maxOwner, p.Owner)
 	}
 	Sort(points)
+
+	t.mask = 1<<max(bits.Len32(uint32(t.maxOwner)), 1) - 1
+	t.rec = make([]uint64, n+countMax) // the points, the sentinel, padding for search // the points, the sentinel, padding for search
+	t.low = make([]uint32, n)
 	seen := make([]uint64, t.maxOwner/64+1)
 	for i, p := range points {
-		t.pos[i], t.owner[i] = p.Pos, p.Owner
+		t.rec[i], t.low[i] = p.Pos&^t.mask|uint64(p.Owner), uint32(p.Pos&t.mask)
 		if i == 0 || p.Pos != points[i-1].Pos {
 			t.distinct++
 		}
@@ -155,17 +187,21 @@ func New(points []Point) (*Table, error) {
 			t.owners++
 		}
 	}
-	t.pos[n], t.owner[n] = math.MaxUint64, t.owner[0]
+	t.rec[n] = math.MaxUint64&^t.mask | uint64(points[0].Owner)
+	for i := n + 1; i < len(t.rec); i++ {
+		t.rec[i] = math.MaxUint64
+	}
 
 	// 2^b buckets, between one and two per point, so a bucket holds about one point; at
 	// least two buckets so the shift stays below 64.
 	b := max(bits.Len(uint(n)), 1)
-	t.shift = uint8(64 - b)
+	t.branchless = n <= branchlessMax
+	t.shift = uint(64 - b)
 	t.idx = make([]uint32, 1<<b+1)
 	i := 0
 	for k := range 1 << b {
 		start := uint64(k) << t.shift
-		for i < n && t.pos[i] < start {
+		for i < n && points[i].Pos < start {
 			i++
 		}
 		t.idx[k] = uint32(i)
@@ -175,7 +211,7 @@ func New(points []Point) (*Table, error) {
 }
 
 // Len returns the number of points, in [1, MaxPoints], counting those a tie hides.
-func (t *Table) Len() int { return len(t.pos) - 1 }
+func (t *Table) Len() int { return len(t.low) }
 
 // Distinct returns the number of distinct positions, in [1, Len()].
 func (t *Table) Distinct() int { return t.distinct }
@@ -187,16 +223,114 @@ func (t *Table) Owners() int { return t.owners }
 func (t *Table) MaxOwner() int32 { return t.maxOwner }
 
 // Bytes returns the memory the table holds, for reports of bytes per point.
-func (t *Table) Bytes() int { return cap(t.pos)*8 + cap(t.owner)*4 + cap(t.idx)*4 }
+func (t *Table) Bytes() int { return cap(t.rec)*8 + cap(t.low)*4 + cap(t.idx)*4 }
 
 // Position returns the position of point i, i in [0, Len()).
-func (t *Table) Position(i int) uint64 { return t.pos[i] }
+func (t *Table) Position(i int) uint64 { return t.rec[i]&^t.mask | uint64(t.low[i]) }
 
 // Owner returns the owner of point i, i in [0, Len()).
-func (t *Table) Owner(i int) int32 { return t.owner[i] }
+func (t *Table) Owner(i int) int32 { return int32(t.rec[i] & t.mask) }
 
 // Locate returns the owner of the successor of h: Owner(Successor(h)), a little faster.
-func (t *Table) Locate(h uint64) int32 { return t.owner[t.search(h)] }
+func (t *Table) Locate(h uint64) int32 { return int32(t.rec[t.search(h)] & t.mask) }
+
+// search returns the index of the first point >= h in [0, Len()], Len() being the sentinel.
+func (t *Table) search(h uint64) int {
+	k := h >> (t.shift & 63)
+	return t.searchIn(t.idx[k], t.idx[k+1], h)
+}
+
+// searchIn is search given the index entries of h's bucket: points [i, j) are the bucket's.
+func (t *Table) searchIn(i, j uint32, h uint64) int {
+	hm := h &^ t.mask
+	// A record is below hm exactly when its position's high bits are below h's: those of
+	// the bucket form a prefix of it, and every record from j on (a later bucket, the
+	// sentinel, the padding) is >= hm, so a scan stops by j.
+	switch {
+	case t.branchless && j-i <= countMax:
+		// The answer is i plus how many of the countMax records from i are below hm.
+		// Without a branch on the data nothing is mispredicted, which pays while the table
+		// is in cache (a third faster at 1600 points, measured); out of cache a predicted
+		// scan is faster, because the processor runs ahead to the next lookup's loads.
+		r := t.rec[i : i+countMax : i+countMax]
+		i += below(r[0], hm) + below(r[1], hm) + below(r[2], hm) + below(r[3], hm)
+	case j-i <= scanMax:
+		for t.rec[i] < hm {
+			i++
+		}
+	default:
+		for i < j { // first index in [i, j] with record >= hm
+			m := i + (j-i)/2
+			if t.rec[m] < hm {
+				i = m + 1
+			} else {
+				j = m
+			}
+		}
+	}
+	if t.rec[i]&^t.mask == hm { // h shares the point's high bits: compare the low ones
+		return t.searchLow(int(i), h)
+	}
+	return int(i)
+}
+
+// Batch is the number of positions LocateBatch works on at a time; callers that hash keys
+// for it hash this many into an array on their stack.
+const Batch = 32
+
+// LocateBatch sets owners[i] = Locate(hs[i]) for every i in [0, len(hs)); owners must be
+// at least as long as hs. It reads the index entries of Batch positions, then their first
+// records, then searches each: the cache misses of one step are independent and overlap,
+// where one Locate after another waits for each key's misses in turn.
+func (t *Table) LocateBatch(hs []uint64, owners []int32) {
+	owners = owners[:len(hs)]
+	if t.branchless { // in cache: nothing to overlap, and the steps would cost more than they save
+		for m, h := range hs {
+			owners[m] = t.Locate(h)
+		}
+		return
+	}
+	for len(hs) > 0 {
+		g := min(len(hs), Batch)
+		var lo, hi [Batch]uint32
+		for m, h := range hs[:g] {
+			k := h >> (t.shift & 63)
+			lo[m], hi[m] = t.idx[k], t.idx[k+1]
+		}
+		var first [Batch]uint64
+		for m := range g {
+			first[m] = t.rec[lo[m]]
+		}
+		for m, h := range hs[:g] {
+			if first[m] > h|t.mask { // the bucket's first point is beyond h's high bits
+				owners[m] = int32(first[m] & t.mask)
+				continue
+			}
+			owners[m] = int32(t.rec[t.searchIn(lo[m], hi[m], h)] & t.mask)
+		}
+		hs, owners = hs[g:], owners[g:]
+	}
+}
+
+// below returns 1 if r < hm, else 0, without a branch.
+func below(r, hm uint64) uint32 {
+	var x uint32
+	if r < hm {
+		x = 1
+	}
+	return x
+}
+
+// searchLow returns the first index from i whose point is >= h, given that point i is the
+// first whose high bits are not below h's. Out of line: almost no lookup comes here.
+//
+//go:noinline
+func (t *Table) searchLow(i int, h uint64) int {
+	for i < t.Len() && t.rec[i]&^t.mask == h&^t.mask && uint64(t.low[i]) < h&t.mask {
+		i++
+	}
+	return i
+}
 
 // Successor returns the index of the first point at or after h, or 0 if every point is
 // before h: the point whose arc holds h, the winner of its position.
@@ -206,29 +340,6 @@ func (t *Table) Successor(h uint64) int {
 		return 0
 	}
 	return i
-}
-
-// search returns the index of the first point >= h in [0, Len()], Len() being the sentinel.
-func (t *Table) search(h uint64) int {
-	k := h >> t.shift
-	i, j := t.idx[k], t.idx[k+1]
-	// Every point in [i, j) is in h's bucket, and pos[j] is beyond it (or the sentinel), so
-	// pos[j] >= h and the scan stops by j.
-	if j-i <= scanMax {
-		for t.pos[i] < h {
-			i++
-		}
-		return int(i)
-	}
-	for i < j { // first index in [i, j] with pos >= h
-		m := i + (j-i)/2
-		if t.pos[m] < h {
-			i = m + 1
-		} else {
-			j = m
-		}
-	}
-	return int(i)
 }
 
 // Prev returns the index of the winner of the position before point i's, wrapping around
@@ -243,7 +354,7 @@ func (t *Table) Prev(i int) int {
 
 // first returns the index of the winner of point i's position.
 func (t *Table) first(i int) int {
-	for i > 0 && t.pos[i-1] == t.pos[i] {
+	for i > 0 && t.Position(i-1) == t.Position(i) {
 		i--
 	}
 	return i
@@ -255,7 +366,7 @@ func (t *Table) first(i int) int {
 func (t *Table) Nearest(h uint64) int {
 	next := t.Successor(h)
 	prev := t.Prev(next)
-	if h-t.pos[prev] <= t.pos[next]-h {
+	if h-t.Position(prev) <= t.Position(next)-h {
 		return prev
 	}
 	return next
@@ -274,7 +385,7 @@ func (t *Table) NearestPoint(h uint64) int {
 	if next == 0 {
 		prev = t.Len() - 1
 	}
-	if h-t.pos[prev] <= t.pos[next]-h {
+	if h-t.Position(prev) <= t.Position(next)-h {
 		return prev
 	}
 	return next
@@ -294,7 +405,7 @@ func (t *Table) Walk(i int, yield func(owner int32) bool) {
 	var big []uint64
 	found := 0
 	for steps := 0; steps < n; steps++ {
-		o := t.owner[i]
+		o := int32(t.rec[i] & t.mask)
 		if i++; i == n {
 			i = 0
 		}
@@ -341,11 +452,11 @@ func (t *Table) ArcAt(h uint64) Arc {
 	n := t.Len()
 	switch {
 	case i == n: // past the largest position
-		return Arc{First: t.pos[n-1] + 1, Last: math.MaxUint64, Owner: t.owner[0]}
+		return Arc{First: t.Position(n-1) + 1, Last: math.MaxUint64, Owner: t.Owner(0)}
 	case i == 0:
-		return Arc{First: 0, Last: t.pos[0], Owner: t.owner[0]}
+		return Arc{First: 0, Last: t.Position(0), Owner: t.Owner(0)}
 	}
-	return Arc{First: t.pos[i-1] + 1, Last: t.pos[i], Owner: t.owner[i]}
+	return Arc{First: t.Position(i-1) + 1, Last: t.Position(i), Owner: t.Owner(i)}
 }
 
 // Arcs yields every arc in increasing order of positions, from the one that holds 0 to the

@@ -170,8 +170,17 @@ func checkTable(t *testing.T, name string, tab *Table, rf ref, ps []uint64, walk
 		t.Fatalf("%s: Distinct, Owners, MaxOwner = %d, %d, %d, want %d, %d, %d", name,
 			tab.Distinct(), tab.Owners(), tab.MaxOwner(), distinct, len(owners), maxOwner)
 	}
+	batch := make([]int32, len(ps)+1)
+	batch[len(ps)] = -7
+	tab.LocateBatch(ps, batch)
+	if batch[len(ps)] != -7 {
+		t.Fatalf("%s: LocateBatch wrote past len(hs)", name)
+	}
 	var got []int32
 	for k, h := range ps {
+		if want := rf[rf.successor(h)].Owner; batch[k] != want {
+			t.Fatalf("%s: LocateBatch at %#x (%d of %d) = %d, want %d", name, h, k, len(ps), batch[k], want)
+		}
 		want := rf.successor(h)
 		if got := tab.Successor(h); got != want {
 			t.Fatalf("%s: Successor(%#x) = %d, want %d", name, h, got, want)
@@ -203,7 +212,7 @@ func checkTable(t *testing.T, name string, tab *Table, rf ref, ps []uint64, walk
 // of every size class, with heavy ties, piles in one bucket and points at both ends.
 func TestTableCrossCheck(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	sizes := []int{1, 2, 3, 5, 17, 100, 1000, 20000}
+	sizes := []int{1, 2, 3, 5, 17, 100, 1000, 20000, branchlessMax + 1}
 	if !testing.Short() && !raceEnabled {
 		sizes = append(sizes, 1<<18)
 	}
@@ -218,7 +227,7 @@ func TestTableCrossCheck(t *testing.T) {
 			}
 			ps := probes(r, rf, 3000)
 			if n > 1000 { // the brute-force nearest is O(n): fewer probes
-				ps = ps[len(ps)-300:]
+				ps = ps[len(ps)-300_000_000/(n*len(tableCases())*10):]
 			}
 			for _, h := range ps[:min(len(ps), 500)] {
 				if rf.successorLinear(h) != rf.successor(h) {
@@ -226,6 +235,8 @@ func TestTableCrossCheck(t *testing.T) {
 				}
 			}
 			checkTable(t, c.name, tab, rf, ps, max(10, 200_000/n)) // each walk is O(n) here
+			tab.branchless = !tab.branchless                       // the other search, on the same table
+			checkTable(t, c.name+" other search", tab, rf, ps[:min(len(ps), 1000)], 0)
 		}
 	}
 }
@@ -399,10 +410,15 @@ func TestAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := 0
+	hs, owners := make([]uint64, 100), make([]int32, 100)
+	for i := range hs {
+		hs[i] = r.Uint64()
+	}
 	for name, f := range map[string]func(){
-		"Locate":    func() { got += int(tab.Locate(r.Uint64())) },
-		"Successor": func() { got += tab.Successor(r.Uint64()) },
-		"Nearest":   func() { got += tab.Nearest(r.Uint64()) },
+		"Locate":      func() { got += int(tab.Locate(r.Uint64())) },
+		"Successor":   func() { got += tab.Successor(r.Uint64()) },
+		"Nearest":     func() { got += tab.Nearest(r.Uint64()) },
+		"LocateBatch": func() { tab.LocateBatch(hs, owners) },
 		"Walk(3)": func() {
 			n := 0
 			tab.Walk(tab.Successor(r.Uint64()), func(o int32) bool { got += int(o); n++; return n < 3 })
@@ -455,6 +471,8 @@ func FuzzTable(f *testing.F) {
 			ps = append(ps, p.Pos, p.Pos-1, p.Pos+1)
 		}
 		checkTable(t, "fuzz", tab, rf, ps, len(ps))
+		tab.branchless = !tab.branchless
+		checkTable(t, "fuzz, other search", tab, rf, ps, 0)
 	})
 }
 
