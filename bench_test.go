@@ -9,6 +9,7 @@ import (
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/catalog"
 	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
 )
 
 // One harness over every strategy in package catalog. Speed:
@@ -126,6 +127,33 @@ func BenchmarkLocateParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkPoolLocate times Locate of every pool strategy in package catalog, on nodes
+// named node0, node1, ... of weight 1 (package pool's own benchmarks cover weights, AppendN
+// and changes).
+func BenchmarkPoolLocate(b *testing.B) {
+	keys := measure.Keys(1, poolSize, keyLen)
+	for _, ps := range catalog.Pools() {
+		for _, n := range benchShards {
+			nodes := make([]pool.Node, n)
+			for i := range nodes {
+				nodes[i].Name = fmt.Sprintf("node%d", i)
+			}
+			p, err := ps.New(nodes, catalog.Options{})
+			if err != nil {
+				b.Fatalf("%s(%d nodes): %v", ps.Name, n, err)
+			}
+			b.Run(fmt.Sprintf("pool=%s/nodes=%d", ps.Name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					sink += len(p.Locate(keys[i&(poolSize-1)]))
+					i++
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkBalance places 1,000,000 random 16-byte keys on 10 shards.
 func BenchmarkBalance(b *testing.B) {
 	if testing.Short() {
@@ -183,10 +211,11 @@ func BenchmarkMovement(b *testing.B) {
 	}
 }
 
-// BenchmarkVnodes repeats document 002's experiment: the Murmur ring with 10 shards,
-// 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of the per-shard
-// counts averaged over several rings and key sets. More vnodes should mean a smaller deviation.
-// stddev% is in % of the mean; stddev is in keys, the unit document 002 reports.
+// BenchmarkVnodes repeats the consistent-hash homework's [002] experiment: the Murmur ring
+// with 10 shards, 1,000,000 random UUID keys, vnodes from 100 to 5000, and the deviation of
+// the per-shard counts averaged over several rings and key sets. More vnodes should mean a
+// smaller deviation. stddev% is in % of the mean; stddev is in keys, the unit the
+// consistent-hash homework [002] reports.
 func BenchmarkVnodes(b *testing.B) {
 	if testing.Short() {
 		b.Skip("places a million UUIDs per vnode count and seed")

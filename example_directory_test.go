@@ -6,8 +6,8 @@ import (
 	"github.com/shardkit/shard"
 )
 
-// A hot owner gets a shard of its own, and every record it owns (prefix IDs, document 001)
-// follows it; everyone else stays where the rule puts them.
+// A hot owner gets a shard of its own, and every record it owns (prefix IDs, the ID-features
+// article [001]) follows it; everyone else stays where the rule puts them.
 func ExampleNewDirectory() {
 	jump, _ := shard.NewJump(10)
 	d := shard.NewDirectory(jump, shard.PrefixOwner)

@@ -33,7 +33,8 @@ func ExampleNewModulo() {
 }
 
 func ExampleModulo_LocateID() {
-	// Document 001 routes integer IDs as user_id % 5: consecutive IDs take turns.
+	// The ID-features article [001] routes integer IDs as user_id % 5: consecutive IDs take
+	// turns.
 	s, err := shard.NewModulo(5)
 	if err != nil {
 		panic(err)

@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"log"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,9 +10,9 @@ import (
 	"github.com/shardkit/shard"
 )
 
-// Document 001's scenario: users write articles, articles get comments, and a user's
-// records should share a partition. Routing integer IDs by id % N keeps them together only
-// until N changes; prefix IDs keep them together through every change.
+// The ID-features article's [001] scenario: users write articles, articles get comments, and a
+// user's records should share a partition. Routing integer IDs by id % N keeps them together
+// only until N changes; prefix IDs keep them together through every change.
 func ExampleByPrefix() {
 	m, _ := shard.NewModulo(4)
 	byOwner := shard.ByPrefix(m)
@@ -92,8 +93,8 @@ func ExampleByPrefix() {
 	//   user 4: id % N on [0 4], prefix ID on [1]
 }
 
-// Four partitions numbered as document 001 numbers them, and one resumed after a restart.
-func ExampleIDAllocator() {
+// Four partitions numbered as the ID-features article [001] numbers them.
+func ExampleNewIDAllocator() {
 	for k := range 4 {
 		a, _ := shard.NewIDAllocator(k, 4)
 		var ids []uint64
@@ -103,18 +104,26 @@ func ExampleIDAllocator() {
 		}
 		fmt.Printf("partition %d: %v\n", k, ids)
 	}
-
-	a, _ := shard.ResumeIDAllocator(3, 4, 15) // SELECT MAX(id) said 15
-	id, _ := a.Next()
-	fmt.Println("after 15:", id)
-
-	_, err := shard.ResumeIDAllocator(3, 4, 16)
-	fmt.Println(err)
 	// Output:
 	// partition 0: [4 8 12 16]
 	// partition 1: [1 5 9 13]
 	// partition 2: [2 6 10 14]
 	// partition 3: [3 7 11 15]
+}
+
+// After a restart, partition 3 of 4 continues from the largest ID its table holds; an ID of
+// another partition is refused.
+func ExampleResumeIDAllocator() {
+	a, err := shard.ResumeIDAllocator(3, 4, 15) // SELECT MAX(id) said 15
+	if err != nil {
+		log.Fatal(err)
+	}
+	id, _ := a.Next()
+	fmt.Println("after 15:", id)
+
+	_, err = shard.ResumeIDAllocator(3, 4, 16)
+	fmt.Println(err)
+	// Output:
 	// after 15: 19
 	// shard: id allocator: last ID 16 is not an ID of partition 3 of 4 (want ID % 4 == 3, ID <= 9223372036854775807): ID not in partition
 }

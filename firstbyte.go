@@ -7,7 +7,7 @@ import (
 )
 
 // FirstByteSHA1 places a key by the first byte of its SHA-1 digest: the "simple" algorithm
-// of document 000, reproduced bit for bit. In Java:
+// of the two-algorithms post [000], reproduced bit for bit. In Java:
 //
 //	int n = Math.abs((int) sha1(key.getBytes("UTF-8"))[0]); // signed byte: 0..128
 //	if (n >= 10) n = n % 10;                                 // 0..9
@@ -28,9 +28,10 @@ import (
 //   - A resize moves many keys, and not only to the new shard: growing by one moves 50% of
 //     the keys from 1, 3 or 7 shards, 60% from 4 and 90% from 9.
 //
-// Make one with NewFirstByteSHA1; the zero FirstByteSHA1 is not usable. All methods are safe
-// for concurrent use: Resize only swaps a pointer to one of ten tables made at init, so it
-// needs no lock, and a lookup sees the table before or after it.
+// Make one with NewFirstByteSHA1. The zero FirstByteSHA1 has no shards: Shards and Locate
+// return 0 until Resize gives it some. All methods are safe for concurrent use: Resize only
+// swaps a pointer to one of ten tables made at init, so it needs no lock, and a lookup sees
+// the table before or after it.
 type FirstByteSHA1 struct {
 	table atomic.Pointer[firstByteTable]
 }
@@ -56,8 +57,8 @@ var firstByteTables = func() (t [maxFirstByte + 1]firstByteTable) {
 	return t
 }()
 
-// firstByteFormula is document 000's rule for digest byte b and n shards, written as the Java
-// is, in float64 as Java's double.
+// firstByteFormula is the two-algorithms post's [000] rule for digest byte b and n shards,
+// written as the Java is, in float64 as Java's double.
 func firstByteFormula(b byte, n int) int {
 	v := int(int8(b)) // Java bytes are signed
 	if v < 0 {
@@ -80,9 +81,13 @@ func NewFirstByteSHA1(n int) (*FirstByteSHA1, error) {
 	return f, nil
 }
 
-// Locate returns the shard of key by document 000's rule, in [0, Shards()).
+// Locate returns the shard of key by the two-algorithms post's [000] rule, in [0, Shards()).
 func (f *FirstByteSHA1) Locate(key string) int {
-	return int(f.table.Load().shard[keyhash.SHA1FirstByte(key)])
+	t := f.table.Load()
+	if t == nil { // the zero FirstByteSHA1
+		return 0
+	}
+	return int(t.shard[keyhash.SHA1FirstByte(key)])
 }
 
 // LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
@@ -90,6 +95,10 @@ func (f *FirstByteSHA1) Locate(key string) int {
 func (f *FirstByteSHA1) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	t := f.table.Load()
+	if t == nil { // the zero FirstByteSHA1
+		clear(dst)
+		return
+	}
 	for i, k := range keys {
 		dst[i] = int(t.shard[keyhash.SHA1FirstByte(k)])
 	}
@@ -106,5 +115,8 @@ func (f *FirstByteSHA1) Resize(n int) error {
 
 // Shards returns the current number of shards.
 func (f *FirstByteSHA1) Shards() int {
-	return f.table.Load().n
+	if t := f.table.Load(); t != nil {
+		return t.n
+	}
+	return 0
 }

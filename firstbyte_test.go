@@ -20,8 +20,9 @@ func TestFirstByteSHA1Contract(t *testing.T) {
 	})
 }
 
-// The vectors come from testdata/gen/FirstByteSHA1Gen.java, document 000's Java rule run on
-// the raw key bytes with MessageDigest SHA-1; they cover every value of the first byte.
+// The vectors come from testdata/gen/FirstByteSHA1Gen.java, the two-algorithms post's [000]
+// Java rule run on the raw key bytes with MessageDigest SHA-1; they cover every value of the
+// first byte.
 func TestFirstByteSHA1Golden(t *testing.T) {
 	sharders := make([]*FirstByteSHA1, maxFirstByte+1)
 	for n := 1; n <= maxFirstByte; n++ {

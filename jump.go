@@ -47,9 +47,10 @@ func jumpHash(state uint64, n int) int {
 // shrinking moves only the removed shard's keys. Shards can only be added or removed at the
 // end; a failed server is replaced under the same number.
 //
-// Make one with NewJump; the zero Jump is not usable. All methods are safe for concurrent
-// use: the count is one atomic word, so Resize needs no lock and a lookup sees the count
-// before or after it.
+// Make one with NewJump. The zero Jump has no shards: Shards and Locate return 0 until
+// Resize gives it some (jumpHash's loop ends at once when n is 0). All methods are safe for
+// concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees
+// the count before or after it.
 type Jump struct {
 	n atomic.Int64
 }

@@ -100,8 +100,8 @@ func jumpBackHash(key uint64, n int) int {
 //	long h = Hashing.xxh64().hashBytesToLong(key.getBytes(StandardCharsets.UTF_8));
 //	int shard = ConsistentHashing.jumpBackHashSplitMix64().getBucket(h, n);
 //
-// Make one with NewJumpBack; the zero JumpBack is not usable. All methods are safe for
-// concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees the
+// Make one with NewJumpBack. The zero JumpBack has no shards: Shards, Locate and LocateBatch
+// give 0 until Resize gives it some. All methods are safe for concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees the
 // count before or after it.
 type JumpBack struct {
 	n atomic.Int64
@@ -119,7 +119,11 @@ func NewJumpBack(n int) (*JumpBack, error) {
 
 // Locate returns JumpBackHash(xxhash64(key), n), in [0, Shards()).
 func (j *JumpBack) Locate(key string) int {
-	return jumpBackHash(keyhash.XXH64(key), int(j.n.Load()))
+	n := int(j.n.Load())
+	if n == 0 { // the zero JumpBack: jumpBackHash needs n >= 1
+		return 0
+	}
+	return jumpBackHash(keyhash.XXH64(key), n)
 }
 
 // LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
@@ -127,6 +131,10 @@ func (j *JumpBack) Locate(key string) int {
 func (j *JumpBack) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	n := int(j.n.Load())
+	if n == 0 { // the zero JumpBack
+		clear(dst)
+		return
+	}
 	for i, k := range keys {
 		dst[i] = jumpBackHash(keyhash.XXH64(k), n)
 	}

@@ -7,16 +7,16 @@ import (
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
-// Modulo places a key on shard xxhash64(key) % n, the rule of document 003's lecture.
+// Modulo places a key on shard xxhash64(key) % n, the rule of the sharding lecture [003].
 //
 // It is perfectly even and the fastest strategy, but a resize moves almost every key: from n
 // to n+1 shards a key stays only if both remainders agree, so about n/(n+1) of all keys
 // move. The one exception is growing by an integer factor: from n to k*n shards a key on
 // shard s either stays or moves to s + j*n, and shrinking by a factor is the reverse.
 //
-// Make one with NewModulo; the zero Modulo is not usable. All methods are safe for
-// concurrent use: the count is one atomic word, so Resize needs no lock and a lookup sees
-// the count before or after it.
+// Make one with NewModulo. The zero Modulo has no shards: Shards, Locate and LocateID return
+// 0 until Resize gives it some. All methods are safe for concurrent use: the count is one
+// atomic word, so Resize needs no lock and a lookup sees the count before or after it.
 type Modulo struct {
 	n atomic.Uint64
 }
@@ -36,7 +36,11 @@ func NewModulo(n int) (*Modulo, error) {
 
 // Locate returns xxhash64(key) % n, in [0, Shards()).
 func (m *Modulo) Locate(key string) int {
-	return int(keyhash.XXH64(key) % m.n.Load())
+	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		return 0
+	}
+	return int(keyhash.XXH64(key) % n)
 }
 
 // LocateBatch sets dst[i] = Locate(keys[i]) for every key (see [BatchLocator]); it panics if
@@ -44,6 +48,10 @@ func (m *Modulo) Locate(key string) int {
 func (m *Modulo) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		clear(dst)
+		return
+	}
 	for i, k := range keys {
 		dst[i] = int(keyhash.XXH64(k) % n)
 	}
@@ -52,7 +60,11 @@ func (m *Modulo) LocateBatch(keys []string, dst []int) {
 // LocateID returns id % n, in [0, Shards()): the routing of raw integer IDs that documents
 // 001 and 004 use (for example user_id % 5). Consecutive IDs go to consecutive shards.
 func (m *Modulo) LocateID(id uint64) int {
-	return int(id % m.n.Load())
+	n := m.n.Load()
+	if n == 0 { // the zero Modulo
+		return 0
+	}
+	return int(id % n)
 }
 
 // Resize sets the number of shards to n. On error the shard count is unchanged.

@@ -19,7 +19,8 @@ func TestModuloContract(t *testing.T) {
 	})
 }
 
-// Growing by an integer factor keeps a key or moves it to s + j*n (document 003).
+// Growing by an integer factor keeps a key or moves it to s + j*n (the sharding lecture
+// [003]).
 func TestModuloDoubling(t *testing.T) {
 	keys := randomKeys(2, 10000, 16)
 	for _, n := range []int{1, 5, 10} {

@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 )
 
-// PagedPartitions is Partitions with its partition -> shard table split into pages of a
-// fixed number of partitions: document 003's multi-level sections, where the section ->
-// server table is itself sharded, so that the table can grow past what one record or one
-// process comfortably holds (2^20 partitions in 1024 pages of 1024, say, up to 2^24). Each
+// PagedPartitions is Partitions with its partition -> shard table split into pages of a fixed
+// number of partitions: the sharding lecture's [003] multi-level sections, where the
+// section -> server table is itself sharded, so that the table can grow past what one record
+// or one process comfortably holds (2^20 partitions in 1024 pages of 1024, say, up to 2^24). Each
 // page carries a version that goes up by one whenever the page changes; pages are saved,
 // shipped and loaded on their own, so a change of a few partitions ships a few pages, and a
 // process may load only the pages it needs (see LoadPages and Lookup).

@@ -14,11 +14,11 @@ import (
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
-// Partitions places keys in two steps, document 003's "constant number of sections": a key
-// maps to one of a fixed number P of partitions by a rule that never changes, and a small
-// table maps each partition to a shard. A resize or an operator moves whole partitions by
-// editing the table; no key ever changes partition, so the table is all that must be shared
-// (see MarshalText) and all that must be migrated.
+// Partitions places keys in two steps, the sharding lecture's [003] "constant number of
+// sections": a key maps to one of a fixed number P of partitions by a rule that never changes,
+// and a small table maps each partition to a shard. A resize or an operator moves whole
+// partitions by editing the table; no key ever changes partition, so the table is all that
+// must be shared (see MarshalText) and all that must be migrated.
 //
 // P bounds the number of shards: with too few partitions a new shard gets none, and more
 // partitions allow finer balance. Redis Cluster is this scheme with P = 16384 slots (see
@@ -26,8 +26,9 @@ import (
 //
 // All methods are safe for concurrent use. Resize, Move and UnmarshalText are serialized
 // with each other; the other methods take no lock and read one immutable table, the old one
-// or the new one, never a mix. The zero Partitions holds no table: its only use is as the
-// target of UnmarshalText, and Locate, Partition and Owner panic on it.
+// or the new one, never a mix. The zero Partitions holds no table: its use is as the target of
+// UnmarshalText. Until then Shards, NumPartitions, Locate and Partition return 0, Owner panics
+// as for any partition out of range, and the methods that return errors fail.
 type Partitions struct {
 	mu    sync.Mutex // serializes Resize, Move and UnmarshalText
 	table atomic.Pointer[partitionTable]
@@ -166,10 +167,14 @@ func redisCLISplit(owner []uint16, n int) bool {
 	return true
 }
 
-// Partition returns the partition of key, in [0, NumPartitions()). It never changes for a
-// given key and partition count.
+// Partition returns the partition of key, in [0, NumPartitions()), or 0 for the zero
+// Partitions. It never changes for a given key and partition count.
 func (p *Partitions) Partition(key string) int {
-	return p.table.Load().partition(key)
+	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		return 0
+	}
+	return t.partition(key)
 }
 
 func (t *partitionTable) partition(key string) int {
@@ -189,6 +194,9 @@ func xxhPartition(key string, np int) int {
 // Locate returns the shard that owns key's partition, in [0, Shards()).
 func (p *Partitions) Locate(key string) int {
 	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		return 0
+	}
 	return int(t.owner[t.partition(key)])
 }
 
@@ -197,6 +205,10 @@ func (p *Partitions) Locate(key string) int {
 func (p *Partitions) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	t := p.table.Load()
+	if t == nil { // the zero Partitions
+		clear(dst)
+		return
+	}
 	for i, k := range keys {
 		dst[i] = int(t.owner[t.partition(k)])
 	}
@@ -209,8 +221,8 @@ func (p *Partitions) LocateBatch(keys []string, dst []int) {
 // errors, since its partition numbers come from operators.
 func (p *Partitions) Owner(partition int) int {
 	t := p.table.Load()
-	if uint(partition) >= uint(len(t.owner)) {
-		panic(fmt.Sprintf("shard: Partitions.Owner(%d): partition out of range [0, %d)", partition, len(t.owner)))
+	if t == nil || uint(partition) >= uint(len(t.owner)) {
+		panic(fmt.Sprintf("shard: Partitions.Owner(%d): partition out of range [0, %d)", partition, p.NumPartitions()))
 	}
 	return int(t.owner[partition])
 }
@@ -372,9 +384,9 @@ func (p *Partitions) Move(partition, to int) error {
 	return nil
 }
 
-// MarshalText saves the table as text, to keep in a central store that every router loads
-// (document 003). The format is a header line and one line per run of consecutive partitions
-// with the same owner, in increasing order, each line ending in '\n':
+// MarshalText saves the table as text, to keep in a central store that every router loads (the
+// sharding lecture [003]). The format is a header line and one line per run of consecutive
+// partitions with the same owner, in increasing order, each line ending in '\n':
 //
 //	hash=redis partitions=16384 shards=3
 //	0-5460 0
@@ -419,11 +431,11 @@ func appendRuns(b []byte, owner []uint16) []byte {
 // must have the same hash rule and partition count (else the error wraps ErrPartitionCount),
 // since a key's partition must never change. The shard count may differ.
 //
-// The runs must cover every partition exactly once, in increasing order, and name shards
-// below the header's shard count; a shard may own no partition, as after Move drained it.
-// Lines of one partition may be written "7-7 2" or "7 2", and adjacent runs with the same
-// owner are accepted. The final '\n' is optional; nothing else is tolerated: no blank lines,
-// no extra spaces, no signs, no leading zeros, no '\r'. Errors name the line and the problem and wrap
+// The runs must cover every partition exactly once, in increasing order, and name shards below
+// the header's shard count; a shard may own no partition, as after Move drained it. Lines of
+// one partition may be written "7-7 2" or "7 2", and adjacent runs with the same owner are
+// accepted. The final '\n' is optional; nothing else is tolerated: no blank lines, no extra
+// spaces, no signs, no leading zeros, no '\r'. Errors name the line and the problem and wrap
 // ErrPartitionTable; on error the table is unchanged.
 func (p *Partitions) UnmarshalText(text []byte) error {
 	t, err := parsePartitionTable(text)

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 )
 
-// This file holds document 001's co-location tools: IDs that land in a chosen partition
-// (IDAllocator), IDs that carry their owner's ID as a prefix (PrefixID, ParsePrefixID), and
-// Sharders that route a key by that prefix or by a Redis hash tag (ByPrefix, ByHashTag), so
-// that a user's row, articles and comments always share a shard.
+// This file holds the ID-features article's [001] co-location tools: IDs that land in a chosen
+// partition (IDAllocator), IDs that carry their owner's ID as a prefix (PrefixID,
+// ParsePrefixID), and Sharders that route a key by that prefix or by a Redis hash tag
+// (ByPrefix, ByHashTag), so that a user's row, articles and comments always share a shard.
 
 // MaxID is the largest ID an IDAllocator issues: 2^63-1, so that every ID fits a signed
 // 64-bit column (SQL BIGINT, Java long) as well as a uint64.
@@ -29,10 +29,10 @@ var ErrIDSpace = errors.New("ID space exhausted")
 var ErrPrefixID = errors.New("malformed prefix ID")
 
 // IDAllocator issues the IDs of partition k of n: k, k+n, k+2n, ... for k > 0, and n, 2n, 3n,
-// ... for partition 0, so every ID it issues is in [1, MaxID] and satisfies id % n == k.
-// It is SQL Server's IDENTITY(k, n) per partition as document 001 sets it up (partition 0
-// is IDENTITY(n, n), since 0 is not a valid ID), so Modulo.LocateID(id) finds the partition
-// again for as long as the shard count stays n.
+// ... for partition 0, so every ID it issues is in [1, MaxID] and satisfies id % n == k. It is
+// SQL Server's IDENTITY(k, n) per partition as the ID-features article [001] sets it up
+// (partition 0 is IDENTITY(n, n), since 0 is not a valid ID), so Modulo.LocateID(id) finds the
+// partition again for as long as the shard count stays n.
 //
 // Unlike a database sequence, which skips the values of rolled-back inserts, it never skips
 // one: the IDs issued are exactly the first ones of the sequence, in order, however many
@@ -109,16 +109,17 @@ func (a *IDAllocator) Last() uint64 {
 // PrefixID returns owner + "-" + local, the ID of a record local that belongs to owner, so
 // that ByPrefix places both on one shard.
 //
-// A prefix ID is two or more non-empty segments joined by '-'; its first segment is its
-// owner, the root record whose ID decides the shard. Segments may hold any bytes except '-'.
-// The articles of user "1" are "1-A1", "1-A2", ... (document 001). owner may itself be a
-// prefix ID, and the result keeps its root: a comment on article "1-A1" is
-// PrefixID("1-A1", "C1") = "1-A1-C1", whose owner is still user "1". Document 001 routes a
-// comment by its article and the article by its user; co-location is transitive, so routing
-// every record by its root keeps a user's row, articles and comments on one shard through
-// every resize, where routing a comment by its article's whole ID would scatter them. The
-// article stays visible in the comment's ID: the comments of "1-A1" are the IDs that begin
-// with "1-A1-". Document 001's flat form "1-C1" is a well-formed prefix ID too.
+// A prefix ID is two or more non-empty segments joined by '-'; its first segment is its owner,
+// the root record whose ID decides the shard. Segments may hold any bytes except '-'. The
+// articles of user "1" are "1-A1", "1-A2", ... (the ID-features article [001]). owner may
+// itself be a prefix ID, and the result keeps its root: a comment on article "1-A1" is
+// PrefixID("1-A1", "C1") = "1-A1-C1", whose owner is still user "1". The ID-features article
+// [001] routes a comment by its article and the article by its user; co-location is
+// transitive, so routing every record by its root keeps a user's row, articles and comments on
+// one shard through every resize, where routing a comment by its article's whole ID would
+// scatter them. The article stays visible in the comment's ID: the comments of "1-A1" are the
+// IDs that begin with "1-A1-". The ID-features article's [001] flat form "1-C1" is a
+// well-formed prefix ID too.
 //
 // An empty owner or local part, or one that begins or ends with '-' or holds "--", is an
 // error wrapping ErrPrefixID.
@@ -176,8 +177,9 @@ func PrefixOwner(key string) string {
 // owner (see PrefixOwner), so a record and everything whose prefix ID it owns share a shard,
 // through every Resize: the wrapped strategy moves them together, as it moves the owner.
 //
-// Create one with ByPrefix. Its methods are as safe for concurrent use as the wrapped
-// Sharder's; Locate adds no lock and no allocation.
+// Create one with ByPrefix. The zero Prefixed wraps nothing: Shards and Locate return 0 and
+// Resize fails. Its methods are as safe for concurrent use as the wrapped Sharder's; Locate
+// adds no lock and no allocation.
 type Prefixed struct {
 	s Sharder
 }
@@ -192,20 +194,36 @@ func ByPrefix(s Sharder) *Prefixed {
 }
 
 // Locate returns s.Locate(PrefixOwner(key)), in [0, Shards()).
-func (p *Prefixed) Locate(key string) int { return p.s.Locate(PrefixOwner(key)) }
+func (p *Prefixed) Locate(key string) int {
+	if p.s == nil { // the zero Prefixed
+		return 0
+	}
+	return p.s.Locate(PrefixOwner(key))
+}
 
 // Resize resizes the wrapped Sharder to n shards.
-func (p *Prefixed) Resize(n int) error { return p.s.Resize(n) }
+func (p *Prefixed) Resize(n int) error {
+	if p.s == nil {
+		return fmt.Errorf("shard: zero Prefixed: make one with ByPrefix: %w", ErrShardCount)
+	}
+	return p.s.Resize(n)
+}
 
 // Shards returns the wrapped Sharder's number of shards.
-func (p *Prefixed) Shards() int { return p.s.Shards() }
+func (p *Prefixed) Shards() int {
+	if p.s == nil {
+		return 0
+	}
+	return p.s.Shards()
+}
 
 // Tagged is a Sharder that places every key where the wrapped Sharder places the key's Redis
 // hash tag (see HashTag), so "{user1000}.following" and "{user1000}.followers" share a shard,
 // through every Resize. A key without a tag routes whole, as in Redis Cluster.
 //
-// Create one with ByHashTag. Its methods are as safe for concurrent use as the wrapped
-// Sharder's; Locate adds no lock and no allocation.
+// Create one with ByHashTag. The zero Tagged wraps nothing: Shards and Locate return 0 and
+// Resize fails. Its methods are as safe for concurrent use as the wrapped Sharder's; Locate
+// adds no lock and no allocation.
 type Tagged struct {
 	s Sharder
 }
@@ -220,10 +238,25 @@ func ByHashTag(s Sharder) *Tagged {
 }
 
 // Locate returns s.Locate(HashTag(key)), in [0, Shards()).
-func (t *Tagged) Locate(key string) int { return t.s.Locate(HashTag(key)) }
+func (t *Tagged) Locate(key string) int {
+	if t.s == nil { // the zero Tagged
+		return 0
+	}
+	return t.s.Locate(HashTag(key))
+}
 
 // Resize resizes the wrapped Sharder to n shards.
-func (t *Tagged) Resize(n int) error { return t.s.Resize(n) }
+func (t *Tagged) Resize(n int) error {
+	if t.s == nil {
+		return fmt.Errorf("shard: zero Tagged: make one with ByHashTag: %w", ErrShardCount)
+	}
+	return t.s.Resize(n)
+}
 
 // Shards returns the wrapped Sharder's number of shards.
-func (t *Tagged) Shards() int { return t.s.Shards() }
+func (t *Tagged) Shards() int {
+	if t.s == nil {
+		return 0
+	}
+	return t.s.Shards()
+}

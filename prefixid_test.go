@@ -45,8 +45,9 @@ var wrappers = []struct {
 // resizes are the shard counts the co-location tests walk through, in this order.
 var resizes = []int{4, 5, 8, 1, 2, 3, 7, 10, 16, 6, 4}
 
-// TestIDAllocatorGolden compares the allocator with PostgreSQL identity columns set up as
-// document 001 sets up SQL Server's IDENTITY(k, n): see testdata/prefixid/identity.sh.
+// TestIDAllocatorGolden compares the allocator with PostgreSQL identity columns set up as the
+// ID-features article [001] sets up SQL Server's IDENTITY(k, n): see
+// testdata/prefixid/identity.sh.
 func TestIDAllocatorGolden(t *testing.T) {
 	rows := readVectors(t, "testdata/prefixid/identity.txt")
 	for _, f := range rows {

@@ -31,8 +31,8 @@ import (
 // at most 65536 shards, the most whose number fits in the low 17 bits; above a few thousand,
 // Jump or a ring places keys faster.
 //
-// Make one with NewRendezvous; the zero Rendezvous is not usable. All methods are safe for
-// concurrent use: Resize builds the multipliers of the new count, which depend on nothing
+// Make one with NewRendezvous. The zero Rendezvous has no shards: Shards and Locate return 0
+// until Resize gives it some. All methods are safe for concurrent use: Resize builds the multipliers of the new count, which depend on nothing
 // but the count, and swaps them in, so it needs no lock and a lookup sees the old or the
 // new ones.
 type Rendezvous struct {
@@ -83,7 +83,11 @@ func mix64(z uint64) uint64 {
 
 // Locate returns the shard with the highest score for key, in [0, Shards()).
 func (r *Rendezvous) Locate(key string) int {
-	return rendezvous(*r.mults.Load(), keyhash.XXH64(key))
+	m := r.mults.Load()
+	if m == nil { // the zero Rendezvous
+		return 0
+	}
+	return rendezvous(*m, keyhash.XXH64(key))
 }
 
 // rendezvous returns the index of the highest score k * mults[i] for the key hash h; mults
@@ -116,7 +120,12 @@ func rendezvous(mults []uint64, h uint64) int {
 // multiplication per shard and key.
 func (r *Rendezvous) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
-	mults := *r.mults.Load()
+	m := r.mults.Load()
+	if m == nil { // the zero Rendezvous
+		clear(dst)
+		return
+	}
+	mults := *m
 	i := 0
 	for ; i+4 <= len(keys); i += 4 {
 		k, d := keys[i:i+4:i+4], dst[i:i+4:i+4]
@@ -154,5 +163,8 @@ func (r *Rendezvous) Resize(n int) error {
 
 // Shards returns the current number of shards.
 func (r *Rendezvous) Shards() int {
-	return len(*r.mults.Load())
+	if m := r.mults.Load(); m != nil {
+		return len(*m)
+	}
+	return 0
 }

@@ -78,10 +78,10 @@ func TestRendezvousTies(t *testing.T) {
 	}
 }
 
-// bruteRendezvous is rendezvous hashing as document 003 writes it: hash the key with each
-// shard's number appended (8 bytes little-endian, so no two (key, shard) pairs share bytes)
-// and take the highest. It hashes the whole key once per shard, which is why Locate uses a
-// single hash and one multiplication per shard instead; the two must behave alike.
+// bruteRendezvous is rendezvous hashing as the sharding lecture [003] writes it: hash the key
+// with each shard's number appended (8 bytes little-endian, so no two (key, shard) pairs share
+// bytes) and take the highest. It hashes the whole key once per shard, which is why Locate
+// uses a single hash and one multiplication per shard instead; the two must behave alike.
 func bruteRendezvous(key string, n int) int {
 	buf := make([]byte, len(key)+8)
 	copy(buf, key)
@@ -194,9 +194,10 @@ func FuzzRendezvousLocate(f *testing.F) {
 	})
 }
 
-// xorshiftMult64 and baselineRendezvous are the scoring loop of github.com/dgryski/go-rendezvous
-// as its documentation describes it (hash the key once; for each node, xorshift-multiply the
-// key hash xor the node's hash; keep the highest), written here as the speed baseline.
+// xorshiftMult64 and baselineRendezvous are the scoring loop of
+// github.com/dgryski/go-rendezvous as its documentation describes it (hash the key once; for
+// each node, xorshift-multiply the key hash xor the node's hash; keep the highest), written
+// here as the speed baseline.
 func xorshiftMult64(x uint64) uint64 {
 	x ^= x >> 12
 	x ^= x << 25
@@ -217,8 +218,8 @@ func baselineRendezvous(nodeHashes []uint64, key string) int {
 
 var rendezvousSink int
 
-// BenchmarkRendezvousLocate compares Locate with the go-rendezvous loop; run with
-// go test -run XXX -bench RendezvousLocate -count 5 . and compare impl=shard with impl=baseline.
+// BenchmarkRendezvousLocate compares Locate with the go-rendezvous loop; run with go test -run
+// XXX -bench RendezvousLocate -count 5 . and compare impl=shard with impl=baseline.
 func BenchmarkRendezvousLocate(b *testing.B) {
 	keys := randomKeys(14, 1024, 16)
 	for _, n := range []int{10, 100, 1000} {

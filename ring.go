@@ -31,9 +31,9 @@ import (
 // and scans the one or two points of that bucket. A ring keeps about 35 bytes per point
 // (BenchmarkRingBuild): the table and the sorted points Resize reuses.
 //
-// Make rings with NewRing, NewJedisRing or NewMurmurRing; the zero Ring is not usable.
-// Locate, Shards and Points are safe for concurrent use, also with Resize; Resize calls are
-// serialized.
+// Make rings with NewRing, NewJedisRing or NewMurmurRing. The zero Ring has no points and no
+// hash: Shards, Points and Locate return 0 and Resize fails. Locate, Shards and Points are
+// safe for concurrent use, also with Resize; Resize calls are serialized.
 type Ring struct {
 	mu    sync.Mutex // serializes Resize and guards all
 	table atomic.Pointer[ringTable]
@@ -205,7 +205,11 @@ func newRing(strategy string, kind ringKind, n int, opts RingOptions) (*Ring, er
 // Locate returns the shard that owns key, in [0, Shards()): the owner of the first point at
 // or after the key's position, or of the smallest point if there is none.
 func (r *Ring) Locate(key string) int {
-	return int(r.table.Load().Locate(r.position(key)))
+	t := r.table.Load()
+	if t == nil { // the zero Ring
+		return 0
+	}
+	return int(t.Locate(r.position(key)))
 }
 
 // position returns the position of key. Direct calls for the built-in hashes save the
@@ -228,6 +232,10 @@ func (r *Ring) position(key string) uint64 {
 func (r *Ring) LocateBatch(keys []string, dst []int) {
 	dst = batchDst(keys, dst)
 	t := r.table.Load()
+	if t == nil { // the zero Ring
+		clear(dst)
+		return
+	}
 	var hs [ring.Batch]uint64
 	var owners [ring.Batch]int32
 	for len(keys) > 0 {
@@ -327,14 +335,20 @@ func (r *Ring) Resize(n int) error {
 
 // Shards returns the current number of shards.
 func (r *Ring) Shards() int {
-	return r.table.Load().shards
+	if t := r.table.Load(); t != nil {
+		return t.shards
+	}
+	return 0
 }
 
 // Points returns the number of distinct point positions on the ring, in [1, Shards()*vnodes]:
 // fewer than Shards()*vnodes only when points collide. It is cheap (no locking, no counting),
-// for reports of memory and balance.
+// for reports of memory and balance. It returns 0 for the zero Ring.
 func (r *Ring) Points() int {
-	return r.table.Load().Distinct()
+	if t := r.table.Load(); t != nil {
+		return t.Distinct()
+	}
+	return 0
 }
 
 // ringPoint returns the point of shard at pos. Its rank makes the higher shard win a tie, as

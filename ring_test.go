@@ -169,7 +169,8 @@ func shardOfJedisName(t *testing.T, name string) int {
 	return i
 }
 
-// The tokens come from the Java hash3_x64_128 of document 002, the rings from a Java TreeMap.
+// The tokens come from the Java hash3_x64_128 of the consistent-hash homework [002], the rings
+// from a Java TreeMap.
 func TestMurmurRingGolden(t *testing.T) {
 	header, keys, rows := readGolden(t, "testdata/murmur_ring.txt", "rings")
 	require.Greater(t, len(keys), 2000)

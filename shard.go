@@ -10,6 +10,22 @@
 // Placement never depends on the process: every hash is fixed and seedless (never
 // hash/maphash), and golden vectors in testdata pin the outputs, so every process that routes
 // with the same strategy and shard count agrees on every key.
+//
+// # Sources
+//
+// The documentation cites five source documents by number; the README's Sources section
+// gives each one's title in its own language, author and date:
+//
+//   - [000] the two-algorithms post, «Делаем алгоритм шардинга. Два решения: простое и
+//     красивое» (2014): first-byte SHA-1 and the Jedis MD5 ring;
+//   - [001] the ID-features article, 《一种以ID特征为依据的数据分片(Sharding)策略》: IDs
+//     per partition, prefix IDs, co-location;
+//   - [002] the consistent-hash homework, 《架构师训练营第 5 周作业——一致性 Hash 算法》 by 在野
+//     (2020): a Murmur ring and its deviation against the vnode count;
+//   - [003] the sharding lecture, «Шардирование» by Илья Кокорин (Ilya Kokorin): modulo, the
+//     bit trie, fixed sections, rendezvous, consistent and jump hashing;
+//   - [004] the rebalancing post, «Ребалансировка данных при шардинге»: asynchronous and lazy
+//     rebalancing.
 package shard
 
 import (
@@ -21,8 +37,12 @@ import (
 //
 // Locate never allocates, never panics and is safe for concurrent use by many goroutines,
 // also while another goroutine calls Resize: implementations publish an immutable lookup
-// table atomically and take no lock on the lookup path. Resize calls are serialized; a lookup
-// that runs concurrently with a Resize sees either the old or the new placement, never a mix.
+// table atomically and take no lock on the lookup path. The zero value of every strategy in
+// this package is safe too: it has no shards and its Locate returns 0 (the zero Trie has one
+// shard), and each type's documentation says whether Resize makes it usable.
+//
+// Resize calls are serialized; a lookup that runs concurrently with a Resize sees either the
+// old or the new placement, never a mix.
 //
 // Growing adds shards at the end; shrinking removes the highest-numbered ones. A Resize that
 // fails returns an error and leaves the sharder exactly as it was.

@@ -13,10 +13,10 @@ import (
 	"github.com/shardkit/shard/internal/keyhash"
 )
 
-// Trie places keys with the bit trie of document 003: walk the bits of xxhash64(key) from
-// the top down a binary tree; the leaf reached is the key's shard. Splitting a leaf moves
-// about half of its keys, those whose next bit is 1, to a new shard and no other key; merging
-// a leaf into its sibling leaf moves only the merged leaf's keys.
+// Trie places keys with the bit trie of the sharding lecture [003]: walk the bits of
+// xxhash64(key) from the top down a binary tree; the leaf reached is the key's shard.
+// Splitting a leaf moves about half of its keys, those whose next bit is 1, to a new shard and
+// no other key; merging a leaf into its sibling leaf moves only the merged leaf's keys.
 //
 // Lookups do not walk the tree. As in extendible hashing (Fagin, Nievergelt, Pippenger and
 // Strong, "Extendible hashing - a fast access method for dynamic files", ACM TODS 4(3),
@@ -32,8 +32,8 @@ import (
 //     and its leaves differ in depth by at most one.
 //   - Split splits a chosen leaf; the new shard gets the next number.
 //   - Resize down and Merge merge a leaf into its sibling leaf. Merging is refused with
-//     [ErrSubtree] when the sibling is a subtree (document 003's hard case, which would remove
-//     other shards too).
+//     [ErrSubtree] when the sibling is a subtree (the sharding lecture's [003] hard case,
+//     which would remove other shards too).
 //   - MarshalText and UnmarshalText carry the shape between processes.
 //
 // Every change rebuilds the directory, in O(2^D + n) time. After growth alone D is

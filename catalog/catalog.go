@@ -1,16 +1,31 @@
-// Package catalog lists every placement strategy of package shard with its name and
-// constructor, so that the benchmarks, the comparison program and the peer comparison
-// measure one and the same set. A new strategy is added here and nowhere else.
+// Package catalog lists every placement strategy by name: the dense strategies of package
+// shard ([All]), the named pools of package pool ([Pools]) and the presets of package compat
+// that read another system's own configuration ([Presets]). The benchmarks, the shard
+// command and the peer comparison measure and offer one and the same set through it. A new
+// strategy or pool is added here, one entry in one list, and nowhere else; a new preset is
+// added to package compat's list, as follows.
+//
+// # Adding a preset
+//
+// A preset of package compat registers with one line in the list compat.Presets returns
+// (compat/presets.go): a compat.Preset with its System name, a Doc line that says what
+// configuration text it takes and what the name picks in it, and New, which parses that
+// text and returns a [pool.Pool] placing every key as the system does, or an error naming
+// the line at fault. [Presets] lists them all under their System names, so the shard command
+// takes -preset SYSTEM -config FILE [-pool NAME] for a new preset, and the catalog tests
+// check it, with no change here.
 package catalog
 
 import (
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/compat"
+	"github.com/shardkit/shard/pool"
 )
 
 // Defaults for the strategies that take a parameter besides the shard count.
 const (
-	// DefaultVnodes is the Murmur ring's points per shard: document 002's curve flattens
-	// near 1000, where the deviation is about 3% of the mean.
+	// DefaultVnodes is the Murmur ring's points per shard: the consistent-hash homework's
+	// [002] curve flattens near 1000, where the deviation is about 3% of the mean.
 	DefaultVnodes = 1000
 	// DefaultPartitions is the partition count of the general Partitions strategy, as many
 	// as Redis Cluster has slots, so up to 16384 shards can be addressed.
@@ -22,7 +37,9 @@ const (
 
 // Options are the parameters some strategies take; a zero field means its default.
 type Options struct {
-	Vnodes     int // points per shard on the Murmur ring (DefaultVnodes)
+	// Vnodes is the points per shard of the Murmur ring (DefaultVnodes), and the points per
+	// unit of weight of the pool ring (the pool's own default, 160).
+	Vnodes     int
 	Partitions int // partitions of the Partitions strategy (DefaultPartitions)
 }
 
@@ -101,4 +118,79 @@ func Find(name string) (Strategy, bool) {
 		}
 	}
 	return Strategy{}, false
+}
+
+// Preset places keys exactly as another system does, configured by that system's own
+// configuration text: a preset of package compat under its name.
+type Preset struct {
+	// Name is short and stable, the command's -preset value: "nginx", "haproxy", ...
+	Name string
+	// Doc says what configuration text New takes and what its name argument picks in it.
+	Doc string
+	// New parses config and returns the placement of the group called name in it (an
+	// nginx upstream, an HAProxy backend; "" when the text holds one). Errors name the line.
+	New func(config []byte, name string) (pool.Pool, error)
+}
+
+// Presets returns every preset of package compat, in its order. The slice is new on every
+// call.
+func Presets() []Preset {
+	var out []Preset
+	for _, p := range compat.Presets() {
+		out = append(out, Preset{Name: p.System, Doc: p.Doc, New: p.New})
+	}
+	return out
+}
+
+// FindPreset returns the preset called name, and whether there is one.
+func FindPreset(name string) (Preset, bool) {
+	for _, p := range Presets() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// PoolStrategy is one strategy of package pool: it places keys on named, weighted nodes.
+type PoolStrategy struct {
+	Name string // short and stable: "ring", "rendezvous", ...
+	// New builds the pool with nodes as its members, in join order. Options.Vnodes, where
+	// the strategy has points, is per node of weight 1; zero means the strategy's default.
+	New func(nodes []pool.Node, o Options) (pool.Pool, error)
+}
+
+// Pools returns every strategy of package pool with its default options. The slice is new
+// on every call.
+func Pools() []PoolStrategy {
+	return []PoolStrategy{
+		{Name: "ring", New: func(nodes []pool.Node, o Options) (pool.Pool, error) {
+			return pool.NewRing(nodes, pool.RingOptions{Vnodes: o.Vnodes})
+		}},
+		{Name: "rendezvous", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+		{Name: "maglev", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMaglev(nodes, pool.MaglevOptions{})
+		}},
+		{Name: "memento", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMemento(nodes)
+		}},
+		{Name: "multi-probe", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewMultiProbe(nodes, pool.MultiProbeOptions{})
+		}},
+		{Name: "modula", New: func(nodes []pool.Node, _ Options) (pool.Pool, error) {
+			return pool.NewModula(nodes, pool.ModulaOptions{})
+		}},
+	}
+}
+
+// FindPool returns the pool strategy called name, and whether there is one.
+func FindPool(name string) (PoolStrategy, bool) {
+	for _, s := range Pools() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return PoolStrategy{}, false
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/compat"
+	"github.com/shardkit/shard/pool"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,4 +49,51 @@ func TestMaxShards(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestPools(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Pools() {
+		require.False(t, seen[s.Name], "duplicate name %q", s.Name)
+		seen[s.Name] = true
+		for _, nodes := range [][]pool.Node{{{Name: "a"}}, {{Name: "a"}, {Name: "b", Weight: 3}, {Name: "c"}}} {
+			p, err := s.New(nodes, Options{})
+			require.NoError(t, err, s.Name)
+			got := p.Nodes()
+			require.Len(t, got, len(nodes), s.Name)
+			for i, n := range nodes {
+				assert.Equal(t, n.Name, got[i].Name, s.Name)
+				assert.Equal(t, max(n.Weight, 1), got[i].Weight, s.Name)
+			}
+		}
+		_, err := s.New(nil, Options{})
+		require.ErrorIs(t, err, pool.ErrEmpty, s.Name)
+		got, ok := FindPool(s.Name)
+		require.True(t, ok)
+		assert.Equal(t, s.Name, got.Name)
+	}
+	require.NotEmpty(t, seen)
+	_, ok := FindPool("no such pool")
+	assert.False(t, ok)
+}
+
+// Every preset entry is complete and named once, and refuses garbage; the command shows
+// its Doc and calls New.
+func TestPresets(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range Presets() {
+		require.NotEmpty(t, p.Name)
+		require.False(t, seen[p.Name], "duplicate name %q", p.Name)
+		seen[p.Name] = true
+		assert.NotEmpty(t, p.Doc, p.Name)
+		require.NotNil(t, p.New, p.Name)
+		_, err := p.New([]byte("\x00 not a configuration"), "")
+		assert.Error(t, err, "%s accepts garbage", p.Name)
+		got, ok := FindPreset(p.Name)
+		require.True(t, ok)
+		assert.Equal(t, p.Name, got.Name)
+	}
+	require.Len(t, seen, len(compat.Presets()), "every compat preset is in the catalog")
+	_, ok := FindPreset("no such preset")
+	assert.False(t, ok)
 }

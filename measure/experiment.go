@@ -7,23 +7,24 @@ import (
 	"github.com/shardkit/shard"
 )
 
-// VnodesDefault are the vnode counts of document 002's experiment.
+// VnodesDefault are the vnode counts of the consistent-hash homework's [002] experiment.
 var VnodesDefault = []int{100, 300, 500, 1000, 2000, 5000}
 
-// VnodesPoint is one point of document 002's curve: the standard deviation of the
-// per-shard counts with Vnodes points per shard, averaged over several key sets.
+// VnodesPoint is one point of the consistent-hash homework's [002] curve: the standard
+// deviation of the per-shard counts with Vnodes points per shard, averaged over several key
+// sets.
 type VnodesPoint struct {
 	Vnodes    int     `json:"vnodes"`
-	Stddev    float64 `json:"stddev"`     // in keys, as document 002 reports it
+	Stddev    float64 `json:"stddev"`     // in keys, as the homework [002] reports it
 	StddevPct float64 `json:"stddev_pct"` // in % of the mean count
 }
 
-// VnodesCurve runs document 002's experiment: for each of runs rounds, keys random UUIDs
-// placed on a Murmur ring (MurmurToken positions, as NewMurmurRing) of shards shards with
-// each vnode count; it returns the deviation averaged over the rounds for each count. Each
-// round names its servers afresh, as document 002 names hosts, so the average is over
-// different rings as well as different keys: with one fixed ring, its own uneven arcs would
-// dominate every round.
+// VnodesCurve runs the consistent-hash homework's [002] experiment: for each of runs rounds,
+// keys random UUIDs placed on a Murmur ring (MurmurToken positions, as NewMurmurRing) of
+// shards shards with each vnode count; it returns the deviation averaged over the rounds for
+// each count. Each round names its servers afresh, as the consistent-hash homework [002] names
+// hosts, so the average is over different rings as well as different keys: with one fixed
+// ring, its own uneven arcs would dominate every round.
 func VnodesCurve(shards int, vnodes []int, keys, runs int) ([]VnodesPoint, error) {
 	points := make([]VnodesPoint, len(vnodes))
 	for i, v := range vnodes {

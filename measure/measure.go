@@ -1,14 +1,16 @@
 // Package measure is how this project measures a placement: seeded key sets, balance and
-// movement statistics, allocation counts and an interleaved timing loop. The benchmarks, the
-// comparison (examples/compare) and the peer comparison share it, and it is public so that
-// you can measure your own keys and strategies the same way. It sits above the strategies:
-// nothing in package shard imports it.
+// movement statistics, allocation counts and an interleaved timing loop. The benchmarks,
+// the comparison (shard compare, in cmd/shard) and the peer comparison share it, and it is
+// public so that you can measure your own keys and strategies the same way. It sits above
+// the strategies: nothing in package shard imports it. [002], the consistent-hash homework,
+// is one of the sources package shard's documentation lists.
 package measure
 
 import (
 	"bufio"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -33,21 +35,33 @@ func newRand(seed uint64) *rand.Rand {
 // Keys returns count random keys of n bytes each from a 64-letter alphabet; the same seed
 // gives the same keys.
 func Keys(seed uint64, count, n int) []string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:"
-	r := newRand(seed)
-	keys := make([]string, count)
-	b := make([]byte, n)
-	for i := range keys {
-		for j := range b {
-			b[j] = alphabet[r.Uint64()&63]
-		}
-		keys[i] = string(b)
+	keys := make([]string, 0, count)
+	for k := range RandomKeys(seed, count, n) {
+		keys = append(keys, k)
 	}
 	return keys
 }
 
+// RandomKeys yields the keys Keys returns, one at a time, so that a long run over many keys
+// needs no memory for them.
+func RandomKeys(seed uint64, count, n int) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:"
+		r := newRand(seed)
+		b := make([]byte, n)
+		for range count {
+			for j := range b {
+				b[j] = alphabet[r.Uint64()&63]
+			}
+			if !yield(string(b)) {
+				return
+			}
+		}
+	}
+}
+
 // UUIDs returns count random version-4 UUIDs in their 36-character text form, the keys of
-// document 002's experiment; the same seed gives the same UUIDs.
+// the consistent-hash homework's [002] experiment; the same seed gives the same UUIDs.
 func UUIDs(seed uint64, count int) []string {
 	const hex = "0123456789abcdef"
 	r := newRand(seed)
@@ -79,20 +93,35 @@ func UUIDs(seed uint64, count int) []string {
 // ReadKeys reads one key per line (a trailing "\r" is dropped); empty lines are keys too,
 // except a last line that ends the input.
 func ReadKeys(r io.Reader) ([]string, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<26)
 	var keys []string
-	for sc.Scan() {
-		line := sc.Text()
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
+	for k, err := range ScanKeys(r) {
+		if err != nil {
+			return nil, err
 		}
-		keys = append(keys, line)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading keys: %w", err)
+		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// ScanKeys yields the keys of r as ReadKeys reads them, one at a time. A read error, or a
+// line over 64 MiB, ends the sequence with a last pair whose error is not nil.
+func ScanKeys(r io.Reader) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<26)
+		for sc.Scan() {
+			line := sc.Text()
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			if !yield(line, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield("", fmt.Errorf("reading keys: %w", err))
+		}
+	}
 }
 
 // Placement returns the shard of every key.

@@ -85,6 +85,36 @@ func TestReadKeys(t *testing.T) {
 	keys, err := ReadKeys(strings.NewReader("a\r\n\nb\nc"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "", "b", "c"}, keys)
+
+	_, err = ReadKeys(strings.NewReader(strings.Repeat("k", 1<<26+1)))
+	require.ErrorContains(t, err, "reading keys: bufio.Scanner: token too long")
+}
+
+// RandomKeys is Keys one at a time, and stops when the loop does.
+func TestRandomKeys(t *testing.T) {
+	var got []string
+	for k := range RandomKeys(9, 50, 12) {
+		got = append(got, k)
+	}
+	assert.Equal(t, Keys(9, 50, 12), got)
+	n := 0
+	for range RandomKeys(9, 50, 12) {
+		if n++; n == 3 {
+			break
+		}
+	}
+	assert.Equal(t, 3, n)
+}
+
+func TestScanKeysStops(t *testing.T) {
+	n := 0
+	for _, err := range ScanKeys(strings.NewReader("a\nb\nc\n")) {
+		require.NoError(t, err)
+		if n++; n == 2 {
+			break
+		}
+	}
+	assert.Equal(t, 2, n)
 }
 
 func TestHashStddevPct(t *testing.T) {

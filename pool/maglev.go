@@ -56,7 +56,8 @@ import (
 // SetWeight refill the table in O(M log M) time: measured on a shared machine, 2 ms for the
 // default 65537 slots, 40 ms for 10000 nodes in 1048583 slots.
 //
-// Make one with NewMaglev; the zero Maglev is not usable. Locate and AppendN take no lock and
+// Make one with NewMaglev; the zero Maglev has no nodes (Locate returns "", AppendN appends
+// nothing, TableSize is 0, changes fail with ErrEmpty). Locate and AppendN take no lock and
 // never allocate (AppendN allocates when n > 16); they are safe for concurrent use with each
 // other and with the changes, which build a new table and publish it atomically. Changes
 // are serialized.
@@ -249,6 +250,9 @@ func (t *maglevTable) slot(h uint64) uint64 {
 // Locate returns the name of the node that owns key.
 func (p *Maglev) Locate(key string) string {
 	t := p.table.Load()
+	if t == nil { // the zero Maglev
+		return ""
+	}
 	return t.names[t.slots[t.slot(keyhash.XXH64(key))]]
 }
 
@@ -259,6 +263,9 @@ func (p *Maglev) Locate(key string) string {
 // table when n approaches it.
 func (p *Maglev) AppendN(dst []string, key string, n int) []string {
 	t := p.table.Load()
+	if t == nil { // the zero Maglev
+		return dst
+	}
 	want := min(n, len(t.names))
 	if want <= 0 {
 		return dst
@@ -288,7 +295,11 @@ func (p *Maglev) AppendN(dst []string, key string, n int) []string {
 func (p *Maglev) change(f func(m *members) (*members, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, err := f(p.table.Load().m)
+	cur := p.table.Load()
+	if cur == nil {
+		return zeroError("maglev", "NewMaglev")
+	}
+	m, err := f(cur.m)
 	if err != nil {
 		return err
 	}
@@ -324,7 +335,17 @@ func (p *Maglev) SetWeight(name string, weight int) error {
 }
 
 // Nodes returns a copy of the members in the order they joined.
-func (p *Maglev) Nodes() []Node { return p.table.Load().m.copyNodes() }
+func (p *Maglev) Nodes() []Node {
+	if t := p.table.Load(); t != nil {
+		return t.m.copyNodes()
+	}
+	return nil
+}
 
 // TableSize returns the number of slots of the current table.
-func (p *Maglev) TableSize() int { return int(p.table.Load().size) }
+func (p *Maglev) TableSize() int {
+	if t := p.table.Load(); t != nil {
+		return int(t.size)
+	}
+	return 0
+}

@@ -53,8 +53,9 @@ import (
 // use (at most MaxMementoBuckets) and the names, about 110 bytes per node of weight 1; a
 // change copies them.
 //
-// Make one with NewMemento, or load a saved state into a zero Memento with UnmarshalText;
-// no other method may be called on a zero Memento. Locate and AppendN take no lock and never
+// Make one with NewMemento, or load a saved state into a zero Memento with UnmarshalText.
+// Until then the zero Memento has no nodes: Locate returns "", AppendN appends nothing,
+// changes and MarshalText fail with ErrEmpty. Locate and AppendN take no lock and never
 // allocate (AppendN allocates when n > 17); they are safe for concurrent use with each other
 // and with the changes, which build a new table and publish it atomically. Changes are
 // serialized.
@@ -306,6 +307,9 @@ func (t *mementoTable) locate(h uint64, v *supposed) int32 {
 // Locate returns the name of the node that owns key.
 func (p *Memento) Locate(key string) string {
 	t := p.table.Load()
+	if t == nil { // the zero Memento
+		return ""
+	}
 	return t.names[t.locate(keyhash.XXH64(key), nil)]
 }
 
@@ -314,6 +318,9 @@ func (p *Memento) Locate(key string) string {
 // slice, and allocates nothing when dst has room and n <= 17.
 func (p *Memento) AppendN(dst []string, key string, n int) []string {
 	t := p.table.Load()
+	if t == nil { // the zero Memento
+		return dst
+	}
 	want := min(n, len(t.names))
 	if want <= 0 {
 		return dst
@@ -335,7 +342,11 @@ func (p *Memento) AppendN(dst []string, key string, n int) []string {
 func (p *Memento) change(f func(s *mementoState) error) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := p.table.Load().clone()
+	cur := p.table.Load()
+	if cur == nil {
+		return zeroError("memento", "NewMemento or UnmarshalText")
+	}
+	s := cur.clone()
 	if err := f(s); err != nil {
 		return err
 	}
@@ -404,7 +415,12 @@ func (p *Memento) SetWeight(name string, weight int) error {
 }
 
 // Nodes returns a copy of the members in the order they joined.
-func (p *Memento) Nodes() []Node { return p.table.Load().m.copyNodes() }
+func (p *Memento) Nodes() []Node {
+	if t := p.table.Load(); t != nil {
+		return t.m.copyNodes()
+	}
+	return nil
+}
 
 // mementoHeader starts every saved state; its version changes if the format does.
 const mementoHeader = "memento v1"
@@ -425,6 +441,9 @@ const mementoHeader = "memento v1"
 // Bucket lists are comma-separated, and a-b stands for the run from a to b, up or down.
 func (p *Memento) MarshalText() ([]byte, error) {
 	t := p.table.Load()
+	if t == nil {
+		return nil, zeroError("memento", "NewMemento or UnmarshalText")
+	}
 	var b bytes.Buffer
 	b.WriteString("# MementoHash state of a pool.Memento: load it with UnmarshalText to place keys the same way.\n")
 	b.WriteString(mementoHeader + "\n")

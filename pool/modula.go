@@ -33,7 +33,8 @@ import (
 // per slot. Placement depends on the join order and the weights (with the default slots), so
 // other processes need the members in the same order.
 //
-// Make one with NewModula; the zero Modula is not usable. Locate and AppendN take no lock and
+// Make one with NewModula; the zero Modula has no nodes (Locate returns "", AppendN appends
+// nothing, changes fail with ErrEmpty). Locate and AppendN take no lock and
 // are safe for concurrent use with each other and with Add, Remove and SetWeight, which are
 // serialized.
 type Modula struct {
@@ -173,6 +174,9 @@ func (p *Modula) hash(key string) uint64 {
 // len(slots), or, for a hole, of the first probe that finds a node.
 func (p *Modula) Locate(key string) string {
 	t := p.state.Load()
+	if t == nil { // the zero Modula
+		return ""
+	}
 	h := p.hash(key)
 	if s := t.slots[h%t.size]; s >= 0 {
 		return t.names[s]
@@ -227,6 +231,9 @@ func (p *Modula) next(t *modulaTable, pr *modulaProbe, key string, taken *picked
 // allocates only when dst lacks room, or past 16 nodes.
 func (p *Modula) AppendN(dst []string, key string, n int) []string {
 	t := p.state.Load()
+	if t == nil { // the zero Modula
+		return dst
+	}
 	n = min(n, t.members)
 	if n <= 0 {
 		return dst
@@ -271,6 +278,9 @@ func (p *Modula) SetWeight(name string, weight int) error {
 func (p *Modula) change(f func(*members) (*members, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.m == nil {
+		return zeroError("modula", "NewModula")
+	}
 	m, err := f(p.m)
 	if err != nil {
 		return err

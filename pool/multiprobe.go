@@ -48,7 +48,8 @@ import (
 // ring engine's top-bits index (internal/ring, shared with the rings). Memory: 16 to 20 bytes
 // per point and the names; a change rebuilds the points in O(P log P).
 //
-// Make one with NewMultiProbe; the zero MultiProbe is not usable. Locate and AppendN take no
+// Make one with NewMultiProbe; the zero MultiProbe has no nodes (Locate returns "", AppendN
+// appends nothing, changes fail with ErrEmpty). Locate and AppendN take no
 // lock and never allocate (AppendN allocates when n > 16); they are safe for concurrent use
 // with each other and with the changes, which build a new table and publish it atomically.
 // Changes are serialized.
@@ -136,6 +137,9 @@ func newMultiProbeTable(m *members, probes int) (*multiProbeTable, error) {
 // Locate returns the name of the node that owns key.
 func (p *MultiProbe) Locate(key string) string {
 	t := p.table.Load()
+	if t == nil { // the zero MultiProbe
+		return ""
+	}
 	h := keyhash.XXH64(key)
 	best, bestDist := 0, uint64(math.MaxUint64)
 	for i := range t.probes {
@@ -153,6 +157,9 @@ func (p *MultiProbe) Locate(key string) string {
 // nothing when dst has room and n <= 16.
 func (p *MultiProbe) AppendN(dst []string, key string, n int) []string {
 	t := p.table.Load()
+	if t == nil { // the zero MultiProbe
+		return dst
+	}
 	want := min(n, len(t.names))
 	if want <= 0 {
 		return dst
@@ -193,7 +200,11 @@ func (p *MultiProbe) AppendN(dst []string, key string, n int) []string {
 func (p *MultiProbe) change(f func(m *members) (*members, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m, err := f(p.table.Load().m)
+	cur := p.table.Load()
+	if cur == nil {
+		return zeroError("multi-probe", "NewMultiProbe")
+	}
+	m, err := f(cur.m)
 	if err != nil {
 		return err
 	}
@@ -229,4 +240,9 @@ func (p *MultiProbe) SetWeight(name string, weight int) error {
 }
 
 // Nodes returns a copy of the members in the order they joined.
-func (p *MultiProbe) Nodes() []Node { return p.table.Load().m.copyNodes() }
+func (p *MultiProbe) Nodes() []Node {
+	if t := p.table.Load(); t != nil {
+		return t.m.copyNodes()
+	}
+	return nil
+}

@@ -174,8 +174,11 @@ func (m *members) setWeight(strategy, name string, weight int) (*members, error)
 	return next, nil
 }
 
-// copyNodes returns a copy of the nodes for Nodes.
+// copyNodes returns a copy of the nodes for Nodes; none for no membership (a zero pool).
 func (m *members) copyNodes() []Node {
+	if m == nil {
+		return nil
+	}
 	out := make([]Node, len(m.nodes))
 	copy(out, m.nodes)
 	return out

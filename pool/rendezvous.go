@@ -52,7 +52,8 @@ import (
 // up to a few thousand nodes; Ring costs the same at any size. Memory: about 90 bytes per
 // node with a 13-byte name, membership included (BenchmarkPoolBuild).
 //
-// Make one with NewRendezvous; the zero Rendezvous is not usable. Locate and AppendN take no
+// Make one with NewRendezvous; the zero Rendezvous has no nodes (Locate returns "", AppendN
+// appends nothing, changes fail with ErrEmpty). Locate and AppendN take no
 // lock and are safe for concurrent use with each other and with Add, Remove and SetWeight,
 // which are serialized.
 type Rendezvous struct {
@@ -177,6 +178,9 @@ func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint
 // Locate returns the name of the node with the best score for key.
 func (r *Rendezvous) Locate(key string) string {
 	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		return ""
+	}
 	return t.names[r.locate(t, r.keyHash(key))]
 }
 
@@ -206,6 +210,10 @@ func (r *Rendezvous) locate(t *rendezvousTable, k uint64) int32 {
 func (r *Rendezvous) LocateBatch(keys []string, dst []string) {
 	dst = batchDst(keys, dst)
 	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		clear(dst)
+		return
+	}
 	i := 0
 	for ; r.dflt && i+2 <= len(keys); i += 2 {
 		k0, k1 := keyhash.XXH64(keys[i]), keyhash.XXH64(keys[i+1])
@@ -271,6 +279,9 @@ func (c rendezvousCandidate) better(d rendezvousCandidate, names []string) bool 
 // for key, best first. It allocates only when dst lacks room, or when n > 8.
 func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	t := r.state.Load()
+	if t == nil { // the zero Rendezvous
+		return dst
+	}
 	n = min(n, len(t.names))
 	if n <= 0 {
 		return dst
@@ -401,6 +412,9 @@ func (r *Rendezvous) SetWeight(name string, weight int) error {
 func (r *Rendezvous) change(f func(*members) (*members, error)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil {
+		return zeroError("rendezvous", "NewRendezvous")
+	}
 	m, err := f(r.m)
 	if err != nil {
 		return err

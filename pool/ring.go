@@ -43,7 +43,8 @@ import (
 // (BenchmarkPoolBuild): the table the lookups read and the sorted points a change reuses. A change costs time linear in the
 // number of points (a merge and a new index), plus hashing the new points' names.
 //
-// Make one with NewRing; the zero Ring is not usable. Locate and AppendN take no lock and are
+// Make one with NewRing; the zero Ring has no nodes (Locate returns "", AppendN appends
+// nothing, changes fail with ErrEmpty). Locate and AppendN take no lock and are
 // safe for concurrent use with each other and with Add, Remove and SetWeight, which are
 // serialized.
 type Ring struct {
@@ -192,6 +193,9 @@ func defaultPointName(node string, i int) string { return node + "-" + strconv.I
 // Locate returns the name of the node that owns key.
 func (r *Ring) Locate(key string) string {
 	s := r.state.Load()
+	if s == nil { // the zero Ring
+		return ""
+	}
 	h := r.position(key)
 	if s.lookup != RingSuccessor {
 		return s.names[s.table.Owner(s.owner(h))]
@@ -205,6 +209,10 @@ func (r *Ring) Locate(key string) string {
 func (r *Ring) LocateBatch(keys []string, dst []string) {
 	dst = batchDst(keys, dst)
 	s := r.state.Load()
+	if s == nil { // the zero Ring
+		clear(dst)
+		return
+	}
 	if s.lookup != RingSuccessor {
 		for i, k := range keys {
 			dst[i] = s.names[s.table.Owner(s.owner(r.position(k)))]
@@ -338,6 +346,9 @@ func (s *ringState) owner(h uint64) int {
 // room, or past 16 nodes (a set to remember them).
 func (r *Ring) AppendN(dst []string, key string, n int) []string {
 	s := r.state.Load()
+	if s == nil { // the zero Ring
+		return dst
+	}
 	n = min(n, s.members)
 	if n <= 0 {
 		return dst
@@ -357,6 +368,9 @@ func (r *Ring) AppendN(dst []string, key string, n int) []string {
 func (r *Ring) Add(nodes ...Node) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil {
+		return zeroError("ring", "NewRing")
+	}
 	m, err := r.m.add("ring", nodes)
 	if err != nil {
 		return err
@@ -368,6 +382,9 @@ func (r *Ring) Add(nodes ...Node) error {
 func (r *Ring) Remove(names ...string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil {
+		return zeroError("ring", "NewRing")
+	}
 	m, err := r.m.remove("ring", names)
 	if err != nil {
 		return err
@@ -381,6 +398,9 @@ func (r *Ring) Remove(names ...string) error {
 func (r *Ring) SetWeight(name string, weight int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.m == nil {
+		return zeroError("ring", "NewRing")
+	}
 	m, err := r.m.setWeight("ring", name, weight)
 	if err != nil {
 		return err

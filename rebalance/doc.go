@@ -29,7 +29,8 @@
 //
 // # Moving
 //
-// A [Migration] follows the two ways of document 004 ("Rebalancing data when sharding"):
+// A [Migration] follows the two ways of the rebalancing post [004] ("Rebalancing data when
+// sharding"):
 //
 //   - [Async]: a mover ([Migration.Run]) walks the owners; for each one whose shard changes it
 //     copies the owner's rows from the old shard to the new one, checks that the new shard
@@ -45,7 +46,7 @@
 //
 // Reads and writes go through [Migration.Do], which holds a per-owner lock shared with other
 // accesses and exclusive with that owner's move, so a write is never lost in, or left behind
-// by, a move. Every step is idempotent and the per-owner [Mark] (document 004's
+// by, a move. Every step is idempotent and the per-owner [Mark] (the rebalancing post's [004]
 // messages_rebalanced flag) is durable in the application's Store, so after a crash at any
 // point a new Migration with the same ID resumes where the old one stopped.
 //
@@ -62,11 +63,14 @@
 //
 // Marks are keyed by the migration's ID, so a later migration never reads the marks of an
 // earlier one. Once [Migration.Finish] has succeeded and every process routes by the new
-// sharder alone (the configuration no longer names the migration), the application deletes
-// the marks of that ID — document 004's "reset the flag so you do not forget it next time".
-// Never delete them earlier: an unmarked owner is read from its old shard, and moving it
-// again would copy the empty old shard over its data.
+// sharder alone (the configuration no longer names the migration), the application deletes the
+// marks of that ID — the rebalancing post's [004] "reset the flag so you do not forget it next
+// time". Never delete them earlier: an unmarked owner is read from its old shard, and moving
+// it again would copy the empty old shard over its data.
 //
 // The per-owner locks are in-process: every process that reads or writes owners being moved
 // must do so through the same Migration, or the application must serialize owners itself.
+//
+// [004], the rebalancing post, is «Ребалансировка данных при шардинге», a Russian blog post;
+// package shard's documentation lists the sources.
 package rebalance

@@ -39,14 +39,15 @@ type Store interface {
 	SetMark(ctx context.Context, migration, owner string, mark Mark) error
 }
 
-// Mark is how far one owner's move has gone in one migration: document 004's
+// Mark is how far one owner's move has gone in one migration: the rebalancing post's [004]
 // messages_rebalanced flag, with one more state so that a crash after the copy never leaves
 // a stale copy on the old shard. A mark only ever advances.
 type Mark uint8
 
 const (
 	// Unmoved: the owner's rows are on its old shard, which serves it. The new shard may hold
-	// a partial copy, which the next Copy replaces. Stores return it for an owner with no mark.
+	// a partial copy, which the next Copy replaces. Stores return it for an owner with no
+	// mark.
 	Unmoved Mark = iota
 	// Copied: the owner's rows are complete on the new shard, which serves it from now on; the
 	// old copy may still exist and is deleted next.

@@ -1,12 +1,13 @@
-// Command plot draws the charts of examples/compare and benchmarks/peers: the load of every
-// shard under each strategy, document 002's curve of the Murmur ring's deviation against its
-// vnode count, and the time of one lookup against the shard count. It reads the data as JSON
+// Command plot draws the charts of shard compare (cmd/shard) and benchmarks/peers: the load
+// of every shard under each strategy, the consistent-hash homework's [002] curve of the
+// Murmur ring's deviation against its vnode count (the README's Sources name it), and the
+// time of one lookup against the shard count. It reads the data as JSON
 // on standard input, draws a panel for each part present, and writes an .svg or .png:
 //
 //	go run . -o chart.png < data.json
 //
 // It is a module of its own so that the plotting library (gonum.org/v1/plot) stays out of
-// the shard module's dependencies; examples/compare and benchmarks/peers run it when given
+// the shard module's dependencies; shard compare and benchmarks/peers run it when given
 // -plot (see measure.DrawChart).
 package main
 
@@ -32,7 +33,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// data is what examples/compare and benchmarks/peers write; each part is optional.
+// data is what shard compare and benchmarks/peers write; each part is optional.
 type data struct {
 	Title  string `json:"title"`
 	Shards int    `json:"shards"`
@@ -199,7 +200,7 @@ func loadPlot(d data) (*plot.Plot, error) {
 	return p, nil
 }
 
-// vnodesPlot draws document 002's curve on a logarithmic vnode axis.
+// vnodesPlot draws the consistent-hash homework's [002] curve on a logarithmic vnode axis.
 func vnodesPlot(d data) (*plot.Plot, error) {
 	v := d.Vnodes
 	p := plot.New()

@@ -16,9 +16,9 @@ import (
 )
 
 // dbs are the example's databases: one per shard, and the control database that holds the
-// marks, the ledger of acknowledged writes and the example's state (document 004's users
-// table, where the messages_rebalanced flag lives). Both dialects accept the same SQL: $n
-// placeholders and INSERT ... ON CONFLICT.
+// marks, the ledger of acknowledged writes and the example's state (the rebalancing post's
+// [004] users table, where the messages_rebalanced flag lives). Both dialects accept the same
+// SQL: $n placeholders and INSERT ... ON CONFLICT.
 type dbs struct {
 	kind    string // "sqlite" or "postgres"
 	shards  []*sql.DB

@@ -1,6 +1,6 @@
-// Command rebalance runs document 004's scenario on real databases: a messages table sharded
-// by user_id % 5 grows to 10 shards and shrinks back, once in each mode of package
-// rebalance, while writers and readers keep working; after each resize it verifies and
+// Command rebalance runs the rebalancing post's [004] scenario on real databases: a messages
+// table sharded by user_id % 5 grows to 10 shards and shrinks back, once in each mode of
+// package rebalance, while writers and readers keep working; after each resize it verifies and
 // prints that no message was lost, duplicated or left on the wrong shard.
 //
 // By default the shards are SQLite files in -data; with -pg they are PostgreSQL databases,
@@ -27,12 +27,15 @@ import (
 
 const usage = `Usage: rebalance [flags]
 
-Runs document 004's scenario on real databases: a messages table sharded by user_id % 5
-grows to 10 shards and shrinks back to 5, once with package rebalance's async mover and once
-moving each user on its first access (lazy), while writer and reader goroutines keep
-working. After each resize it verifies that no message was lost, duplicated or left on the
-wrong shard, and prints what it found. Run it again to resume after a crash or to do another
-round; it refuses databases that hold data it did not write.
+Runs the rebalancing post's [004] scenario on real databases: a messages table sharded by
+user_id % 5 grows to 10 shards and shrinks back to 5, once with package rebalance's async
+mover and once moving each user on its first access (lazy), while writer and reader
+goroutines keep working. After each resize it verifies that no message was lost, duplicated
+or left on the wrong shard, and prints what it found. Run it again to resume after a crash
+or to do another round; it refuses databases that hold data it did not write.
+
+[004] is «Ребалансировка данных при шардинге» ("Rebalancing data when sharding"), a Russian
+blog post; the README's Sources section describes it.
 
 The shards are SQLite files in -data (created on the first run), or with -pg one PostgreSQL
 database per shard. Progress bars go to stderr when it is a terminal.
@@ -86,8 +89,8 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	}
 	fs.StringVar(&c.data, "data", "data", "directory of the SQLite shard files (ignored with -pg); its parent must exist")
 	fs.StringVar(&c.pg, "pg", "", "comma-separated PostgreSQL DSNs, one per shard, max(-shards, -grow) of them; the control tables go to the first")
-	fs.IntVar(&c.shards, "shards", 5, "shards before growing (document 004: 5)")
-	fs.IntVar(&c.grow, "grow", 10, "shards after growing (document 004: 10)")
+	fs.IntVar(&c.shards, "shards", 5, "shards before growing (the rebalancing post [004]: 5)")
+	fs.IntVar(&c.grow, "grow", 10, "shards after growing (the rebalancing post [004]: 10)")
 	fs.IntVar(&c.users, "users", 200, "users, with IDs 1..users, loaded on the first run")
 	fs.IntVar(&c.messages, "messages", 10, "messages per user loaded on the first run")
 	fs.IntVar(&c.writers, "writers", 4, "goroutines writing messages during each resize")
@@ -157,9 +160,10 @@ func (c config) dsns() []string {
 	return out
 }
 
-// userSharder routes a user as document 004 does, by user_id % n (Modulo.LocateID); the
-// owners of package rebalance are strings, so it parses the decimal ID first. The example's
-// owners are always user IDs; anything else is hashed, as Modulo.Locate does.
+// userSharder routes a user as the rebalancing post [004] does, by user_id % n
+// (Modulo.LocateID); the owners of package rebalance are strings, so it parses the decimal ID
+// first. The example's owners are always user IDs; anything else is hashed, as Modulo.Locate
+// does.
 type userSharder struct{ *shard.Modulo }
 
 func (u userSharder) Locate(owner string) int {

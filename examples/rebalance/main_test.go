@@ -385,7 +385,7 @@ func TestUsage(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	if !strings.HasPrefix(out.String(), "Usage: rebalance [flags]\n\nRuns document 004's scenario on real databases") ||
+	if !strings.HasPrefix(out.String(), "Usage: rebalance [flags]\n\nRuns the rebalancing post's [004] scenario on real databases") ||
 		!strings.Contains(out.String(), "-crash-point") {
 		t.Errorf("-h prints:\n%s", out.String())
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/shardkit/shard/rebalance"
 )
 
-// message is one row of the messages table of document 004.
+// message is one row of the messages table of the rebalancing post [004].
 type message struct {
 	ID, UserID, Time int64
 	Message          string

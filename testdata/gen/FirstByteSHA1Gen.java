@@ -1,6 +1,6 @@
-// FirstByteSHA1Gen prints the shard of each key for 1..10 shards by document 000's "simple"
-// rule. It reads one key per line as "x" followed by the key's bytes in hex, and writes
-// "x<hex> s1 s2 ... s10". Run with: java FirstByteSHA1Gen.java < keys > vectors
+// FirstByteSHA1Gen prints the shard of each key for 1..10 shards by the two-algorithms post's
+// [000] "simple" rule. It reads one key per line as "x" followed by the key's bytes in hex,
+// and writes "x<hex> s1 s2 ... s10". Run with: java FirstByteSHA1Gen.java < keys > vectors
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
@@ -11,7 +11,8 @@ import java.security.MessageDigest;
 import java.util.Arrays;
 
 public class FirstByteSHA1Gen {
-    // shard is the rule exactly as document 000 writes it, with the key's bytes given.
+    // shard is the rule exactly as the two-algorithms post [000] writes it, with the key's
+    // bytes given.
     static int shard(byte[] key, int shardsCount) throws Exception {
         if (shardsCount < 1) throw new Exception("invalid shards count");
         byte[] bb = MessageDigest.getInstance("SHA-1").digest(key);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes identity.txt: the IDs that a PostgreSQL identity column issues for partition k of n
-# set up as document 001 sets up SQL Server's IDENTITY(k, n) (partition 0 starts at n), and
-# where it stops below the top of BIGINT. TestIDAllocatorGolden compares IDAllocator with it.
+# set up as the ID-features article [001] sets up SQL Server's IDENTITY(k, n) (partition 0
+# starts at n), and where it stops below the top of BIGINT. TestIDAllocatorGolden compares
+# IDAllocator with it.
 #
 # Run against any PostgreSQL you can reach with psql (PGHOST, PGUSER, ... as usual):
 #   bash testdata/prefixid/identity.sh > testdata/prefixid/identity.txt

@@ -1,0 +1,191 @@
+// Command shard answers an operator's questions about a sharded system without writing Go:
+// which shard or node holds a key, what a change would move, whether a saved table is
+// sound, and how the strategies compare.
+//
+//	shard locate -strategy jump -n 10 user:1 user:2
+//	shard locate -strategy ring -nodes "a,b:2,c" -        # keys on stdin, one per line
+//	shard plan -strategy partitions -n 10 -to 11          # what a resize moves
+//	shard table show partitions.txt                       # a saved table, checked and summed up
+//	shard table edit -resize 12 -w partitions.txt         # and changed, the file replaced safely
+//	shard compare                                         # every strategy side by side
+//
+// Every verb takes -json for output that programs read. The exit status is 0 on success, 1
+// when the work fails (a file that cannot be read, a table that does not parse) and 2 on bad
+// usage (an unknown verb, strategy or flag, a shard count out of range, a missing argument).
+// Run "shard help VERB" for a verb's flags.
+//
+// Install it with
+//
+//	go install github.com/shardkit/shard/cmd/shard@latest
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/shardkit/shard/catalog"
+)
+
+// verb is one of the command's verbs.
+type verb struct {
+	name, args, summary string
+	about               string // printed under the usage line by -h and help
+	names               bool   // whether usage ends with the names of the strategies
+	// flags defines the verb's flags on fs and returns what does the work: it parses the
+	// command-line arguments after the verb with fs, then runs.
+	flags func(fs *flag.FlagSet) func(e *env, args []string) error
+}
+
+// verbs lists the verbs in the order usage shows them.
+var verbs = []*verb{locateVerb, planVerb, tableVerb, compareVerb}
+
+// env is where a verb reads and writes: the process's files in main, buffers in tests.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// stderrTerminal says whether stderr is a terminal, where progress is shown.
+	stderrTerminal bool
+}
+
+// usageError is bad usage: the command exits with status 2 and shows the usage line.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// badUsage returns a usageError with a formatted message.
+func badUsage(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func main() {
+	fi, err := os.Stderr.Stat()
+	e := &env{
+		stdin:          os.Stdin,
+		stdout:         os.Stdout,
+		stderr:         os.Stderr,
+		stderrTerminal: err == nil && fi.Mode()&os.ModeCharDevice != 0,
+	}
+	os.Exit(run(e, os.Args[1:]))
+}
+
+// run runs the command with args (without the program name) and returns the exit status.
+func run(e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, "shard: no verb given\n\n")
+		commandUsage(e.stderr)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return help(e, rest)
+	}
+	v := findVerb(name)
+	if v == nil {
+		fmt.Fprintf(e.stderr, "shard: unknown verb %q\n\n", name)
+		commandUsage(e.stderr)
+		return 2
+	}
+	fs := flag.NewFlagSet("shard "+v.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() { verbUsage(fs.Output(), v, fs) }
+	err := v.flags(fs)(e, rest)
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0 // -h: the flag package has printed the usage
+	case errors.Is(err, errFlagParse):
+		return 2 // the flag package has printed the problem and the usage
+	case errors.As(err, &u):
+		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
+		fmt.Fprintf(e.stderr, "usage: shard %s %s\nRun 'shard help %s' for the flags.\n", v.name, v.args, v.name)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
+		return 1
+	}
+}
+
+// errFlagParse marks an error the flag package has already reported.
+var errFlagParse = errors.New("bad flag")
+
+// parse parses args into fs and returns the positional arguments. A bad flag has been
+// reported by the flag package when it returns errFlagParse.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, errFlagParse
+	}
+	return fs.Args(), nil
+}
+
+func findVerb(name string) *verb {
+	for _, v := range verbs {
+		if v.name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// help prints the command's usage, or a verb's, to stdout.
+func help(e *env, args []string) int {
+	switch len(args) {
+	case 0:
+		commandUsage(e.stdout)
+		return 0
+	case 1:
+		if args[0] == "presets" {
+			presetsHelp(e.stdout)
+			return 0
+		}
+		if v := findVerb(args[0]); v != nil {
+			fs := flag.NewFlagSet("shard "+v.name, flag.ContinueOnError)
+			v.flags(fs)
+			verbUsage(e.stdout, v, fs)
+			return 0
+		}
+		fmt.Fprintf(e.stderr, "shard help: unknown verb %q\n\n", args[0])
+	default:
+		fmt.Fprint(e.stderr, "shard help: want at most one verb\n\n")
+	}
+	commandUsage(e.stderr)
+	return 2
+}
+
+func commandUsage(w io.Writer) {
+	fmt.Fprint(w, "usage: shard VERB [flags] [arguments]\n\n")
+	fmt.Fprint(w, "Which shard or node holds a key, what a change moves, whether a saved table is sound,\nand how the placement strategies compare.\n\nVerbs:\n")
+	for _, v := range verbs {
+		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
+	}
+	fmt.Fprint(w, "\nRun 'shard help VERB' or 'shard VERB -h' for a verb's flags, 'shard help presets' for the\nsystems whose placement -preset reproduces. Every verb takes -json.\n")
+	fmt.Fprint(w, "Exit status: 0 done, 1 failed, 2 bad usage.\n")
+}
+
+func verbUsage(w io.Writer, v *verb, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: shard %s %s\n\n%s\n", v.name, v.args, strings.TrimSpace(v.about))
+	fmt.Fprint(w, "\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	if v.names {
+		fmt.Fprintf(w, "\n%s\n", namesHelp())
+	}
+}
+
+// presetsHelp lists the compatibility presets with what each reads.
+func presetsHelp(w io.Writer) {
+	fmt.Fprint(w, "Presets place keys exactly as another system does, read from that system's own\nconfiguration: shard locate|plan -preset NAME -config FILE [-pool NAME].\n\n")
+	for _, p := range catalog.Presets() {
+		fmt.Fprintf(w, "  %-9s %s\n", p.Name, wrap(p.Doc, 78, "            "))
+	}
+}

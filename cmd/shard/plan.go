@@ -1,0 +1,533 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/measure"
+	"github.com/shardkit/shard/pool"
+	"github.com/shardkit/shard/rebalance"
+)
+
+var planVerb = &verb{
+	name:    "plan",
+	args:    "[flags] (placement flags, then one change)",
+	summary: "show what a change moves: resize, add, remove or reweight a node, config A -> B",
+	about: `
+Plan places a sample of keys before and after one change and prints the share of keys that
+move, the least share any placement could move for that change, and how many keys go from
+each shard or node to each other one. Where both sides are partition tables or trie shapes,
+it also prints the exact plan from the tables: which partitions, or which ranges of key
+hashes, move where.
+
+The placement before is given as for locate. The change is one of:
+  -to N                                 resize a dense strategy or a saved table to N shards
+  -add LIST, -remove NAMES, -weight N:W change a pool's members (pools and presets)
+  -to-strategy, -to-n, -to-nodes, -to-preset, -to-config, -to-pool, -to-table
+                                        any other placement: flags not given keep their value
+
+  shard plan -strategy jump -n 10 -to 11
+  shard plan -strategy partitions -n 10 -to 12 -keys 1000000
+  shard plan -strategy modulo -n 10 -to-strategy jump
+  shard plan -table before.txt -to-table after.txt -keyfile keys.txt
+
+Progress shows on stderr when it is a terminal.`,
+	names: true,
+	flags: func(fs *flag.FlagSet) func(*env, []string) error {
+		var c planChange
+		c.before.define(fs)
+		c.keys.define(fs, 100_000)
+		fs.IntVar(&c.to, "to", 0, "resize to `N` shards")
+		fs.StringVar(&c.add, "add", "", "add pool members, a `LIST` of name[:weight],...")
+		fs.StringVar(&c.remove, "remove", "", "remove the pool members `NAMES`, name,...")
+		fs.StringVar(&c.weight, "weight", "", "set a pool member's weight, `NAME:WEIGHT`")
+		fs.StringVar(&c.after.strategy, "to-strategy", "", "the strategy after")
+		fs.IntVar(&c.after.n, "to-n", 0, "the shard count of the placement after, built anew (-to resizes the one before)")
+		fs.StringVar(&c.after.nodes, "to-nodes", "", "the pool members after")
+		fs.StringVar(&c.after.preset, "to-preset", "", "the preset after")
+		fs.StringVar(&c.after.config, "to-config", "", "the preset's configuration after")
+		fs.StringVar(&c.after.group, "to-pool", "", "the pool of the configuration after")
+		fs.StringVar(&c.after.table, "to-table", "", "the saved table after")
+		fs.IntVar(&c.flows, "flows", 50, "print at most `N` flows, the largest (-json prints them all)")
+		asJSON := fs.Bool("json", false, "print the plan as one JSON object")
+		return func(e *env, args []string) error {
+			rest, err := parse(fs, args)
+			if err != nil {
+				return err
+			}
+			if len(rest) > 0 {
+				return badUsage("unexpected argument %q: plan takes flags only", rest[0])
+			}
+			if err := c.keys.check(); err != nil {
+				return err
+			}
+			if c.flows < 0 {
+				return badUsage("-flows %d: want 0 or more", c.flows)
+			}
+			var badCount *flag.Flag // -to or -to-n given below 1
+			fs.Visit(func(f *flag.Flag) {
+				if strings.HasPrefix(f.Name, "to-") {
+					c.other = true
+				}
+				if n, _ := strconv.Atoi(f.Value.String()); (f.Name == "to" || f.Name == "to-n") && n < 1 {
+					badCount = f
+				}
+			})
+			if badCount != nil {
+				return badUsage("-%s %s: want the number of shards, at least 1", badCount.Name, badCount.Value)
+			}
+			rep, err := c.run(e)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(e.stdout, rep)
+			}
+			return rep.write(e.stdout, c.flows)
+		}
+	},
+}
+
+// planChange is plan's flags: the placement before and the one change.
+type planChange struct {
+	before, after       spec
+	other               bool // a -to-X flag was given: after is another placement
+	to                  int
+	add, remove, weight string
+	keys                sample
+	flows               int // how many flows the text shows
+}
+
+// build returns the placements before and after the change.
+func (c *planChange) build() (before, after *placement, err error) {
+	changes := 0
+	for _, given := range []bool{c.other, c.to != 0, c.add != "", c.remove != "", c.weight != ""} {
+		if given {
+			changes++
+		}
+	}
+	switch {
+	case changes == 0:
+		return nil, nil, badUsage("nothing changes: give -to N, -add, -remove, -weight or a -to-X flag")
+	case changes > 1 && !(c.other && c.to != 0):
+		return nil, nil, badUsage("give one change: -to N, -add, -remove, -weight or -to-X flags")
+	}
+	if before, err = c.before.build(); err != nil {
+		return nil, nil, err
+	}
+	if c.other {
+		if c.to != 0 {
+			c.after.n = c.to
+		}
+		a := c.before.with(c.after)
+		after, err = a.build()
+	} else {
+		// The same placement again, then the change: for a partition table, a trie or a
+		// Memento pool what moves depends on the state, not only on the counts.
+		if after, err = c.before.build(); err == nil {
+			err = c.apply(after)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if (before.pool == nil) != (after.pool == nil) {
+		return nil, nil, badUsage("%s -> %s: shard numbers and node names cannot be compared: plan a change within one kind", before.what(), after.what())
+	}
+	return before, after, nil
+}
+
+// with returns s changed by the fields that o sets; a field of another form clears those
+// of s, so that after -to-nodes the -n of before does not count.
+func (s spec) with(o spec) spec {
+	switch {
+	case o.table != "":
+		s = spec{table: o.table}
+	case o.preset != "" || o.config != "" || o.group != "":
+		if s.preset == "" || o.preset != "" {
+			s = spec{preset: cmp.Or(o.preset, s.preset), config: s.config, group: s.group}
+		}
+	case o.nodes != "":
+		s.n, s.table, s.preset = 0, "", ""
+	case o.n != 0:
+		s.nodes, s.table, s.preset = "", "", ""
+	}
+	s.strategy = cmp.Or(o.strategy, s.strategy)
+	s.n = cmp.Or(o.n, s.n)
+	s.nodes = cmp.Or(o.nodes, s.nodes)
+	s.config = cmp.Or(o.config, s.config)
+	s.group = cmp.Or(o.group, s.group)
+	return s
+}
+
+// apply makes the one change of -to, -add, -remove or -weight to p.
+func (c *planChange) apply(p *placement) error {
+	if c.to != 0 {
+		if p.pool != nil {
+			return badUsage("-to %d: a pool's size is its nodes: use -add or -remove", c.to)
+		}
+		if err := p.dense.Resize(c.to); err != nil {
+			return usageError{err}
+		}
+		p.change = fmt.Sprintf("-to %d", c.to)
+		return nil
+	}
+	if p.pool == nil {
+		return badUsage("-add, -remove and -weight change a pool: this is %s", p.what())
+	}
+	var err error
+	switch {
+	case c.add != "":
+		p.change = "-add " + c.add
+		var nodes []pool.Node
+		if nodes, err = parseNodes(c.add); err == nil {
+			err = p.pool.Add(nodes...)
+		}
+	case c.remove != "":
+		p.change = "-remove " + c.remove
+		err = p.pool.Remove(strings.Split(c.remove, ",")...)
+	default:
+		p.change = "-weight " + c.weight
+		var nodes []pool.Node
+		if nodes, err = parseNodes(c.weight); err == nil {
+			if len(nodes) != 1 || !strings.Contains(c.weight, ":") {
+				return badUsage("-weight %q: want one name:weight", c.weight)
+			}
+			err = p.pool.SetWeight(nodes[0].Name, nodes[0].Weight)
+		}
+	}
+	var u usageError
+	if err != nil && !errors.As(err, &u) {
+		err = usageError{err}
+	}
+	return err
+}
+
+// planReport is what plan prints, in text or as JSON.
+type planReport struct {
+	Before   string  `json:"before"`
+	After    string  `json:"after"`
+	Keys     string  `json:"keys"`
+	Total    int64   `json:"total"`
+	Moved    int64   `json:"moved"`
+	Fraction float64 `json:"fraction"`
+	// Least is the smallest share of keys that any placement with the same shares per
+	// shard or node before and after must move.
+	Least      float64        `json:"least"`
+	Flows      []planFlow     `json:"flows"`
+	Partitions *partitionPlan `json:"partitions,omitempty"`
+	Ranges     *rangePlan     `json:"ranges,omitempty"`
+	Notes      []string       `json:"notes,omitempty"`
+	owners     *owners        // numbers and labels the owners in the flows
+}
+
+// planFlow is how many keys of the sample go from one shard or node to another; flows with
+// From == To count the keys that stay.
+type planFlow struct {
+	From  any   `json:"from"` // a shard number, or a node name
+	To    any   `json:"to"`
+	Count int64 `json:"count"`
+}
+
+type partitionPlan struct {
+	Partitions int       `json:"partitions"`
+	Moved      int       `json:"moved"`
+	Fraction   float64   `json:"fraction"`
+	Runs       []partRun `json:"runs"` // consecutive partitions with the same move
+}
+
+type partRun struct {
+	First int `json:"first"`
+	Last  int `json:"last"`
+	From  int `json:"from"`
+	To    int `json:"to"`
+}
+
+type rangePlan struct {
+	Fraction float64     `json:"fraction"`
+	Ranges   []hashRange `json:"ranges"`
+}
+
+type hashRange struct {
+	First    string  `json:"first"` // hex, as xxhash64 values
+	Last     string  `json:"last"`
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Fraction float64 `json:"fraction"`
+}
+
+func (c *planChange) run(e *env) (*planReport, error) {
+	before, after, err := c.build()
+	if err != nil {
+		return nil, err
+	}
+	keys, what, closeKeys, err := c.keys.open(e)
+	if err != nil {
+		return nil, err
+	}
+	defer closeKeys()
+	prog := newProgress(e)
+	defer prog.done()
+	rep := &planReport{Before: before.what(), After: after.what(), Keys: what, owners: newOwners(before, after)}
+	if err := rep.count(before, after, keys, prog); err != nil {
+		return nil, err
+	}
+	rep.Least = leastMoved(rep.owners.shares(before), rep.owners.shares(after))
+	rep.tablePlan(before, after)
+	return rep, nil
+}
+
+// count places every key before and after and counts the flows with rebalance.PlanKeys,
+// pools through the owners' numbers.
+func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, error], prog *progress) error {
+	var readErr error
+	seq := func(yield func(string) bool) {
+		n := 0
+		for k, err := range keys {
+			if err != nil {
+				readErr = err
+				return
+			}
+			n++
+			prog.count("placing", n)
+			if !yield(k) {
+				return
+			}
+		}
+	}
+	plan := rebalance.PlanKeys(rep.owners.sharder(before), rep.owners.sharder(after), seq)
+	if readErr != nil {
+		return readErr
+	}
+	if plan.Total == 0 {
+		return fmt.Errorf("%s: no keys", rep.Keys)
+	}
+	for _, f := range plan.Flows {
+		rep.Flows = append(rep.Flows, planFlow{From: rep.owners.label(f.From), To: rep.owners.label(f.To), Count: f.Count})
+	}
+	rep.Total, rep.Moved, rep.Fraction = plan.Total, plan.Moved(), plan.Fraction()
+	return nil
+}
+
+// tablePlan adds the exact plan of two partition tables or two trie shapes.
+func (rep *planReport) tablePlan(before, after *placement) {
+	switch b := before.dense.(type) {
+	case *shard.Partitions:
+		a, ok := after.dense.(*shard.Partitions)
+		if !ok {
+			return
+		}
+		if hashRule(b) != hashRule(a) {
+			rep.Notes = append(rep.Notes, "no partition plan: the two tables map keys to partitions by different rules")
+			return
+		}
+		plan, moves, err := rebalance.PlanPartitions(b.Table(), a.Table())
+		if err != nil {
+			rep.Notes = append(rep.Notes, "no partition plan: "+err.Error())
+			return
+		}
+		pp := &partitionPlan{Partitions: b.NumPartitions(), Moved: len(moves), Fraction: plan.Fraction()}
+		for _, m := range moves {
+			if n := len(pp.Runs); n > 0 && pp.Runs[n-1].Last+1 == m.Partition && pp.Runs[n-1].From == m.From && pp.Runs[n-1].To == m.To {
+				pp.Runs[n-1].Last = m.Partition
+				continue
+			}
+			pp.Runs = append(pp.Runs, partRun{First: m.Partition, Last: m.Partition, From: m.From, To: m.To})
+		}
+		rep.Partitions = pp
+	case *shard.Trie:
+		a, ok := after.dense.(*shard.Trie)
+		if !ok {
+			return
+		}
+		plan, err := rebalance.PlanLeaves(b.Leaves(), a.Leaves())
+		if err != nil {
+			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
+			return
+		}
+		rp := &rangePlan{Fraction: plan.Fraction()}
+		for _, r := range plan.Ranges {
+			rp.Ranges = append(rp.Ranges, hashRange{First: fmt.Sprintf("%#016x", r.First), Last: fmt.Sprintf("%#016x", r.Last),
+				From: r.From, To: r.To, Fraction: r.Fraction()})
+		}
+		rep.Ranges = rp
+	}
+}
+
+// hashRule returns the "hash=..." field of a partition table's header.
+func hashRule(p *shard.Partitions) string {
+	text, _ := p.MarshalText()
+	rule, _, _ := strings.Cut(string(text), " ")
+	return rule
+}
+
+// write prints the report as text, with at most maxFlows flows: the largest, in order.
+func (rep *planReport) write(w io.Writer, maxFlows int) error {
+	fmt.Fprintf(w, "before: %s\nafter:  %s\nkeys:   %s\n\n", rep.Before, rep.After, rep.Keys)
+	fmt.Fprintf(w, "moved: %d of %d keys (%s%%); the least any placement with these shares moves: %s%%\n",
+		rep.Moved, rep.Total, pct2(rep.Fraction), pct2(rep.Least))
+	moves := slices.DeleteFunc(slices.Clone(rep.Flows), func(f planFlow) bool { return f.From == f.To })
+	if len(moves) > 0 && maxFlows > 0 {
+		shown := moves
+		if len(moves) > maxFlows {
+			byCount := slices.SortedStableFunc(slices.Values(moves), func(a, b planFlow) int { return cmp.Compare(b.Count, a.Count) })
+			keep := map[planFlow]bool{}
+			for _, f := range byCount[:maxFlows] {
+				keep[f] = true
+			}
+			shown = slices.DeleteFunc(slices.Clone(moves), func(f planFlow) bool { return !keep[f] })
+		}
+		var t measure.Table
+		t.Header = []string{"from", "to", "keys", "% of keys"}
+		for _, f := range shown {
+			t.Add(fmt.Sprint(f.From), fmt.Sprint(f.To), strconv.FormatInt(f.Count, 10), pct2(float64(f.Count)/float64(rep.Total)))
+		}
+		fmt.Fprintln(w)
+		if _, err := t.WriteTo(w); err != nil {
+			return err
+		}
+		if len(shown) < len(moves) {
+			fmt.Fprintf(w, "\n%d flows, the %d largest shown: -flows N shows more, -json all\n", len(moves), len(shown))
+		}
+	}
+	if pp := rep.Partitions; pp != nil {
+		fmt.Fprintf(w, "\npartition plan (exact, from the tables): %d of %d partitions move (%s%%)\n", pp.Moved, pp.Partitions, pct2(pp.Fraction))
+		if len(pp.Runs) > 0 {
+			var t measure.Table
+			t.Header = []string{"partitions", "from", "to"}
+			for _, r := range pp.Runs {
+				t.Add(span(r.First, r.Last), strconv.Itoa(r.From), strconv.Itoa(r.To))
+			}
+			fmt.Fprintln(w)
+			if _, err := t.WriteTo(w); err != nil {
+				return err
+			}
+		}
+	}
+	if rp := rep.Ranges; rp != nil {
+		fmt.Fprintf(w, "\nrange plan (exact, from the trie shapes): %s%% of the key hashes move\n", pct2(rp.Fraction))
+		if len(rp.Ranges) > 0 {
+			var t measure.Table
+			t.Header = []string{"first hash", "last hash", "from", "to", "% of hashes"}
+			for _, r := range rp.Ranges {
+				t.Add(r.First, r.Last, strconv.Itoa(r.From), strconv.Itoa(r.To), pct2(r.Fraction))
+			}
+			fmt.Fprintln(w)
+			if _, err := t.WriteTo(w); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+	return nil
+}
+
+func span(first, last int) string {
+	if first == last {
+		return strconv.Itoa(first)
+	}
+	return fmt.Sprintf("%d-%d", first, last)
+}
+
+// pct2 formats a fraction as a percentage with two decimals.
+func pct2(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) }
+
+// owners numbers the owners of two placements alike: shard numbers as they are, node
+// names by their order of first appearance (the nodes before, then the new ones after).
+type owners struct {
+	names []string       // nil for dense placements
+	index map[string]int // name -> number
+}
+
+func newOwners(before, after *placement) *owners {
+	o := &owners{}
+	if before.pool == nil {
+		return o
+	}
+	o.index = map[string]int{}
+	for _, p := range []*placement{before, after} {
+		for _, n := range p.pool.Nodes() {
+			if _, ok := o.index[n.Name]; !ok {
+				o.index[n.Name] = len(o.names)
+				o.names = append(o.names, n.Name)
+			}
+		}
+	}
+	return o
+}
+
+// sharder returns p as a shard.Sharder whose shard numbers are the owners' numbers.
+func (o *owners) sharder(p *placement) shard.Sharder {
+	if p.pool == nil {
+		return p.dense
+	}
+	return numbered{o, p.pool}
+}
+
+// numbered is a pool seen as a shard.Sharder: node names become the owners' numbers.
+type numbered struct {
+	o *owners
+	p pool.Pool
+}
+
+func (n numbered) Locate(key string) int { return n.o.index[n.p.Locate(key)] }
+func (n numbered) Shards() int           { return len(n.o.names) }
+func (n numbered) Resize(int) error      { return errors.New("a pool is resized by its members") }
+
+// label returns what the output calls owner i: its shard number or its node name.
+func (o *owners) label(i int) any {
+	if o.names == nil {
+		return i
+	}
+	return o.names[i]
+}
+
+// shares returns the share of the keys each owner of p is meant to hold: in proportion to
+// the weights of a pool, to the partitions of a table, to the key space of trie leaves, and
+// equal for other dense strategies.
+func (o *owners) shares(p *placement) map[int]float64 {
+	s := map[int]float64{}
+	switch d := p.dense.(type) {
+	case nil:
+		total := 0
+		for _, n := range p.pool.Nodes() {
+			total += n.Weight
+		}
+		for _, n := range p.pool.Nodes() {
+			s[o.index[n.Name]] += float64(n.Weight) / float64(total)
+		}
+	case *shard.Partitions:
+		table := d.Table()
+		for _, sh := range table {
+			s[sh] += 1 / float64(len(table))
+		}
+	case *shard.Trie:
+		for _, l := range d.Leaves() {
+			s[l.Shard] += 1 / float64(uint64(1)<<l.Depth)
+		}
+	default:
+		for i := range d.Shards() {
+			s[i] = 1 / float64(d.Shards())
+		}
+	}
+	return s
+}
+
+// leastMoved is the total variation distance between two shares: what must change owner.
+func leastMoved(before, after map[int]float64) float64 {
+	moved := 0.0
+	for o, b := range before {
+		moved += max(0, b-after[o])
+	}
+	return moved
+}
