@@ -256,8 +256,13 @@ func (r *Ring) LocateBatch(keys []string, dst []int) {
 // top 32 bits for NewJedisRing, MurmurToken(key) with its sign bit flipped (so that
 // unsigned order is Cassandra's signed order) for NewMurmurRing. A store that keeps each
 // row's Position can move a ring's changed arcs by range. It never allocates (unless
-// RingOptions.Hash does) and is safe for concurrent use.
-func (r *Ring) Position(key string) uint64 { return r.position(key) }
+// RingOptions.Hash does) and is safe for concurrent use. It returns 0 for the zero Ring.
+func (r *Ring) Position(key string) uint64 {
+	if r.hash == nil { // the zero Ring
+		return 0
+	}
+	return r.position(key)
+}
 
 // Arc is a range of ring positions [First, Last], both ends included, whose keys all belong
 // to Shard.
@@ -272,9 +277,13 @@ type Arc struct {
 // (the first and the last may: the arc of the smallest point is cut at the wrap), so a ring
 // of n shards with v points each has at most n*v+1 arcs. Arcs reads the ring as it was
 // when called, allocates nothing per arc, and is safe for concurrent use, also with Resize.
+// The zero Ring has no arcs.
 func (r *Ring) Arcs() iter.Seq[Arc] {
 	t := r.table.Load()
 	return func(yield func(Arc) bool) {
+		if t == nil { // the zero Ring
+			return
+		}
 		var cur Arc
 		started := false
 		for a := range t.Arcs() {

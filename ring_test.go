@@ -681,6 +681,9 @@ func TestRingArcsSnapshot(t *testing.T) {
 		require.Equal(t, uint64(0), a.First)
 		break
 	}
+	var zero Ring
+	require.Empty(t, slices.Collect(zero.Arcs()))
+	require.Zero(t, zero.Position("user:1"))
 }
 
 // LocateBatch answers what Locate answers, for every kind of ring, and allocates nothing.

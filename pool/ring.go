@@ -237,8 +237,13 @@ func (r *Ring) LocateBatch(keys []string, dst []string) {
 // Position returns key's position on the ring, the 64-bit value that Locate looks up and
 // that Arcs are ranges of: RingOptions.Hash(key), XXH64 by default. A store that keeps each
 // row's Position can move a ring's changed arcs by range. It never allocates (unless
-// RingOptions.Hash does) and is safe for concurrent use.
-func (r *Ring) Position(key string) uint64 { return r.position(key) }
+// RingOptions.Hash does) and is safe for concurrent use. It returns 0 for the zero Ring.
+func (r *Ring) Position(key string) uint64 {
+	if r.state.Load() == nil { // the zero Ring
+		return 0
+	}
+	return r.position(key)
+}
 
 // Arc is a range of ring positions [First, Last], both ends included, whose keys all belong
 // to the node named Node.
@@ -254,10 +259,14 @@ type Arc struct {
 // p points has at most p+1 arcs; under RingNearest and RingNearestPoint the gap between two
 // positions is split at its midpoint, so there are at most 2p+1 (3p+1 with shared positions
 // under RingNearestPoint), and Arcs holds 24 bytes per point while it runs. Arcs reads the ring
-// as it was when called and is safe for concurrent use, also with changes.
+// as it was when called and is safe for concurrent use, also with changes. The zero Ring has
+// no arcs.
 func (r *Ring) Arcs() iter.Seq[Arc] {
 	s := r.state.Load()
 	return func(yield func(Arc) bool) {
+		if s == nil { // the zero Ring
+			return
+		}
 		var cur Arc
 		started := false
 		// emit merges an arc into cur, and yields cur when the node changes.

@@ -422,4 +422,7 @@ func TestRingArcs(t *testing.T) {
 			require.Equal(t, refHash(c.opts)(k), p.Position(k))
 		}
 	}
+	var zero Ring
+	require.Empty(t, slices.Collect(zero.Arcs()))
+	require.Zero(t, zero.Position("user:1"))
 }

@@ -258,17 +258,17 @@ func checkUsage(usage []int64) error {
 	return nil
 }
 
-// Defaults of Capacity, from document 004 ("Rebalancing data when sharding"): grow when the
+// Defaults of Capacity, from the rebalancing post [004]: grow when the
 // servers are 70-80% full, and keep the total use under 50%.
 const (
 	DefaultThreshold = 0.75
 	DefaultMaxUse    = 0.5
 )
 
-// Capacity is document 004's capacity question: when must the shards grow, to how many, and
-// what will the move cost? Grow when the fullest shard reaches Threshold of its capacity;
-// grow to a count that brings the total use down to MaxUse, and far enough that no second
-// resize is needed before new hardware can arrive (LeadTime).
+// Capacity is the rebalancing post's [004] capacity question: when must the shards grow, to how
+// many, and what will the move cost? Grow when the fullest shard reaches Threshold of its
+// capacity; grow to a count that brings the total use down to MaxUse, and far enough that no
+// second resize is needed before new hardware can arrive (LeadTime).
 //
 // Growth is linear, GrowthPerDay units a day, and lands on the shards in proportion to what
 // they hold (evenly while nothing is held): every owner is assumed to grow alike. For data
@@ -280,8 +280,8 @@ type Capacity struct {
 	PerShard int64
 	// GrowthPerDay is how much the whole data set grows a day, in that unit; > 0.
 	GrowthPerDay float64
-	// LeadTime is how long new hardware takes to arrive (document 004: days to a month);
-	// >= 0. After the resize, the fullest shard must take at least this long to reach
+	// LeadTime is how long new hardware takes to arrive (the rebalancing post [004]: days to a
+	// month); >= 0. After the resize, the fullest shard must take at least this long to reach
 	// Threshold again.
 	LeadTime time.Duration
 	// Threshold is the share of PerShard at which the fullest shard triggers a resize, in
@@ -294,8 +294,8 @@ type Capacity struct {
 	// >= 0. Zero means unknown: CapacityPlan.CopyTime is then zero.
 	CopyRate float64
 	// Multiples restricts the counts considered to multiples of the current one: modulo's
-	// doubling, where a key stays or moves to s + j*n (document 003), which moves far less
-	// than modulo's n -> n+1.
+	// doubling, where a key stays or moves to s + j*n (the sharding lecture [003]), which moves
+	// far less than modulo's n -> n+1.
 	Multiples bool
 	// MaxShards is the largest count considered. Zero means twice the least count the
 	// totals allow (see PlanCapacity).

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// idSharder places a decimal user ID as document 004 does, by user_id % n.
+// idSharder places a decimal user ID as the rebalancing post [004] does, by user_id % n.
 type idSharder struct{ *shard.Modulo }
 
 func (s idSharder) Locate(owner string) int {
@@ -32,8 +32,8 @@ func newIDSharder(n int) (shard.Sharder, error) {
 	return idSharder{m}, err
 }
 
-// messages is document 004's data set: users 1..n, and how many messages each has. Users
-// 5k+1..5k+5 have as many, so that user_id % 5 spreads the messages exactly evenly.
+// messages is the rebalancing post's [004] data set: users 1..n, and how many messages each
+// has. Users 5k+1..5k+5 have as many, so that user_id % 5 spreads the messages exactly evenly.
 func messages(users int) iter.Seq2[string, int64] {
 	return func(yield func(string, int64) bool) {
 		for id := 1; id <= users; id++ {
@@ -88,10 +88,10 @@ func (c *countingStore) Copy(ctx context.Context, owner string, from, to int) er
 	return nil
 }
 
-// Document 004's scenario: messages sharded by user_id % 5, the servers 75% full, grow to a
-// count that brings the total under 50% and lasts a month of growth. For every strategy,
-// the plan's moved rows are what a Migration to the planned count then copies, to the row,
-// and the shards hold what the plan says they will.
+// The rebalancing post's [004] scenario: messages sharded by user_id % 5, the servers 75% full,
+// grow to a count that brings the total under 50% and lasts a month of growth. For every
+// strategy, the plan's moved rows are what a Migration to the planned count then copies, to the
+// row, and the shards hold what the plan says they will.
 func TestCapacityDocument004(t *testing.T) {
 	const users = 1000
 	ctx := context.Background()

@@ -11,21 +11,21 @@
 // # Planning
 //
 // [PlanKeys] and [Moves] walk a set of keys and report, for two sharders (before and after a
-// resize), how many keys go from each shard to each shard (a [Plan]'s [Flow]s) and which
-// keys move; [PlanOwners] weighs each owner by its rows or bytes. [PlanPartitions] and
-// [PlanLeaves] answer the same question for a partition table and for the leaves of a trie
-// without walking any key, and [PlanRing] and [PlanPoolRing] for rings: document 003's "only
+// resize), how many keys go from each shard to each shard (a [Plan]'s [Flow]s) and which keys
+// move; [PlanOwners] weighs each owner by its rows or bytes. [PlanPartitions] and [PlanLeaves]
+// answer the same question for a partition table and for the leaves of a trie without walking
+// any key, and [PlanRing] and [PlanPoolRing] for rings: the sharding lecture's [003] "only
 // contiguous arcs move", as a short list of hash ranges (at most v when a shard of v points
 // joins). Plans are sparse: their memory grows with the keys, partitions, leaves or ranges
 // planned, whatever the shard numbers.
 //
 // # Capacity
 //
-// [PlanCapacity] answers document 004's capacity question for a [Layout] (what each shard
-// holds and what a resize moves, from the strategy itself: [OwnerLayout], [SampleLayout],
-// [PartitionLayout]): when the fullest shard reaches the threshold (70-80%), the least count
-// that brings the total under 50% and lasts until new hardware can arrive, and what the
-// resize moves from each shard to each shard, and how long at a measured copy rate.
+// [PlanCapacity] answers the rebalancing post's [004] capacity question for a [Layout] (what
+// each shard holds and what a resize moves, from the strategy itself: [OwnerLayout],
+// [SampleLayout], [PartitionLayout]): when the fullest shard reaches the threshold (70-80%),
+// the least count that brings the total under 50% and lasts until new hardware can arrive, and
+// what the resize moves from each shard to each shard, and how long at a measured copy rate.
 //
 // # Moving
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/shardkit/shard/rebalance"
 )
 
-// userShards places a decimal user ID by user_id % n, as document 004 does.
+// userShards places a decimal user ID by user_id % n, as the rebalancing post [004] does.
 type userShards struct{ *shard.Modulo }
 
 func (u userShards) Locate(owner string) int {
@@ -17,9 +17,9 @@ func (u userShards) Locate(owner string) int {
 	return u.LocateID(id)
 }
 
-// Document 004: messages sharded by user_id % 5, the servers 75% full. Grow to keep the
-// total under 50% and last past a month's lead time for new hardware; what does each
-// strategy move?
+// The rebalancing post [004]: messages sharded by user_id % 5, the servers 75% full. Grow to
+// keep the total under 50% and last past a month's lead time for new hardware; what does
+// each strategy move?
 func ExamplePlanCapacity() {
 	messages := func(yield func(string, int64) bool) { // users 1..1000 and their messages
 		for id := 1; id <= 1000; id++ {
@@ -72,4 +72,105 @@ func ExamplePlanCapacity() {
 	// jump            fullest 84%, resize in 0s: 8 shards, 47% used,  5412 of 14985 rows move (36%) in 11s, lasts 40 days
 	// ring            fullest 84%, resize in 0s: 8 shards, 47% used,  5432 of 14985 rows move (36%) in 11s, lasts 39 days
 	// partitions      fullest 82%, resize in 0s: 8 shards, 47% used,  5116 of 14985 rows move (34%) in 10s, lasts 44 days
+}
+
+func ExamplePlanOwners() {
+	before, _ := shard.NewJump(3)
+	after, _ := shard.NewJump(4)
+	owners := func(yield func(string, int64) bool) { // users 1..12 and their rows
+		for id := 1; id <= 12; id++ {
+			if !yield("user:"+strconv.Itoa(id), int64(10*id)) {
+				return
+			}
+		}
+	}
+	plan, err := rebalance.PlanOwners(before, after, owners)
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range plan.Flows { // rows from each shard to each shard
+		fmt.Printf("%d -> %d: %d rows\n", f.From, f.To, f.Count)
+	}
+	fmt.Printf("%d of %d rows move\n", plan.Moved(), plan.Total)
+	// Output:
+	// 0 -> 0: 190 rows
+	// 0 -> 3: 100 rows
+	// 1 -> 1: 100 rows
+	// 2 -> 2: 350 rows
+	// 2 -> 3: 40 rows
+	// 140 of 780 rows move
+}
+
+func ExampleOwnerLayout() {
+	jump := func(n int) (shard.Sharder, error) { return shard.NewJump(n) }
+	before, _ := jump(4)
+	owners := func(yield func(string, int64) bool) { // 400 users of 1 to 9 rows
+		for i := range 400 {
+			if !yield("user:"+strconv.Itoa(i), int64(1+i%9)) {
+				return
+			}
+		}
+	}
+	layout, err := rebalance.OwnerLayout(before, jump, owners)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("rows per shard:", layout.Usage())
+	plan, _ := layout.Resize(5)
+	fmt.Printf("to 5 shards: %d of %d rows move, all to shard 4: %v\n", plan.Moved(), plan.Total,
+		plan.Count(0, 4)+plan.Count(1, 4)+plan.Count(2, 4)+plan.Count(3, 4) == plan.Moved())
+	// Output:
+	// rows per shard: [478 475 493 544]
+	// to 5 shards: 482 of 1990 rows move, all to shard 4: true
+}
+
+func ExampleSampleLayout() {
+	ring := func(n int) (shard.Sharder, error) { return shard.NewRing(n, shard.RingOptions{}) }
+	before, _ := ring(3)
+	usage := []int64{700_000, 690_000, 710_000} // bytes per shard: all that is known
+	sample := func(yield func(string) bool) {   // keys shaped like the real ones
+		for i := range 30_000 {
+			if !yield("session:" + strconv.Itoa(i)) {
+				return
+			}
+		}
+	}
+	layout, err := rebalance.SampleLayout(usage, before, ring, sample)
+	if err != nil {
+		panic(err)
+	}
+	plan, err := layout.Resize(4)
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range plan.Flows {
+		if f.From != f.To {
+			fmt.Printf("about %d bytes %d -> %d\n", f.Count, f.From, f.To)
+		}
+	}
+	fmt.Printf("about %.0f%% of the bytes move\n", 100*plan.Fraction())
+	// Output:
+	// about 127252 bytes 0 -> 3
+	// about 198035 bytes 1 -> 3
+	// about 225178 bytes 2 -> 3
+	// about 26% of the bytes move
+}
+
+func ExamplePartitionLayout() {
+	p, _ := shard.NewPartitions(3, 12)
+	// What each of the 12 partitions holds, in bytes (a store can sum its rows per partition).
+	usage := []int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120}
+	layout, err := rebalance.PartitionLayout(p, usage)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("bytes per shard:", layout.Usage())
+	plan, _ := layout.Resize(4) // exactly the partitions p.PlanResize(4) moves
+	moves, _ := p.PlanResize(4)
+	fmt.Println("partitions moved:", moves)
+	fmt.Printf("%d of %d bytes move\n", plan.Moved(), plan.Total)
+	// Output:
+	// bytes per shard: [100 260 420]
+	// partitions moved: [{3 0 3} {7 1 3} {11 2 3}]
+	// 240 of 780 bytes move
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/pool"
 	"github.com/shardkit/shard/rebalance"
 )
 
@@ -153,4 +154,25 @@ func ExampleNewRangeMigration() {
 	// frank 1 -> 1 [frank's row]
 	// grace 0 -> 0 [grace's row]
 	// heidi 0 -> 2 [heidi's row]
+}
+
+func ExamplePlanPoolRing() {
+	before, _ := pool.NewRing([]pool.Node{{Name: "cache-a"}, {Name: "cache-b"}, {Name: "cache-c"}}, pool.RingOptions{Vnodes: 4})
+	after, _ := pool.NewRing(append(before.Nodes(), pool.Node{Name: "cache-d"}), pool.RingOptions{Vnodes: 4})
+	plan, names, err := rebalance.PlanPoolRing(before, after)
+	if err != nil {
+		panic(err)
+	}
+	// cache-d's 4 points each take the end of one arc: at most 4 ranges, fewer where its
+	// points are neighbours and their ranges merge (2 here).
+	fmt.Println(names)
+	for _, r := range plan.Ranges {
+		fmt.Printf("[%#016x, %#016x] %s -> %s\n", r.First, r.Last, names[r.From], names[r.To])
+	}
+	fmt.Printf("%.1f%% of the positions move\n", 100*plan.Fraction())
+	// Output:
+	// [cache-a cache-b cache-c cache-d]
+	// [0x14e5808509a9040b, 0x42b53d776f0e0db5] cache-c -> cache-d
+	// [0xd9914ed3539c30bb, 0xdaac2383c0823bc4] cache-c -> cache-d
+	// 18.3% of the positions move
 }

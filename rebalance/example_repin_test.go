@@ -9,7 +9,7 @@ import (
 	"github.com/shardkit/shard/rebalance"
 )
 
-func ExampleRepin() {
+func ExampleNewRepin() {
 	ctx := context.Background()
 	rule, _ := shard.NewJump(3)
 	d := shard.NewDirectory(rule, nil)

@@ -14,11 +14,11 @@ import (
 )
 
 // PlanRing compares a ring before and after a resize and returns the ranges of positions
-// (Ring.Position) that change shard: document 003's "only contiguous arcs move", as
-// Cassandra streams token ranges. It is the per-key plan exactly: a key changes shard if and
-// only if its position is in one of the plan's Ranges, and then from that range's From to
-// its To. Growing a ring of v points per shard by one shard yields at most v ranges, one per
-// new point, fewer where neighbouring new points merge; removing one shard, at most v too.
+// (Ring.Position) that change shard: the sharding lecture's [003] "only contiguous arcs move",
+// as Cassandra streams token ranges. It is the per-key plan exactly: a key changes shard if and
+// only if its position is in one of the plan's Ranges, and then from that range's From to its
+// To. Growing a ring of v points per shard by one shard yields at most v ranges, one per new
+// point, fewer where neighbouring new points merge; removing one shard, at most v too.
 //
 // The rings must share their position function (the same constructor and Hash): rings
 // whose positions differ are not a resize of one another, and PlanRing returns an error
@@ -26,8 +26,8 @@ import (
 // concurrent use with Resize; its time is linear in the points of both rings, its memory in
 // the ranges and pairs of shards.
 func PlanRing(before, after *shard.Ring) (*LeafPlan, error) {
-	if before == nil || after == nil {
-		return nil, fmt.Errorf("rebalance: plan ring: nil ring: %w", ErrLayout)
+	if before == nil || after == nil || before.Shards() == 0 || after.Shards() == 0 {
+		return nil, fmt.Errorf("rebalance: plan ring: nil or zero ring: make rings with shard.NewRing and its siblings: %w", ErrLayout)
 	}
 	if err := samePositions("ring", before.Position, after.Position); err != nil {
 		return nil, err
@@ -52,8 +52,8 @@ func ringTiles(r *shard.Ring) iter.Seq[tile] {
 // at most w*v ranges, and so does removing one; under RingNearest and RingNearestPoint a new
 // point takes keys from both sides of its position, so at most 2*w*v.
 func PlanPoolRing(before, after *pool.Ring) (plan *LeafPlan, names []string, err error) {
-	if before == nil || after == nil {
-		return nil, nil, fmt.Errorf("rebalance: plan pool ring: nil ring: %w", ErrLayout)
+	if before == nil || after == nil || len(before.Nodes()) == 0 || len(after.Nodes()) == 0 {
+		return nil, nil, fmt.Errorf("rebalance: plan pool ring: nil or zero ring: make rings with pool.NewRing: %w", ErrLayout)
 	}
 	if err := samePositions("pool ring", before.Position, after.Position); err != nil {
 		return nil, nil, err
@@ -194,18 +194,32 @@ func rangeName(r HashRange) string {
 	return string(strconv.AppendUint(b, r.Last, 16))
 }
 
-// ID returns the migration's ID.
-func (rm *RangeMigration) ID() string { return rm.m.ID() }
+// errZeroRange is the error of the zero RangeMigration's Do, Run and Finish.
+var errZeroRange = fmt.Errorf("rebalance: zero RangeMigration: make one with NewRangeMigration: %w", ErrConfig)
+
+// ID returns the migration's ID, "" for the zero RangeMigration.
+func (rm *RangeMigration) ID() string {
+	if rm.m == nil {
+		return ""
+	}
+	return rm.m.ID()
+}
 
 // Ranges returns a copy of the ranges the migration moves.
 func (rm *RangeMigration) Ranges() []HashRange { return slices.Clone(rm.ranges) }
 
 // Owner returns the owner name under which the migration keeps range i's mark in the Store,
-// for i in [0, len(Ranges())): "range 0x<first>-0x<last>", in lowercase hexadecimal.
+// for i in [0, len(Ranges())): "range 0x<first>-0x<last>", in lowercase hexadecimal. Like
+// indexing a slice, it panics for i out of range.
 func (rm *RangeMigration) Owner(i int) string { return rm.names[i] }
 
 // Stats counts the ranges this value has moved so far, by Run and by Do.
-func (rm *RangeMigration) Stats() Stats { return rm.m.Stats() }
+func (rm *RangeMigration) Stats() Stats {
+	if rm.m == nil {
+		return Stats{}
+	}
+	return rm.m.Stats()
+}
 
 // find returns the index of the range that holds h, or -1.
 func (rm *RangeMigration) find(h uint64) int {
@@ -223,6 +237,9 @@ func (rm *RangeMigration) find(h uint64) int {
 // ranges say is an error wrapping ErrLayout, and fn is not called. fn must not call Do, Run
 // or Finish.
 func (rm *RangeMigration) Do(ctx context.Context, key string, fn func(shard int) error) error {
+	if rm.m == nil {
+		return errZeroRange
+	}
 	h := rm.position(key)
 	from, to := rm.before.Locate(key), rm.after.Locate(key)
 	i := rm.find(h)
@@ -242,12 +259,18 @@ func (rm *RangeMigration) Do(ctx context.Context, key string, fn func(shard int)
 // Run moves every range that is not Done, as Migration.Run moves owners: Progress counts
 // ranges. Running it again after an error or a crash resumes.
 func (rm *RangeMigration) Run(ctx context.Context) error {
+	if rm.m == nil {
+		return errZeroRange
+	}
 	return rm.m.Run(ctx, slices.Values(rm.names))
 }
 
 // Finish checks that every range is Done, as Migration.Finish does for owners; from then on
 // Do routes by after alone.
 func (rm *RangeMigration) Finish(ctx context.Context) error {
+	if rm.m == nil {
+		return errZeroRange
+	}
 	return rm.m.Finish(ctx, slices.Values(rm.names))
 }
 

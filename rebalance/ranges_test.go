@@ -191,8 +191,9 @@ func growthRanges(t *testing.T, n, v int) (grow, shrink int) {
 	return len(g.Ranges), len(s.Ranges)
 }
 
-// Document 003: only contiguous arcs move. A new shard's v points each take the end of one
-// arc, so growing by one shard yields at most v ranges, and shrinking by one as many.
+// The sharding lecture [003]: only contiguous arcs move. A new shard's v points each take the
+// end of one arc, so growing by one shard yields at most v ranges, and shrinking by one as
+// many.
 func TestPlanRingIsShort(t *testing.T) {
 	for _, n := range []int{1, 2, 10, 100} {
 		for _, v := range []int{1, 16, 160, 1000} {
@@ -244,6 +245,10 @@ func TestPlanRingRejects(t *testing.T) {
 		require.ErrorIs(t, err, ErrLayout)
 		require.ErrorContains(t, err, "rebalance: plan ring")
 	}
+	_, err = PlanRing(xxh, &shard.Ring{})
+	require.ErrorIs(t, err, ErrLayout, "a zero ring")
+	_, _, err = PlanPoolRing(&pool.Ring{}, &pool.Ring{})
+	require.ErrorIs(t, err, ErrLayout, "zero pool rings")
 	p, err := PlanRing(xxh, xxh)
 	require.NoError(t, err)
 	require.Empty(t, p.Ranges, "a ring against itself moves nothing")
@@ -590,6 +595,12 @@ func TestNewRangeMigrationRejects(t *testing.T) {
 	}
 	_, err := NewRangeMigration("bad", w.before, w.after, nil, nil, w.store, Options{})
 	require.ErrorIs(t, err, ErrConfig)
+	var zero RangeMigration
+	require.ErrorIs(t, zero.Do(context.Background(), "k", func(int) error { return nil }), ErrConfig)
+	require.ErrorIs(t, zero.Run(context.Background()), ErrConfig)
+	require.ErrorIs(t, zero.Finish(context.Background()), ErrConfig)
+	require.Zero(t, zero.Stats())
+	require.Empty(t, zero.ID())
 	_, err = NewRangeMigration("", w.before, w.after, pos, nil, w.store, Options{})
 	require.ErrorIs(t, err, ErrConfig)
 

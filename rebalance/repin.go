@@ -11,13 +11,13 @@ import (
 	"github.com/shardkit/shard"
 )
 
-// Repin moves single owners between shards by writing their entries in a shard.Directory
-// (document 001's lookup table, for IDs that cannot change): pin a hot owner to a shard of
-// its own, or drain a shard a batch of owners at a time, without changing the rule for
+// Repin moves single owners between shards by writing their entries in a shard.Directory (the
+// ID-features article's [001] lookup table, for IDs that cannot change): pin a hot owner to a
+// shard of its own, or drain a shard a batch of owners at a time, without changing the rule for
 // anyone else. Each batch is a Migration from the directory to a Clone of it over a second
 // instance of the rule, in which the batch's owners are pinned first: their data is copied,
-// counted on both shards, marked, and deleted from the old shard; only then are they pinned
-// in the directory itself.
+// counted on both shards, marked, and deleted from the old shard; only then are they pinned in
+// the directory itself.
 //
 // While owners move, the application reads and writes through Do, which routes by the
 // batch under way, and changes the directory only through the Repin. After Move or Drain
@@ -27,7 +27,8 @@ import (
 // moved are found Done by their marks and only pinned. An ID moves each owner at most once;
 // to move an owner again, use a new ID.
 //
-// All methods are safe for concurrent use; Move and Drain run one at a time.
+// All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
+// moves nothing: its methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
 	d     *shard.Directory
@@ -62,6 +63,9 @@ func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, op
 	return r, nil
 }
 
+// errZeroRepin is the error of the zero Repin's methods.
+var errZeroRepin = fmt.Errorf("rebalance: zero Repin: make one with NewRepin: %w", ErrConfig)
+
 // batch returns the Migration that moves the owners of pins from d's placement to a clone
 // of d in which they are pinned.
 func (r *Repin) batch(pins map[string]int) (*Migration, error) {
@@ -84,6 +88,9 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 // batch under way (see Migration.Do), else where the directory places owner. fn must not
 // call Do, Move or Drain.
 func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.cur != nil {
@@ -107,6 +114,9 @@ func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
 }
 
 func (r *Repin) move(ctx context.Context, pins map[string]int) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
 	batch := maps.Clone(r.pending)
 	if batch == nil {
 		batch = map[string]int{}
@@ -170,6 +180,9 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], batch int, to func(owner string) int) error {
 	if owners == nil || to == nil || batch < 1 {
 		return fmt.Errorf("rebalance: repin %q: drain with nil owners or to, or batch %d: want a batch of at least 1: %w", r.id, batch, ErrConfig)
+	}
+	if r.d == nil {
+		return errZeroRepin
 	}
 	r.run.Lock()
 	defer r.run.Unlock()

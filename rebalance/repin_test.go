@@ -172,6 +172,10 @@ func TestRepinRejects(t *testing.T) {
 		require.ErrorIs(t, err, ErrConfig, name)
 		require.ErrorContains(t, err, "rebalance: ", name)
 	}
+	var zero Repin
+	require.ErrorIs(t, zero.Move(ctx, map[string]int{"a": 0}), ErrConfig)
+	require.ErrorIs(t, zero.Drain(ctx, 0, slices.Values(w.owners), 1, func(string) int { return 1 }), ErrConfig)
+	require.ErrorIs(t, zero.Do(ctx, "a", func(int) error { return nil }), ErrConfig)
 	r := w.repin(t, "bad")
 	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: 4}), shard.ErrShard)
 	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: -1}), shard.ErrShard)

@@ -13,9 +13,9 @@ import (
 	"github.com/shardkit/shard/rebalance"
 )
 
-// Document 004's capacity rules, as this example applies them to its data: the shards are
-// as full as the fullest shard is now at 75% of capacityUse, the data grows growthPerDay of
-// itself a day, and new hardware takes leadTime to arrive.
+// The rebalancing post's [004] capacity rules, as this example applies them to its data: the
+// shards are as full as the fullest shard is now at 75% of capacityUse, the data grows
+// growthPerDay of itself a day, and new hardware takes leadTime to arrive.
 const (
 	capacityUse  = 0.75
 	growthPerDay = 0.01
@@ -29,11 +29,11 @@ type capacityReport struct {
 	planned int64   // rows this run's resize moves
 }
 
-// printCapacity answers document 004's capacity question for the messages on the shards of
-// before (the grow phase's layout, before anything moved): when to grow, to how many shards
-// and what the resize moves, for user_id % n growing by one shard at a time or by a
-// multiple, and for the same users placed by jump, a ring and partitions; then what this
-// run's resize, to after, moves. It does nothing and returns nil unless when.
+// printCapacity answers the rebalancing post's [004] capacity question for the messages on the
+// shards of before (the grow phase's layout, before anything moved): when to grow, to how many
+// shards and what the resize moves, for user_id % n growing by one shard at a time or by a
+// multiple, and for the same users placed by jump, a ring and partitions; then what this run's
+// resize, to after, moves. It does nothing and returns nil unless when.
 func printCapacity(ctx context.Context, out io.Writer, d *dbs, before, after userSharder, when bool) (*capacityReport, error) {
 	if !when {
 		return nil, nil
@@ -78,7 +78,7 @@ func printCapacity(ctx context.Context, out io.Writer, d *dbs, before, after use
 		GrowthPerDay: max(1, growthPerDay*float64(total)),
 		LeadTime:     leadTime,
 	}
-	fmt.Fprintf(out, "capacity (document 004): %d messages, %d a shard (the fullest at %.0f%%), growing %.0f a day, new hardware in %.0f days; grow to under %.0f%% for that long:\n",
+	fmt.Fprintf(out, "capacity (the rebalancing post [004]): %d messages, %d a shard (the fullest at %.0f%%), growing %.0f a day, new hardware in %.0f days; grow to under %.0f%% for that long:\n",
 		total, q.PerShard, 100*float64(slices.Max(layout.Usage()))/float64(q.PerShard), q.GrowthPerDay, leadTime.Hours()/24, 100*rebalance.DefaultMaxUse)
 	n := before.Shards()
 	strategies := []struct {
