@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
 	"sync"
@@ -247,6 +248,55 @@ func (r *Ring) LocateBatch(keys []string, dst []int) {
 			dst[m] = int(o)
 		}
 		keys, dst = keys[g:], dst[g:]
+	}
+}
+
+// Position returns key's position on the ring, the 64-bit value that Locate looks up and
+// that Arcs are ranges of: RingOptions.Hash(key) for NewRing, the Jedis 32-bit hash in the
+// top 32 bits for NewJedisRing, MurmurToken(key) with its sign bit flipped (so that
+// unsigned order is Cassandra's signed order) for NewMurmurRing. A store that keeps each
+// row's Position can move a ring's changed arcs by range. It never allocates (unless
+// RingOptions.Hash does) and is safe for concurrent use. It returns 0 for the zero Ring.
+func (r *Ring) Position(key string) uint64 {
+	if r.hash == nil { // the zero Ring
+		return 0
+	}
+	return r.position(key)
+}
+
+// Arc is a range of ring positions [First, Last], both ends included, whose keys all belong
+// to Shard.
+type Arc struct {
+	First, Last uint64
+	Shard       int
+}
+
+// Arcs yields the ring's arcs in increasing order of positions, from the one that holds 0 to
+// the one that holds math.MaxUint64, every position in exactly one: a key belongs to the
+// shard of the arc that holds Position(key). Two consecutive arcs never have the same shard
+// (the first and the last may: the arc of the smallest point is cut at the wrap), so a ring
+// of n shards with v points each has at most n*v+1 arcs. Arcs reads the ring as it was
+// when called, allocates nothing per arc, and is safe for concurrent use, also with Resize.
+// The zero Ring has no arcs.
+func (r *Ring) Arcs() iter.Seq[Arc] {
+	t := r.table.Load()
+	return func(yield func(Arc) bool) {
+		if t == nil { // the zero Ring
+			return
+		}
+		var cur Arc
+		started := false
+		for a := range t.Arcs() {
+			if started && int(a.Owner) == cur.Shard {
+				cur.Last = a.Last
+				continue
+			}
+			if started && !yield(cur) {
+				return
+			}
+			cur, started = Arc{First: a.First, Last: a.Last, Shard: int(a.Owner)}, true
+		}
+		yield(cur)
 	}
 }
 

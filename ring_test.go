@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -619,6 +620,70 @@ func BenchmarkRingBuild(b *testing.B) {
 			b.ReportMetric(float64(kept)/float64(r.Points()), "B/point")
 		})
 	}
+}
+
+// Arcs tile the positions in order, consecutive arcs differ, and every position of an arc
+// belongs to its shard by the reference: at both ends, at every point and one either side of
+// it, and at random positions. Position is the ring's hash of the key.
+func TestRingArcs(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range ringCases() {
+		ring, err := c.newRng()
+		require.NoError(t, err)
+		ref := newRefRing(c.n, c.v, c.hash, c.vname)
+		var arcs []Arc
+		next := uint64(0)
+		for a := range ring.Arcs() {
+			require.Equalf(t, next, a.First, "%s(%d): arc %+v does not start where the last ended", c.name, c.n, a)
+			require.LessOrEqual(t, a.First, a.Last)
+			if len(arcs) > 0 {
+				require.NotEqualf(t, arcs[len(arcs)-1].Shard, a.Shard, "%s(%d): arcs %+v and %+v not merged", c.name, c.n, arcs[len(arcs)-1], a)
+			}
+			arcs = append(arcs, a)
+			next = a.Last + 1
+			if a.Last == math.MaxUint64 {
+				break
+			}
+		}
+		require.Equalf(t, uint64(math.MaxUint64), arcs[len(arcs)-1].Last, "%s(%d): arcs end early", c.name, c.n)
+		require.LessOrEqual(t, len(arcs), c.n*c.v+1)
+		if c.n == 1 {
+			require.Len(t, arcs, 1)
+		}
+		probes := []uint64{0, math.MaxUint64}
+		for _, p := range ref.pos {
+			probes = append(probes, p-1, p, p+1)
+		}
+		for range 2000 {
+			probes = append(probes, r.Uint64())
+		}
+		for _, h := range probes {
+			i, _ := slices.BinarySearchFunc(arcs, h, func(a Arc, h uint64) int { return cmp.Compare(a.Last, h) })
+			require.Truef(t, arcs[i].First <= h && h <= arcs[i].Last, "%s(%d): no arc holds %#x", c.name, c.n, h)
+			require.Equalf(t, ref.locate(h), arcs[i].Shard, "%s(%d): arc %+v at %#x", c.name, c.n, arcs[i], h)
+		}
+		for _, k := range randomKeys(11, 200, 10) {
+			require.Equal(t, c.hash(k), ring.Position(k))
+		}
+	}
+}
+
+// Arcs reads one table: a Resize after the call does not change what it yields.
+func TestRingArcsSnapshot(t *testing.T) {
+	ring, err := NewRing(3, RingOptions{Vnodes: 4})
+	require.NoError(t, err)
+	seq := ring.Arcs()
+	before := slices.Collect(seq)
+	require.NoError(t, ring.Resize(4))
+	require.Equal(t, before, slices.Collect(seq))
+	require.NotEqual(t, before, slices.Collect(ring.Arcs()))
+	for a := range ring.Arcs() { // stopping early is allowed
+		require.Equal(t, uint64(0), a.First)
+		break
+	}
+	var zero Ring
+	require.Empty(t, slices.Collect(zero.Arcs()))
+	require.Zero(t, zero.Position("user:1"))
 }
 
 // LocateBatch answers what Locate answers, for every kind of ring, and allocates nothing.

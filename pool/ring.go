@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -231,6 +232,102 @@ func (r *Ring) LocateBatch(keys []string, dst []string) {
 		}
 		keys, dst = keys[g:], dst[g:]
 	}
+}
+
+// Position returns key's position on the ring, the 64-bit value that Locate looks up and
+// that Arcs are ranges of: RingOptions.Hash(key), XXH64 by default. A store that keeps each
+// row's Position can move a ring's changed arcs by range. It never allocates (unless
+// RingOptions.Hash does) and is safe for concurrent use. It returns 0 for the zero Ring.
+func (r *Ring) Position(key string) uint64 {
+	if r.state.Load() == nil { // the zero Ring
+		return 0
+	}
+	return r.position(key)
+}
+
+// Arc is a range of ring positions [First, Last], both ends included, whose keys all belong
+// to the node named Node.
+type Arc struct {
+	First, Last uint64
+	Node        string
+}
+
+// Arcs yields the ring's arcs in increasing order of positions, from the one that holds 0 to
+// the one that holds math.MaxUint64, every position in exactly one: a key belongs to the node
+// of the arc that holds Position(key), under the ring's lookup rule. Two consecutive arcs
+// never have the same node. Under RingSuccessor a point's arc ends at the point, so a ring of
+// p points has at most p+1 arcs; under RingNearest and RingNearestPoint the gap between two
+// positions is split at its midpoint, so there are at most 2p+1 (3p+1 with shared positions
+// under RingNearestPoint), and Arcs holds 24 bytes per point while it runs. Arcs reads the ring
+// as it was when called and is safe for concurrent use, also with changes. The zero Ring has
+// no arcs.
+func (r *Ring) Arcs() iter.Seq[Arc] {
+	s := r.state.Load()
+	return func(yield func(Arc) bool) {
+		if s == nil { // the zero Ring
+			return
+		}
+		var cur Arc
+		started := false
+		// emit merges an arc into cur, and yields cur when the node changes.
+		emit := func(first, last uint64, owner int32) bool {
+			if name := s.names[owner]; !started || name != cur.Node {
+				if started && !yield(cur) {
+					return false
+				}
+				cur, started = Arc{First: first, Node: name}, true
+			}
+			cur.Last = last
+			return true
+		}
+		if s.lookup == RingSuccessor {
+			for a := range s.table.Arcs() {
+				if !emit(a.First, a.Last, a.Owner) {
+					return
+				}
+			}
+		} else {
+			starts := s.nearestStarts()
+			for i, first := range starts {
+				last := uint64(math.MaxUint64)
+				if i+1 < len(starts) {
+					last = starts[i+1] - 1
+				}
+				// The owner is the same across [first, last]: ask the lookup itself.
+				if !emit(first, last, s.table.Owner(s.owner(first))) {
+					return
+				}
+			}
+		}
+		yield(cur)
+	}
+}
+
+// nearestStarts returns, in increasing order and each once, the positions from which the
+// owner under a nearest rule may differ from the position before: 0; every point's position
+// and the one after it (where RingNearestPoint hands a shared position's keys from its
+// winner to its last point); and, in every gap (a, b] between consecutive positions, the
+// wrap-around gap included, a+floor((b-a)/2)+1, the first position nearer to b than to a.
+func (s *ringState) nearestStarts() []uint64 {
+	t := s.table
+	n := t.Len()
+	starts := make([]uint64, 1, 3*t.Distinct()+1) // starts[0] = 0
+	for i := 0; i < n; {
+		p := t.Position(i)
+		j := i + 1
+		for j < n && t.Position(j) == p {
+			j++
+		}
+		gap := t.Position(j%n) - p // modulo 2^64; 0 when p is the only position
+		half := gap / 2
+		if gap == 0 {
+			half = 1 << 63
+		}
+		starts = append(starts, p, p+1, p+half+1)
+		i = j
+	}
+	slices.Sort(starts)
+	return slices.Compact(starts)
 }
 
 // position returns the key's position, calling the default hash directly so it inlines.

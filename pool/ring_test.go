@@ -365,3 +365,64 @@ func TestRingRegress(t *testing.T) {
 	}
 	checkRegress(t, "pool-ring.txt", b.String())
 }
+
+// Arcs tile the positions in order, consecutive arcs differ, and every position of an arc
+// belongs to its node by the reference ring, under every lookup and tie rule: at both ends,
+// at every position, one either side of it and at the midpoints of the gaps (where the
+// nearest rules change hands), and at random positions. Position is the ring's key hash.
+func TestRingArcs(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 44))
+	one := func(string) uint64 { return 1 << 40 } // every point at one position
+	for _, c := range []struct {
+		nodes int
+		opts  RingOptions
+	}{
+		{5, RingOptions{}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20, Ties: TieLastPoint}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20, Lookup: RingNearest}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20, Lookup: RingNearestPoint, Ties: TieFirstPoint}},
+		{7, RingOptions{Vnodes: 10, Lookup: RingNearest}},
+		{7, RingOptions{Vnodes: 10, Lookup: RingNearestPoint}},
+		{1, RingOptions{Vnodes: 1, Lookup: RingNearest}},
+		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingNearestPoint, Ties: TieFirstPoint}},
+		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingNearest}},
+	} {
+		what := fmt.Sprintf("%d nodes %+v", c.nodes, c.opts)
+		p, err := NewRing(numbered(c.nodes), c.opts)
+		require.NoError(t, err)
+		ref := newRefRing(p.Nodes(), c.opts)
+		var arcs []Arc
+		next := uint64(0)
+		for a := range p.Arcs() {
+			require.Equalf(t, next, a.First, "%s: arc %+v does not start where the last ended", what, a)
+			require.LessOrEqual(t, a.First, a.Last)
+			if len(arcs) > 0 {
+				require.NotEqualf(t, arcs[len(arcs)-1].Node, a.Node, "%s: arcs not merged", what)
+			}
+			arcs = append(arcs, a)
+			next = a.Last + 1
+		}
+		require.Equalf(t, uint64(math.MaxUint64), arcs[len(arcs)-1].Last, "%s: arcs end early", what)
+		probes := []uint64{0, math.MaxUint64, 1 << 63}
+		for i, pt := range ref.points {
+			nxt := ref.points[(i+1)%len(ref.points)].pos
+			mid := pt.pos + (nxt-pt.pos)/2
+			probes = append(probes, pt.pos-1, pt.pos, pt.pos+1, mid, mid+1, pt.pos+1<<63, pt.pos+1<<63+1)
+		}
+		for range 2000 {
+			probes = append(probes, r.Uint64())
+		}
+		for _, h := range probes {
+			i, _ := slices.BinarySearchFunc(arcs, h, func(a Arc, h uint64) int { return cmp.Compare(a.Last, h) })
+			require.Truef(t, arcs[i].First <= h && h <= arcs[i].Last, "%s: no arc holds %#x", what, h)
+			require.Equalf(t, ref.points[ref.owner(h)].node, arcs[i].Node, "%s: arc %+v at %#x", what, arcs[i], h)
+		}
+		for _, k := range testKeys(100) {
+			require.Equal(t, refHash(c.opts)(k), p.Position(k))
+		}
+	}
+	var zero Ring
+	require.Empty(t, slices.Collect(zero.Arcs()))
+	require.Zero(t, zero.Position("user:1"))
+}

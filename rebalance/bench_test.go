@@ -65,3 +65,24 @@ func BenchmarkPlanKeys(b *testing.B) {
 }
 
 var benchPlan *Plan
+
+// BenchmarkPlanRing plans a ring's growth by one shard from its arcs: ranges is the plan's
+// length, ranges/vnodes its length against the bound v of the sharding lecture's [003] "only
+// contiguous arcs move" (at most one range per new point).
+func BenchmarkPlanRing(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		for _, v := range []int{16, 160, 1000} {
+			before, _ := shard.NewRing(n, shard.RingOptions{Vnodes: v})
+			after, _ := shard.NewRing(n+1, shard.RingOptions{Vnodes: v})
+			b.Run(fmt.Sprintf("shards=%d->%d/vnodes=%d", n, n+1, v), func(b *testing.B) {
+				b.ReportAllocs()
+				var p *LeafPlan
+				for b.Loop() {
+					p, _ = PlanRing(before, after)
+				}
+				b.ReportMetric(float64(len(p.Ranges)), "ranges")
+				b.ReportMetric(float64(len(p.Ranges))/float64(v), "ranges/vnodes")
+			})
+		}
+	}
+}

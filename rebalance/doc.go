@@ -3,17 +3,29 @@
 //
 // It is a package of its own rather than part of package shard because it serves operators,
 // not the lookup path: it has its own vocabulary (a [Store] the application implements, a
-// [Migration], its [Mode]s and [Mark]s), it does I/O through that Store, and it depends on
-// package shard only through the [shard.Sharder] interface, so an application that only
+// [Migration], its [Mode]s and [Mark]s), it does I/O through that Store, and it uses
+// packages shard and pool only through their exported API (the [shard.Sharder] interface,
+// and the tables of rings, partitions, tries and directories), so an application that only
 // routes keys never links it.
 //
 // # Planning
 //
 // [PlanKeys] and [Moves] walk a set of keys and report, for two sharders (before and after a
-// resize), how many keys go from each shard to each shard (a [Plan]'s [Flow]s) and which
-// keys move. [PlanPartitions] and [PlanLeaves] answer the same question for a partition table
-// and for the leaves of a trie without walking any key. Plans are sparse: their memory grows
-// with the keys, partitions or leaves planned, whatever the shard numbers.
+// resize), how many keys go from each shard to each shard (a [Plan]'s [Flow]s) and which keys
+// move; [PlanOwners] weighs each owner by its rows or bytes. [PlanPartitions] and [PlanLeaves]
+// answer the same question for a partition table and for the leaves of a trie without walking
+// any key, and [PlanRing] and [PlanPoolRing] for rings: the sharding lecture's [003] "only
+// contiguous arcs move", as a short list of hash ranges (at most v when a shard of v points
+// joins). Plans are sparse: their memory grows with the keys, partitions, leaves or ranges
+// planned, whatever the shard numbers.
+//
+// # Capacity
+//
+// [PlanCapacity] answers the rebalancing post's [004] capacity question for a [Layout] (what
+// each shard holds and what a resize moves, from the strategy itself: [OwnerLayout],
+// [SampleLayout], [PartitionLayout]): when the fullest shard reaches the threshold (70-80%),
+// the least count that brings the total under 50% and lasts until new hardware can arrive, and
+// what the resize moves from each shard to each shard, and how long at a measured copy rate.
 //
 // # Moving
 //
@@ -26,6 +38,11 @@
 //     owner is marked, its reads and writes go to the old shard.
 //   - [Lazy]: the new layout is used at once; the first read or write of an owner that has
 //     not moved yet moves it first. Run is then a sweep for the owners nobody asked for.
+//
+// A [RangeMigration] moves a range plan range by range, through a [RangeStore] that can copy,
+// count and delete a range of positions; [Repin] moves single owners of a [shard.Directory]
+// by writing their entries (pin a hot owner, drain a shard in batches). Both are Migrations
+// underneath, with the same discipline.
 //
 // Reads and writes go through [Migration.Do], which holds a per-owner lock shared with other
 // accesses and exclusive with that owner's move, so a write is never lost in, or left behind

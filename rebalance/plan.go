@@ -99,6 +99,32 @@ type Move struct {
 // is as safe for concurrent use as the two sharders' Locate. Its memory grows with the
 // number of distinct (from, to) pairs, at most one per key.
 func PlanKeys(before, after shard.Sharder, keys iter.Seq[string]) *Plan {
+	p, _ := planWeighted(before, after, func(yield func(string, int64) bool) {
+		if keys == nil {
+			return
+		}
+		for k := range keys {
+			if !yield(k, 1) {
+				return
+			}
+		}
+	})
+	return p
+}
+
+// PlanOwners is PlanKeys weighted: owners yields each owner with its size, its rows or
+// bytes, and the plan counts sizes, so its Flows say how many rows or bytes go from each
+// shard to each shard, and Moved is exactly what a Migration of these owners copies. A nil
+// owners is an empty set; a negative size is an error wrapping ErrLayout.
+func PlanOwners(before, after shard.Sharder, owners iter.Seq2[string, int64]) (*Plan, error) {
+	if owners == nil {
+		return plan(nil, 0), nil
+	}
+	return planWeighted(before, after, owners)
+}
+
+// planWeighted counts the sizes of owners by their shards under before and after.
+func planWeighted(before, after shard.Sharder, owners iter.Seq2[string, int64]) (*Plan, error) {
 	counts := map[pair]int64{}
 	var total int64
 	// A small resize counts in a matrix, which is 2.4 times as fast as the map per key
@@ -109,23 +135,24 @@ func PlanKeys(before, after shard.Sharder, keys iter.Seq[string]) *Plan {
 	if rows > 0 && cols > 0 && rows <= maxDense/cols {
 		dense = make([]int64, rows*cols)
 	}
-	if keys != nil {
-		for k := range keys {
-			from, to := before.Locate(k), after.Locate(k)
-			if dense != nil && uint(from) < uint(rows) && uint(to) < uint(cols) {
-				dense[from*cols+to]++
-			} else {
-				counts[pair{from, to}]++
-			}
-			total++
+	for k, n := range owners {
+		if n < 0 {
+			return nil, fmt.Errorf("rebalance: owner %.64q has size %d: sizes are >= 0: %w", k, n, ErrLayout)
 		}
+		from, to := before.Locate(k), after.Locate(k)
+		if dense != nil && uint(from) < uint(rows) && uint(to) < uint(cols) {
+			dense[from*cols+to] += n
+		} else if n > 0 {
+			counts[pair{from, to}] += n
+		}
+		total += n
 	}
 	for i, n := range dense {
 		if n > 0 {
 			counts[pair{i / cols, i % cols}] += n
 		}
 	}
-	return plan(counts, total)
+	return plan(counts, total), nil
 }
 
 // maxDense is the most cells PlanKeys counts in a matrix: 32 KiB.
@@ -186,8 +213,8 @@ func checkTable(which string, table []int) error {
 	return nil
 }
 
-// HashRange is a range of 64-bit key hashes [First, Last], both ends included so that a
-// range can end at 2^64-1, that changes shard.
+// HashRange is a range of 64-bit key hashes [First, Last] (a ring's positions, for a ring),
+// both ends included so that a range can end at 2^64-1, that changes shard.
 type HashRange struct {
 	First, Last uint64
 	From, To    int
@@ -205,9 +232,11 @@ type LeafFlow struct {
 	Share    float64
 }
 
-// LeafPlan is what moves when a trie's leaves change, measured in shares of the key space.
-// Its memory grows with the number of leaves, never with the shard numbers. It is a plain
-// value: safe to read concurrently, not to modify.
+// LeafPlan is a range plan: what moves when a trie's leaves (PlanLeaves) or a ring's arcs
+// (PlanRing, PlanPoolRing) change, measured in shares of the key space, with the hash
+// ranges that change shard. Its memory grows with the number of ranges and pairs of shards,
+// never with the shard numbers. It is a plain value: safe to read concurrently, not to
+// modify.
 type LeafPlan struct {
 	// Flows has one LeafFlow for every pair (from, to) with a share above zero, the shares
 	// that stay (From == To) included, ordered by From and then To. The shares sum to 1.
@@ -258,37 +287,57 @@ func (c hashCount) share() float64 {
 // Path < 2^Depth and Shard >= 0, and no two leaves overlap. The order of the leaves does not
 // matter; the slices are not modified.
 func PlanLeaves(before, after []shard.Leaf) (*LeafPlan, error) {
-	b, err := leafRanges("before", before)
+	b, err := tiles("before", before)
 	if err != nil {
 		return nil, err
 	}
-	a, err := leafRanges("after", after)
+	a, err := tiles("after", after)
 	if err != nil {
 		return nil, err
 	}
+	return compareTilings(slices.Values(b), slices.Values(a)), nil
+}
+
+// tile is a range of hashes [First, Last] on one shard; a tiling is a sequence of tiles in
+// increasing order that covers every hash once.
+type tile struct {
+	First, Last uint64
+	Shard       int
+}
+
+// compareTilings walks two tilings of the hashes side by side, cutting at every boundary of
+// either, and returns the shares that go from each shard to each shard and the ranges that
+// change shard, adjacent ones with the same From and To merged. Its memory grows with the
+// pairs of shards and the ranges that change, not with the tiles.
+func compareTilings(before, after iter.Seq[tile]) *LeafPlan {
 	p := &LeafPlan{}
 	shares := map[pair]hashCount{}
-	// Both lists tile [0, 2^64-1] in order: walk them together, cutting at every boundary.
-	for i, j := 0, 0; i < len(b) && j < len(a); {
-		first := max(b[i].First, a[j].First)
-		last := min(b[i].Last, a[j].Last)
-		r := HashRange{First: first, Last: last, From: b[i].Shard, To: a[j].Shard}
-		c := shares[pair{r.From, r.To}]
-		c.add(first, last)
-		shares[pair{r.From, r.To}] = c
-		if r.From != r.To {
-			if n := len(p.Ranges); n > 0 && p.Ranges[n-1].Last+1 == first &&
-				p.Ranges[n-1].From == r.From && p.Ranges[n-1].To == r.To {
-				p.Ranges[n-1].Last = last
-			} else {
-				p.Ranges = append(p.Ranges, r)
+	// One side pulled, the other ranged over: one coroutine switch per tile of before.
+	nextB, stopB := iter.Pull(before)
+	defer stopB()
+	b, okB := nextB()
+	for a := range after {
+		for okB {
+			first := max(b.First, a.First)
+			last := min(b.Last, a.Last)
+			r := HashRange{First: first, Last: last, From: b.Shard, To: a.Shard}
+			c := shares[pair{r.From, r.To}]
+			c.add(first, last)
+			shares[pair{r.From, r.To}] = c
+			if r.From != r.To {
+				if n := len(p.Ranges); n > 0 && p.Ranges[n-1].Last+1 == first &&
+					p.Ranges[n-1].From == r.From && p.Ranges[n-1].To == r.To {
+					p.Ranges[n-1].Last = last
+				} else {
+					p.Ranges = append(p.Ranges, r)
+				}
 			}
-		}
-		if b[i].Last == last {
-			i++
-		}
-		if a[j].Last == last {
-			j++
+			if b.Last == last {
+				b, okB = nextB()
+			}
+			if a.Last == last {
+				break
+			}
 		}
 	}
 	p.Flows = make([]LeafFlow, 0, len(shares))
@@ -296,27 +345,22 @@ func PlanLeaves(before, after []shard.Leaf) (*LeafPlan, error) {
 		p.Flows = append(p.Flows, LeafFlow{From: k.from, To: k.to, Share: n.share()})
 	}
 	slices.SortFunc(p.Flows, func(a, b LeafFlow) int { return pair{b.From, b.To}.compare(a.From, a.To) })
-	return p, nil
+	return p
 }
 
-type leafRange struct {
-	First, Last uint64
-	Shard       int
-}
-
-// leafRanges converts leaves to hash ranges in increasing order and checks that they tile
+// tiles converts leaves to tiles in increasing order and checks that they tile
 // the key space.
-func leafRanges(which string, leaves []shard.Leaf) ([]leafRange, error) {
+func tiles(which string, leaves []shard.Leaf) ([]tile, error) {
 	if len(leaves) == 0 {
 		return nil, fmt.Errorf("rebalance: leaves %s: none: the leaves must cover the key space: %w", which, ErrLayout)
 	}
-	rs := make([]leafRange, len(leaves))
+	rs := make([]tile, len(leaves))
 	for i, l := range leaves {
 		if l.Depth < 0 || l.Depth > 64 || (l.Depth < 64 && l.Path >= 1<<l.Depth) || l.Shard < 0 {
 			return nil, fmt.Errorf("rebalance: leaves %s: leaf %+v: want Depth in [0, 64], Path < 2^Depth, Shard >= 0: %w", which, l, ErrLayout)
 		}
 		first := l.Path << (64 - l.Depth) // a shift by 64 (Depth 0) is 0 in Go
-		rs[i] = leafRange{First: first, Last: first | math.MaxUint64>>l.Depth, Shard: l.Shard}
+		rs[i] = tile{First: first, Last: first | math.MaxUint64>>l.Depth, Shard: l.Shard}
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].First < rs[j].First })
 	var next uint64 // the first hash not covered yet

@@ -158,6 +158,10 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 	}
 	fmt.Fprintf(out, "\n== %s: %d -> %d shards, %v mode%s\n", id, from, to, mode, resumed)
 	printPlan(out, rebalance.PlanKeys(before, after, owners(c.users)))
+	capacity, err := printCapacity(ctx, out, d, before, after, phases[p].grow && !s.Started) // capacity.go
+	if err != nil {
+		return err
+	}
 
 	if !s.Started { // from here on the migration's marks may exist
 		s.Started = true
@@ -165,7 +169,8 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 			return err
 		}
 	}
-	m, err := rebalance.New(id, before, after, &store{db: d, crash: crash},
+	moving := &store{db: d, crash: crash}
+	m, err := rebalance.New(id, before, after, moving,
 		rebalance.Options{Mode: mode, Concurrency: c.movers, Progress: newProgress(c.progress, "moving", "users").moved()})
 	if err != nil {
 		return err
@@ -174,7 +179,9 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 	if mode == rebalance.Lazy {
 		time.Sleep(c.work) // users move as the workload asks for them
 	}
+	start := time.Now()
 	runErr := m.Run(ctx, owners(c.users))
+	took := time.Since(start)
 	if err := errors.Join(runErr, w.stop()); err != nil {
 		return err
 	}
@@ -183,6 +190,7 @@ func runPhase(ctx context.Context, c config, d *dbs, l *ledger, s *state, crash 
 	}
 	st := m.Stats()
 	fmt.Fprintf(out, "moved by this run: %d users by the mover, %d on first access\n", st.ByRun, st.Lazily)
+	capacity.printRate(out, mode, moving.copied.Load(), took)
 	fmt.Fprintf(out, "meanwhile: %d messages written, %d reads, %d reads saw fewer messages than acknowledged\n",
 		w.writes.Load(), w.reads.Load(), w.anomalies.Load())
 	v, err := verify(ctx, d, after, l, newProgress(c.progress, "verifying", "messages"))

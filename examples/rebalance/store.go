@@ -26,6 +26,8 @@ type store struct {
 	db *dbs
 	// crash, if set, ends the process in the middle of a move: see crasher.
 	crash *crasher
+	// copied counts the messages Copy has written, for the copy rate (capacity.go).
+	copied atomic.Int64
 }
 
 func userID(owner string) (int64, error) {
@@ -52,6 +54,7 @@ func (s *store) Copy(ctx context.Context, owner string, from, to int) error {
 		return s.db.shard(to, err)
 	}
 	s.crash.at(pointCopied, "user "+owner)
+	s.copied.Add(int64(len(msgs)))
 	return nil
 }
 

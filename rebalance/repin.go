@@ -1,0 +1,205 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/shardkit/shard"
+)
+
+// Repin moves single owners between shards by writing their entries in a shard.Directory (the
+// ID-features article's [001] lookup table, for IDs that cannot change): pin a hot owner to a
+// shard of its own, or drain a shard a batch of owners at a time, without changing the rule for
+// anyone else. Each batch is a Migration from the directory to a Clone of it over a second
+// instance of the rule, in which the batch's owners are pinned first: their data is copied,
+// counted on both shards, marked, and deleted from the old shard; only then are they pinned in
+// the directory itself.
+//
+// While owners move, the application reads and writes through Do, which routes by the
+// batch under way, and changes the directory only through the Repin. After Move or Drain
+// returns, save the directory (MarshalText, or Entries into a table); delete the ID's marks
+// only once every process routes by the saved entries. After a crash, make a new Repin with
+// the same ID and move the same owners again before serving them: owners the crash left
+// moved are found Done by their marks and only pinned. An ID moves each owner at most once;
+// to move an owner again, use a new ID.
+//
+// All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
+// moves nothing: its methods return an error wrapping ErrConfig.
+type Repin struct {
+	id    string
+	d     *shard.Directory
+	rule  shard.Sharder
+	store Store
+	opts  Options
+
+	// Do holds mu shared while it routes and runs fn, so that a batch is published only
+	// when no access routed without it is still running.
+	mu  sync.RWMutex
+	cur *Migration // the batch under way or left by an error, nil between batches
+
+	run     sync.Mutex     // serializes Move and Drain, and guards the fields below
+	pending map[string]int // the batch left unfinished by an error: the next Move ends it
+	moved   map[string]int // owners this Repin has moved, and where to
+}
+
+// NewRepin returns a Repin with the given ID that moves owners of d. rule is a second
+// instance of d's fallback rule, with as many shards and no state shared with it (for Jump,
+// another NewJump of the same count): the batches' clones place unpinned owners with it.
+// The ID names the marks in store, as for New; opts are the Options of every batch's
+// Migration. Bad arguments are errors wrapping ErrConfig.
+func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, opts Options) (*Repin, error) {
+	if d == nil || rule == nil {
+		return nil, fmt.Errorf("rebalance: repin %q: nil directory or rule: %w", id, ErrConfig)
+	}
+	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts, moved: map[string]int{}}
+	// A batch of no owner checks the rest of the arguments as every batch will.
+	if _, err := r.batch(nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// errZeroRepin is the error of the zero Repin's methods.
+var errZeroRepin = fmt.Errorf("rebalance: zero Repin: make one with NewRepin: %w", ErrConfig)
+
+// batch returns the Migration that moves the owners of pins from d's placement to a clone
+// of d in which they are pinned.
+func (r *Repin) batch(pins map[string]int) (*Migration, error) {
+	if n, m := r.rule.Shards(), r.d.Shards(); n != m {
+		return nil, fmt.Errorf("rebalance: repin %q: the rule has %d shards, the directory %d: give a second instance of the directory's rule with its count: %w", r.id, n, m, ErrConfig)
+	}
+	after, err := r.d.Clone(r.rule)
+	if err != nil {
+		return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
+	}
+	for _, o := range slices.Sorted(maps.Keys(pins)) {
+		if err := after.Pin(o, pins[o]); err != nil {
+			return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
+		}
+	}
+	return New(r.id, r.d, after, r.store, r.opts)
+}
+
+// Do calls fn with the shard that serves owner now, and returns fn's error: through the
+// batch under way (see Migration.Do), else where the directory places owner. fn must not
+// call Do, Move or Drain.
+func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.cur != nil {
+		return r.cur.Do(ctx, owner, fn)
+	}
+	return fn(r.d.Locate(owner))
+}
+
+// Move moves every owner of pins to its shard and then pins it there in the directory, as
+// one batch. An owner must be an owner as the directory's owner function returns it, and a
+// shard in [0, Shards()) (else the error wraps shard.ErrDirectory or shard.ErrShard, and
+// nothing moves); an owner this Repin has moved already, or one named with another shard
+// in an unfinished batch, is an error wrapping ErrConfig. If the move fails, Do keeps
+// routing the batch's owners by their marks, and the next Move finishes the batch before
+// or with its own owners; nothing is pinned in the directory until every owner of the batch
+// is Done.
+func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
+	r.run.Lock()
+	defer r.run.Unlock()
+	return r.move(ctx, pins)
+}
+
+func (r *Repin) move(ctx context.Context, pins map[string]int) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
+	batch := maps.Clone(r.pending)
+	if batch == nil {
+		batch = map[string]int{}
+	}
+	for _, o := range slices.Sorted(maps.Keys(pins)) {
+		to := pins[o]
+		if prev, ok := batch[o]; ok && prev != to {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, to, prev, ErrConfig)
+		}
+		if prev, ok := r.moved[o]; ok {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: this ID moved it to shard %d already: move it again with a new ID: %w", r.id, o, to, prev, ErrConfig)
+		}
+		batch[o] = to
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	m, err := r.batch(batch)
+	if err != nil {
+		return err
+	}
+	changed := map[string]int{}
+	for o, to := range batch {
+		if r.d.Locate(o) != to {
+			changed[o] = to
+		}
+	}
+	r.mu.Lock()
+	r.cur = m
+	r.mu.Unlock()
+	r.pending = batch
+	owners := slices.Values(slices.Sorted(maps.Keys(batch)))
+	if err := m.Run(ctx, owners); err != nil {
+		return err
+	}
+	if err := m.Finish(ctx, owners); err != nil {
+		return err
+	}
+	// Every owner is Done: pin them in the directory, then route by it again. Do through
+	// the finished batch routes by its clone, which already holds the same pins.
+	for o := range owners {
+		if err := r.d.Pin(o, batch[o]); err != nil { // only if d changed behind the Repin
+			return fmt.Errorf("rebalance: repin %q: the batch moved, but pinning it failed: %w", r.id, err)
+		}
+	}
+	r.mu.Lock()
+	r.cur = nil
+	r.mu.Unlock()
+	r.pending = nil
+	maps.Copy(r.moved, changed)
+	return nil
+}
+
+// Drain moves every owner of owners that the directory places on shard from to shard
+// to(owner), batch owners at a time (the last batch may be smaller), each batch as Move
+// moves it: the shard empties gradually while everything else keeps working. to must not
+// return from, and batch must be at least 1 (ErrConfig). To remove the shard afterwards
+// without moving anything, let to place owners where the rule with the shard removed does
+// (for Jump draining its last shard, a Jump of one shard fewer), Resize the directory, and
+// the drained owners' entries then agree with the rule and may be unpinned.
+func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], batch int, to func(owner string) int) error {
+	if owners == nil || to == nil || batch < 1 {
+		return fmt.Errorf("rebalance: repin %q: drain with nil owners or to, or batch %d: want a batch of at least 1: %w", r.id, batch, ErrConfig)
+	}
+	if r.d == nil {
+		return errZeroRepin
+	}
+	r.run.Lock()
+	defer r.run.Unlock()
+	pins := map[string]int{}
+	for o := range owners {
+		if r.d.Locate(o) != from {
+			continue
+		}
+		if pins[o] = to(o); pins[o] == from {
+			return fmt.Errorf("rebalance: repin %q: drain shard %d: to(%.64q) is %d, the shard being drained: %w", r.id, from, o, from, ErrConfig)
+		}
+		if len(pins) == batch {
+			if err := r.move(ctx, pins); err != nil {
+				return err
+			}
+			clear(pins)
+		}
+	}
+	return r.move(ctx, pins)
+}

@@ -1,0 +1,201 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shardkit/shard"
+	"github.com/stretchr/testify/require"
+)
+
+// repinWorld is a directory over Jump(4) with every owner's rows on its shard.
+type repinWorld struct {
+	d      *shard.Directory
+	owners []string
+	store  *memStore
+	rows   map[string]*atomic.Int64
+}
+
+func newRepinWorld(t *testing.T, owners int) *repinWorld {
+	t.Helper()
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	w := &repinWorld{d: shard.NewDirectory(rule, nil), store: newMemStore(4), rows: map[string]*atomic.Int64{}}
+	for i := range owners {
+		o := fmt.Sprint("user:", i)
+		w.owners = append(w.owners, o)
+		w.rows[o] = &atomic.Int64{}
+		for j := range 1 + i%5 {
+			w.store.put(w.d.Locate(o), o, j, "row")
+		}
+		w.rows[o].Store(int64(1 + i%5))
+	}
+	return w
+}
+
+func (w *repinWorld) repin(t *testing.T, id string) *Repin {
+	t.Helper()
+	rule, err := shard.NewJump(w.d.Shards())
+	require.NoError(t, err)
+	r, err := NewRepin(id, w.d, rule, w.store, Options{Concurrency: 2})
+	require.NoError(t, err)
+	return r
+}
+
+// check checks that every owner's rows are all on the shard the directory gives it, and that
+// Do serves them there.
+func (w *repinWorld) check(t *testing.T, r *Repin) {
+	t.Helper()
+	for _, o := range w.owners {
+		require.Equal(t, []int{w.d.Locate(o)}, w.store.where(o), "rows of %s", o)
+		require.NoError(t, r.Do(context.Background(), o, func(s int) error {
+			require.Equal(t, int(w.rows[o].Load()), w.store.count(s, o), "owner %s served by shard %d", o, s)
+			return nil
+		}))
+	}
+}
+
+// Pin a hot owner to another shard, then drain shard 3 in batches to where Jump(3) places
+// its owners, while writers keep adding rows through Do; then removing shard 3 and
+// unpinning the drained owners moves nothing.
+func TestRepinPinAndDrain(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 600)
+	r := w.repin(t, "rebalance-shard-3")
+
+	stop := writeWhile(3, func(i int) error {
+		o := w.owners[(i*31)%len(w.owners)]
+		return r.Do(ctx, o, func(s int) error {
+			w.store.put(s, o, int(w.rows[o].Add(1))-1, "written during the moves")
+			return nil
+		})
+	})
+
+	hot := w.owners[7]
+	to := (w.d.Locate(hot) + 1) % 3
+	require.NoError(t, r.Move(ctx, map[string]int{hot: to}))
+	pinned, ok := w.d.Pinned(hot)
+	require.True(t, ok)
+	require.Equal(t, to, pinned)
+
+	three, err := shard.NewJump(3)
+	require.NoError(t, err)
+	var onThree []string
+	for _, o := range w.owners {
+		if w.d.Locate(o) == 3 {
+			onThree = append(onThree, o)
+		}
+	}
+	require.NotEmpty(t, onThree)
+	require.NoError(t, r.Drain(ctx, 3, slices.Values(w.owners), 25, three.Locate))
+	writes, err := stop()
+	require.NoError(t, err)
+	require.Positive(t, writes)
+	w.check(t, r)
+	require.Equal(t, 1+len(onThree), w.d.Len(), "the hot owner and every drained one are pinned")
+
+	before := make([]int, len(w.owners))
+	for i, o := range w.owners {
+		before[i] = w.d.Locate(o)
+		require.NotEqual(t, 3, before[i], o)
+	}
+	require.NoError(t, w.d.Resize(3))
+	for _, o := range onThree {
+		require.True(t, w.d.Unpin(o))
+	}
+	for i, o := range w.owners {
+		require.Equal(t, before[i], w.d.Locate(o), "removing the drained shard moved %s", o)
+	}
+	w.check(t, r)
+
+	err = r.Move(ctx, map[string]int{hot: (to + 1) % 3})
+	require.ErrorIs(t, err, ErrConfig, "one ID moves an owner once")
+}
+
+// A batch that fails keeps routing its owners by their marks; the next Move finishes it,
+// and a new Repin with the same ID (a restart) pins owners a crash left moved.
+func TestRepinResumes(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []string{"copy", "copied", "delete", "done"} {
+		w := newRepinWorld(t, 200)
+		crash := &crashStore{memStore: w.store, op: op, when: "after", at: 3}
+		rule, err := shard.NewJump(4)
+		require.NoError(t, err)
+		r, err := NewRepin("drain-"+op, w.d, rule, crash, Options{})
+		require.NoError(t, err)
+		three, err := shard.NewJump(3)
+		require.NoError(t, err)
+		err = r.Drain(ctx, 3, slices.Values(w.owners), 100, three.Locate)
+		require.ErrorIs(t, err, errCrash, op)
+		for _, o := range w.owners { // served all their rows, wherever they are
+			require.NoError(t, r.Do(ctx, o, func(s int) error {
+				require.Equal(t, int(w.rows[o].Load()), w.store.count(s, o), "%s: owner %s on shard %d", op, o, s)
+				return nil
+			}))
+		}
+		crash.at = 0 // the fault is gone
+		require.NoError(t, r.Move(ctx, nil), op)
+		// A restart: the directory as saved (the pins of finished batches), the same ID.
+		again := w.repin(t, "drain-"+op)
+		require.NoError(t, again.Drain(ctx, 3, slices.Values(w.owners), 100, three.Locate), op)
+		w.check(t, again)
+		for _, o := range w.owners {
+			require.NotEqual(t, 3, w.d.Locate(o), "%s: %s", op, o)
+		}
+	}
+}
+
+func TestRepinRejects(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 50)
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	five, err := shard.NewJump(5)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		id   string
+		d    *shard.Directory
+		rule shard.Sharder
+		s    Store
+	}{
+		"empty ID":       {"", w.d, rule, w.store},
+		"nil directory":  {"x", nil, rule, w.store},
+		"nil rule":       {"x", w.d, nil, w.store},
+		"nil store":      {"x", w.d, rule, nil},
+		"rule of 5":      {"x", w.d, five, w.store},
+		"itself as rule": {"x", w.d, w.d, w.store},
+	} {
+		_, err := NewRepin(c.id, c.d, c.rule, c.s, Options{})
+		require.ErrorIs(t, err, ErrConfig, name)
+		require.ErrorContains(t, err, "rebalance: ", name)
+	}
+	var zero Repin
+	require.ErrorIs(t, zero.Move(ctx, map[string]int{"a": 0}), ErrConfig)
+	require.ErrorIs(t, zero.Drain(ctx, 0, slices.Values(w.owners), 1, func(string) int { return 1 }), ErrConfig)
+	require.ErrorIs(t, zero.Do(ctx, "a", func(int) error { return nil }), ErrConfig)
+	r := w.repin(t, "bad")
+	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: 4}), shard.ErrShard)
+	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: -1}), shard.ErrShard)
+	prefixed := shard.NewDirectory(rule, shard.PrefixOwner)
+	rp, err := NewRepin("prefix", prefixed, five, w.store, Options{})
+	require.ErrorIs(t, err, ErrConfig)
+	require.Nil(t, rp)
+	two, err := shard.NewJump(4)
+	require.NoError(t, err)
+	rp, err = NewRepin("prefix", prefixed, two, w.store, Options{})
+	require.NoError(t, err)
+	require.ErrorIs(t, rp.Move(ctx, map[string]int{"1-A1": 0}), shard.ErrDirectory, "a key where its owner is meant")
+	for _, batch := range []int{0, -3} {
+		require.ErrorIs(t, r.Drain(ctx, 3, slices.Values(w.owners), batch, func(string) int { return 0 }), ErrConfig)
+	}
+	require.ErrorIs(t, r.Drain(ctx, 3, slices.Values(w.owners), 5, func(string) int { return 3 }), ErrConfig)
+	require.ErrorIs(t, r.Drain(ctx, 3, nil, 5, func(string) int { return 0 }), ErrConfig)
+	require.Zero(t, w.d.Len(), "nothing was pinned")
+	r, err = NewRepin("resized", w.d, rule, w.store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, rule.Resize(5))
+	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: 1}), ErrConfig, "a rule resized behind the Repin")
+}
