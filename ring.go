@@ -13,9 +13,10 @@ import (
 	"github.com/shardkit/shard/internal/ring"
 )
 
-// Ring is a consistent-hash ring (Karger et al.; document 003): every shard owns a number of
-// points (virtual nodes) on a circle of 64-bit positions, and a key belongs to the owner of
-// the first point at or after the key's position, wrapping around to the smallest point.
+// Ring is a consistent-hash ring (Karger et al.; the sharding lecture [003]): every shard owns
+// a number of points (virtual nodes) on a circle of 64-bit positions, and a key belongs to the
+// owner of the first point at or after the key's position, wrapping around to the smallest
+// point.
 //
 // Growing from n to n+1 shards adds only the new shard's points, so keys move only to the new
 // shard, about 1/(n+1) of them; shrinking removes only the highest shard's points, so only its
@@ -100,7 +101,7 @@ func NewRing(n int, opts RingOptions) (*Ring, error) {
 
 // NewJedisRing returns a ring of n shards, n in [1, 26214], that places every key where
 // Jedis's sharded client places it: redis.clients.jedis.util.Sharded with Hashing.MD5 and n
-// unnamed JedisShardInfo of weight 1, as document 000 describes.
+// unnamed JedisShardInfo of weight 1, as the two-algorithms post [000] describes.
 //
 // Shard i owns 160 points named "SHARD-<i>-NODE-<j>", j in [0, 160); a position is the first
 // four bytes of the MD5 digest read little-endian (keyhash.JedisMD5), and a key goes to the

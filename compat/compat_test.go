@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -306,5 +307,55 @@ func TestPresetLimits(t *testing.T) {
 		var ce *ConfigError
 		require.True(t, errors.As(err, &ce))
 		require.Equal(t, 2+c.count, ce.Line, "%v", err)
+	}
+}
+
+// RingOf gives the Ring of every preset built on one and nil for the others; the Ring
+// places every key as the pool does, by its arcs too; a memcached-family Ring refuses
+// changes of its own, which its server list would not know of, and follows the pool's.
+func TestRingOf(t *testing.T) {
+	ks := keys(t)[:500]
+	noRing := map[string]bool{"modula-fnv1a_64-10.yml": true, "modula-default-10.conf": true,
+		"arraymod-native-10.conf": true, "hash-10.conf": true, "hash-down-weights.conf": true, "map-default-10.cfg": true,
+		"ring-10-shards-unordered.json": true}
+	for _, c := range presetCases {
+		p := presetConfig(t, c.system, c.file)
+		r := RingOf(p)
+		if noRing[c.file] {
+			require.Nil(t, r, c.file)
+			continue
+		}
+		require.NotNil(t, r, c.file)
+		checkRingAgrees(t, c.file, p, r, ks)
+		if _, wrapped := p.(*ringPool); !wrapped {
+			continue
+		}
+		victim := p.Nodes()[1].Name
+		err := r.Remove(victim)
+		require.ErrorIs(t, err, pool.ErrNode, "%s: Remove on the Ring itself", c.file)
+		err = r.Add(pool.Node{Name: "10.9.9.9:11211", Weight: 1})
+		require.ErrorIs(t, err, pool.ErrNode, "%s: Add on the Ring itself", c.file)
+		checkRingAgrees(t, c.file, p, r, ks)
+		require.NoError(t, p.Remove(victim), c.file)
+		require.Equal(t, r, RingOf(p), c.file)
+		checkRingAgrees(t, c.file, p, r, ks)
+	}
+	require.Nil(t, RingOf(nil))
+}
+
+// checkRingAgrees checks that r places every key as p does, by Locate and by the arc that
+// holds its position.
+func checkRingAgrees(t *testing.T, file string, p pool.Pool, r *pool.Ring, ks []string) {
+	t.Helper()
+	var arcs []pool.Arc
+	for a := range r.Arcs() {
+		arcs = append(arcs, a)
+	}
+	for _, k := range ks {
+		want := p.Locate(k)
+		require.Equal(t, want, r.Locate(k), "%s: key %q", file, k)
+		pos := r.Position(k)
+		i, _ := slices.BinarySearchFunc(arcs, pos, func(a pool.Arc, pos uint64) int { return cmp.Compare(a.Last, pos) })
+		require.Equal(t, want, arcs[i].Node, "%s: key %q at %#016x", file, k, pos)
 	}
 }

@@ -172,3 +172,20 @@ func ExampleParseJedis() {
 	fmt.Println(c.OldNaming, p.Nodes())
 	// Output: true [{a 2} {10.0.0.2:6380 1}]
 }
+
+func ExampleRingOf() {
+	// A nutcracker.yml pool of three memcached servers, ketama and fnv1a_64 by default.
+	p, err := compat.NewTwemproxy(compat.Twemproxy{Servers: []compat.TwemproxyServer{
+		{Addr: "10.0.0.1:11211", Weight: 1}, {Addr: "10.0.0.2:11211", Weight: 1}, {Addr: "10.0.0.3:11211", Weight: 1},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	r := compat.RingOf(p) // the ketama continuum: 160 points per server
+	arcs := 0
+	for range r.Arcs() {
+		arcs++ // a range of positions (r.Position) that one server holds
+	}
+	fmt.Printf("pool: %s, ring: %s, %d arcs\n", p.Locate("user:1"), r.Locate("user:1"), arcs)
+	// Output: pool: 10.0.0.3, ring: 10.0.0.3, 317 arcs
+}

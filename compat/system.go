@@ -142,11 +142,18 @@ func (s *servers) members(engineNodes func() []pool.Node) []pool.Node {
 }
 
 // ringPoints is the Ring's point generator: the rules' points of the list being built,
-// renumbered from list entries to the engine's nodes.
+// renumbered from list entries to the engine's nodes. A change made on the Ring itself (one
+// that RingOf exposes) leaves the list behind, and the list's servers then differ from the
+// engine's nodes: ringPoints gives a point to no node, so the Ring refuses the change
+// (pool.ErrNode) rather than place keys by a list that is not its own.
 func (s *servers) ringPoints(dst []pool.RingPoint, nodes []pool.Node) []pool.RingPoint {
+	index := nodeIndex(nodes)
+	listed := s.next.nodes()
+	if len(listed) != len(nodes) || slices.ContainsFunc(listed, func(n pool.Node) bool { _, ok := index[n.Name]; return !ok }) {
+		return append(dst, pool.RingPoint{Node: -1})
+	}
 	start := len(dst)
 	dst = s.r.points(dst, s.next)
-	index := nodeIndex(nodes)
 	for i := start; i < len(dst); i++ {
 		dst[i].Node = index[s.next.servers[dst[i].Node].name]
 	}
@@ -285,6 +292,25 @@ func (p *ringPool) SetWeight(name string, weight int) error {
 // Nodes returns the servers in the order they joined, with their weights clamped to
 // [1, pool.MaxWeight].
 func (p *ringPool) Nodes() []pool.Node { return p.s.members(p.Ring.Nodes) }
+
+// RingOf returns the pool.Ring that p places keys with, or nil if p places keys otherwise:
+// p itself when it is a *pool.Ring (as the nginx and HAProxy consistent and the Jedis presets
+// return), and the Ring under the pool of a memcached-family preset (twemproxy,
+// libmemcached, spymemcached, hashring) in ketama mode, whose Locate, Position and Arcs are
+// the pool's. It is there to read, for instance to plan a change by ranges of positions
+// with rebalance.PlanPoolRing; change members through p. The memcached-family Ring refuses
+// Add and Remove of its own (its points come from the preset's server list, which would not
+// know of them), and its SetWeight changes no point; its Nodes reports the weights it was
+// given, p's Nodes those of the server list. It is safe for concurrent use.
+func RingOf(p pool.Pool) *pool.Ring {
+	switch p := p.(type) {
+	case *pool.Ring:
+		return p
+	case *ringPool:
+		return p.Ring
+	}
+	return nil
+}
 
 // modulaPool is a system's pool on a Modula.
 type modulaPool struct {

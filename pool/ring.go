@@ -16,11 +16,12 @@ import (
 	"github.com/shardkit/shard/internal/ring"
 )
 
-// Ring is a consistent-hash ring of named, weighted nodes (Karger et al.; document 003): each
-// node owns points on a circle of 64-bit positions, Vnodes points per unit of weight, and a
-// key belongs to the owner of the first point at or after the key's position, wrapping
-// around to the smallest point. It shares its engine with shard.Ring: the same sorted points
-// and top-bits index, so Locate reads one index entry and scans one or two points.
+// Ring is a consistent-hash ring of named, weighted nodes (Karger et al.; the sharding lecture
+// [003]): each node owns points on a circle of 64-bit positions, Vnodes points per unit of
+// weight, and a key belongs to the owner of the first point at or after the key's position,
+// wrapping around to the smallest point. It shares its engine with shard.Ring: the same
+// sorted points and top-bits index, so Locate reads one index entry and scans one or two
+// points.
 //
 // With the default options, point i of node "cache-a" sits at XXH64("cache-a-i") (i in
 // decimal; the name is unambiguous because i has no '-', so the text after the last '-' is

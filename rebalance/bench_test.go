@@ -68,7 +68,8 @@ var benchPlan *Plan
 
 // BenchmarkPlanRing plans a ring's growth by one shard from its arcs: ranges is the plan's
 // length, ranges/vnodes its length against the bound v of the sharding lecture's [003] "only
-// contiguous arcs move" (at most one range per new point).
+// contiguous arcs move" (at most one arc per new point; the arc across position 0, if it
+// moves, is two ranges).
 func BenchmarkPlanRing(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		for _, v := range []int{16, 160, 1000} {

@@ -15,9 +15,10 @@
 // move; [PlanOwners] weighs each owner by its rows or bytes. [PlanPartitions] and [PlanLeaves]
 // answer the same question for a partition table and for the leaves of a trie without walking
 // any key, and [PlanRing] and [PlanPoolRing] for rings: the sharding lecture's [003] "only
-// contiguous arcs move", as a short list of hash ranges (at most v when a shard of v points
-// joins). Plans are sparse: their memory grows with the keys, partitions, leaves or ranges
-// planned, whatever the shard numbers.
+// contiguous arcs move", as a short list of hash ranges (at most v arcs when a shard of v
+// points joins: v ranges, v+1 when one arc crosses position 0). Plans are sparse: their
+// memory grows with the keys, partitions, leaves or ranges planned, whatever the shard
+// numbers.
 //
 // # Capacity
 //

@@ -17,8 +17,10 @@ import (
 // (Ring.Position) that change shard: the sharding lecture's [003] "only contiguous arcs move",
 // as Cassandra streams token ranges. It is the per-key plan exactly: a key changes shard if and
 // only if its position is in one of the plan's Ranges, and then from that range's From to its
-// To. Growing a ring of v points per shard by one shard yields at most v ranges, one per new
-// point, fewer where neighbouring new points merge; removing one shard, at most v too.
+// To. Growing a ring of v points per shard by one shard moves at most v arcs, one per new
+// point, fewer where neighbouring new points merge; removing one shard, at most v too. A
+// range does not wrap: the arc that runs past the largest position around to 0, if it
+// moves, is two Ranges, the last and the first, so such a plan holds at most v+1 Ranges.
 //
 // The rings must share their position function (the same constructor and Hash): rings
 // whose positions differ are not a resize of one another, and PlanRing returns an error
@@ -48,9 +50,10 @@ func ringTiles(r *shard.Ring) iter.Seq[tile] {
 
 // PlanPoolRing is PlanRing for rings of named nodes, before and after a change of
 // membership or weights: the plan's shard numbers index names, every node of either ring in
-// increasing byte order. Under RingSuccessor, adding a node of weight w (w*v points) yields
-// at most w*v ranges, and so does removing one; under RingNearest and RingNearestPoint a new
-// point takes keys from both sides of its position, so at most 2*w*v.
+// increasing byte order. Under RingSuccessor, adding a node of weight w (w*v points) moves
+// at most w*v arcs, and so does removing one; under RingNearest and RingNearestPoint a new
+// point takes keys from both sides of its position, so at most 2*w*v. As in PlanRing, an arc
+// across position 0 is two Ranges: one more than the arcs at most.
 func PlanPoolRing(before, after *pool.Ring) (plan *LeafPlan, names []string, err error) {
 	if before == nil || after == nil || len(before.Nodes()) == 0 || len(after.Nodes()) == 0 {
 		return nil, nil, fmt.Errorf("rebalance: plan pool ring: nil or zero ring: make rings with pool.NewRing: %w", ErrLayout)

@@ -126,6 +126,7 @@ var fixtures = map[string]string{
 	"nginx-grown.conf": "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:11211;\n    server 10.0.0.2:11211 weight=2;\n    server 10.0.0.3:11211;\n    server 10.0.0.4:11211;\n}\n",
 	"nginx-bad.conf":   "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:99999;\n}\n",
 	"goredis.json":     `{"a": "10.0.0.1:6379", "b": "10.0.0.2:6379", "c": "10.0.0.3:6379"}`,
+	"nutcracker.yml":   "cache:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:1\n   - 10.0.0.3:11211:1\n",
 }
 
 func workdir(t *testing.T) string {
@@ -232,6 +233,14 @@ var cases = []struct {
 	{"plan-malformed-table", []string{"plan", "-table", "trie-bad.txt", "-to", "2"}, "", 1, `line 3 "1 one"`},
 	{"plan-many-flows", []string{"plan", "-strategy", "modulo", "-n", "6", "-to", "7", "-keys", "5000", "-flows", "5"}, "", 0, ""},
 	{"plan-argument", []string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "extra"}, "", 2, `unexpected argument "extra"`},
+	{"plan-murmur-ring-grow", []string{"plan", "-strategy", "murmur-ring", "-n", "4", "-vnodes", "16", "-to", "5", "-keys", "20000"}, "", 0, ""},
+	{"plan-jedis-ring-grow", []string{"plan", "-strategy", "jedis-ring", "-n", "3", "-to", "4", "-keys", "20000"}, "", 0, ""},
+	{"plan-ring-json", []string{"plan", "-json", "-strategy", "murmur-ring", "-n", "2", "-vnodes", "4", "-to", "3", "-keys", "1000"}, "", 0, ""},
+	{"plan-pool-ring-add", []string{"plan", "-strategy", "ring", "-nodes", "a,b,c", "-vnodes", "8", "-add", "d", "-keys", "20000"}, "", 0, ""},
+	{"plan-pool-ring-weight", []string{"plan", "-strategy", "ring", "-nodes", "a,b,c", "-vnodes", "8", "-weight", "b:2", "-ranges", "5", "-keys", "20000"}, "", 0, ""},
+	{"plan-preset-ketama", []string{"plan", "-preset", "twemproxy", "-config", "nutcracker.yml", "-add", "10.0.0.4:1", "-ranges", "10", "-keys", "20000"}, "", 0, ""},
+	{"plan-ring-other-hash", []string{"plan", "-strategy", "murmur-ring", "-n", "4", "-to-strategy", "jedis-ring", "-keys", "2000"}, "", 0, ""},
+	{"plan-ranges-negative", []string{"plan", "-strategy", "jump", "-n", "2", "-to", "3", "-ranges", "-1"}, "", 2, "-ranges -1: want 0 or more"},
 
 	// table
 	{"table-show-parts", []string{"table", "show", "parts.txt", "slots.txt"}, "", 0, ""},

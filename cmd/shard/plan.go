@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/compat"
 	"github.com/shardkit/shard/measure"
 	"github.com/shardkit/shard/pool"
 	"github.com/shardkit/shard/rebalance"
@@ -24,9 +25,11 @@ var planVerb = &verb{
 	about: `
 Plan places a sample of keys before and after one change and prints the share of keys that
 move, the least share any placement could move for that change, and how many keys go from
-each shard or node to each other one. Where both sides are partition tables or trie shapes,
-it also prints the exact plan from the tables: which partitions, or which ranges of key
-hashes, move where.
+each shard or node to each other one. Where both sides are partition tables, trie shapes or
+rings, it also prints the exact plan: which partitions, or which ranges of key hashes or of
+ring positions, move where, with the exact share next to the sample's. Rings are murmur-ring
+and jedis-ring, ring pools and the presets built on a ring (ketama, nginx and HAProxy
+consistent, Jedis); a ring's position of a key is its hash as that ring reads it.
 
 The placement before is given as for locate. The change is one of:
   -to N                                 resize a dense strategy or a saved table to N shards
@@ -36,6 +39,7 @@ The placement before is given as for locate. The change is one of:
 
   shard plan -strategy jump -n 10 -to 11
   shard plan -strategy partitions -n 10 -to 12 -keys 1000000
+  shard plan -strategy ring -nodes a,b,c -add d -ranges 200
   shard plan -strategy modulo -n 10 -to-strategy jump
   shard plan -table before.txt -to-table after.txt -keyfile keys.txt
 
@@ -57,6 +61,7 @@ Progress shows on stderr when it is a terminal.`,
 		fs.StringVar(&c.after.group, "to-pool", "", "the pool of the configuration after")
 		fs.StringVar(&c.after.table, "to-table", "", "the saved table after")
 		fs.IntVar(&c.flows, "flows", 50, "print at most `N` flows, the largest (-json prints them all)")
+		fs.IntVar(&c.ranges, "ranges", 20, "print at most `N` ranges of a range plan, the largest (-json prints them all)")
 		asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 		return func(e *env, args []string) error {
 			rest, err := parse(fs, args)
@@ -71,6 +76,9 @@ Progress shows on stderr when it is a terminal.`,
 			}
 			if c.flows < 0 {
 				return badUsage("-flows %d: want 0 or more", c.flows)
+			}
+			if c.ranges < 0 {
+				return badUsage("-ranges %d: want 0 or more", c.ranges)
 			}
 			var badCount *flag.Flag // -to or -to-n given below 1
 			fs.Visit(func(f *flag.Flag) {
@@ -91,7 +99,7 @@ Progress shows on stderr when it is a terminal.`,
 			if *asJSON {
 				return writeJSON(e.stdout, rep)
 			}
-			return rep.write(e.stdout, c.flows)
+			return rep.write(e.stdout, c.flows, c.ranges)
 		}
 	},
 }
@@ -103,7 +111,7 @@ type planChange struct {
 	to                  int
 	add, remove, weight string
 	keys                sample
-	flows               int // how many flows the text shows
+	flows, ranges       int // how many flows and ranges the text shows
 }
 
 // build returns the placements before and after the change.
@@ -251,17 +259,30 @@ type partRun struct {
 	To    int `json:"to"`
 }
 
+// rangePlan is an exact plan by ranges of hashes: of the key hashes that trie leaves split
+// (XXH64), or of a ring's positions (its Position of a key).
 type rangePlan struct {
-	Fraction float64     `json:"fraction"`
+	Source   string      `json:"source"`   // "trie shapes" or "ring arcs"
+	Fraction float64     `json:"fraction"` // the share of the hashes that move
 	Ranges   []hashRange `json:"ranges"`
 }
 
 type hashRange struct {
-	First    string  `json:"first"` // hex, as xxhash64 values
+	First    string  `json:"first"` // hex
 	Last     string  `json:"last"`
-	From     int     `json:"from"`
-	To       int     `json:"to"`
+	From     any     `json:"from"` // a shard number, or a node name
+	To       any     `json:"to"`
 	Fraction float64 `json:"fraction"`
+}
+
+// newRangePlan returns plan as the report shows it, its shards named by owner.
+func newRangePlan(source string, plan *rebalance.LeafPlan, owner func(int) any) *rangePlan {
+	rp := &rangePlan{Source: source, Fraction: plan.Fraction(), Ranges: make([]hashRange, 0, len(plan.Ranges))}
+	for _, r := range plan.Ranges {
+		rp.Ranges = append(rp.Ranges, hashRange{First: fmt.Sprintf("%#016x", r.First), Last: fmt.Sprintf("%#016x", r.Last),
+			From: owner(r.From), To: owner(r.To), Fraction: r.Fraction()})
+	}
+	return rp
 }
 
 func (c *planChange) run(e *env) (*planReport, error) {
@@ -281,7 +302,7 @@ func (c *planChange) run(e *env) (*planReport, error) {
 		return nil, err
 	}
 	rep.Least = leastMoved(rep.owners.shares(before), rep.owners.shares(after))
-	rep.tablePlan(before, after)
+	rep.exactPlan(before, after)
 	return rep, nil
 }
 
@@ -317,8 +338,22 @@ func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, er
 	return nil
 }
 
-// tablePlan adds the exact plan of two partition tables or two trie shapes.
-func (rep *planReport) tablePlan(before, after *placement) {
+// exactPlan adds the exact plan of two partition tables, two trie shapes or two rings.
+func (rep *planReport) exactPlan(before, after *placement) {
+	if before.pool != nil {
+		b, a := compat.RingOf(before.pool), compat.RingOf(after.pool)
+		if b == nil || a == nil {
+			return
+		}
+		plan, names, err := rebalance.PlanPoolRing(b, a)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
+			return
+		}
+		rep.Ranges = newRangePlan("ring arcs", plan, func(i int) any { return names[i] })
+		return
+	}
+	shardNumber := func(i int) any { return i }
 	switch b := before.dense.(type) {
 	case *shard.Partitions:
 		a, ok := after.dense.(*shard.Partitions)
@@ -353,12 +388,18 @@ func (rep *planReport) tablePlan(before, after *placement) {
 			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
 			return
 		}
-		rp := &rangePlan{Fraction: plan.Fraction()}
-		for _, r := range plan.Ranges {
-			rp.Ranges = append(rp.Ranges, hashRange{First: fmt.Sprintf("%#016x", r.First), Last: fmt.Sprintf("%#016x", r.Last),
-				From: r.From, To: r.To, Fraction: r.Fraction()})
+		rep.Ranges = newRangePlan("trie shapes", plan, shardNumber)
+	case *shard.Ring:
+		a, ok := after.dense.(*shard.Ring)
+		if !ok {
+			return
 		}
-		rep.Ranges = rp
+		plan, err := rebalance.PlanRing(b, a)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
+			return
+		}
+		rep.Ranges = newRangePlan("ring arcs", plan, shardNumber)
 	}
 }
 
@@ -369,22 +410,15 @@ func hashRule(p *shard.Partitions) string {
 	return rule
 }
 
-// write prints the report as text, with at most maxFlows flows: the largest, in order.
-func (rep *planReport) write(w io.Writer, maxFlows int) error {
+// write prints the report as text, with at most maxFlows flows and maxRanges ranges: the
+// largest, in order.
+func (rep *planReport) write(w io.Writer, maxFlows, maxRanges int) error {
 	fmt.Fprintf(w, "before: %s\nafter:  %s\nkeys:   %s\n\n", rep.Before, rep.After, rep.Keys)
 	fmt.Fprintf(w, "moved: %d of %d keys (%s%%); the least any placement with these shares moves: %s%%\n",
 		rep.Moved, rep.Total, pct2(rep.Fraction), pct2(rep.Least))
 	moves := slices.DeleteFunc(slices.Clone(rep.Flows), func(f planFlow) bool { return f.From == f.To })
 	if len(moves) > 0 && maxFlows > 0 {
-		shown := moves
-		if len(moves) > maxFlows {
-			byCount := slices.SortedStableFunc(slices.Values(moves), func(a, b planFlow) int { return cmp.Compare(b.Count, a.Count) })
-			keep := map[planFlow]bool{}
-			for _, f := range byCount[:maxFlows] {
-				keep[f] = true
-			}
-			shown = slices.DeleteFunc(slices.Clone(moves), func(f planFlow) bool { return !keep[f] })
-		}
+		shown := largest(moves, maxFlows, func(f planFlow) float64 { return float64(f.Count) })
 		var t measure.Table
 		t.Header = []string{"from", "to", "keys", "% of keys"}
 		for _, f := range shown {
@@ -413,16 +447,25 @@ func (rep *planReport) write(w io.Writer, maxFlows int) error {
 		}
 	}
 	if rp := rep.Ranges; rp != nil {
-		fmt.Fprintf(w, "\nrange plan (exact, from the trie shapes): %s%% of the key hashes move\n", pct2(rp.Fraction))
-		if len(rp.Ranges) > 0 {
+		what, from := "key hashes", "the trie shapes"
+		if rp.Source == "ring arcs" {
+			what, from = "ring positions", "the rings' arcs"
+		}
+		fmt.Fprintf(w, "\nrange plan (exact, from %s): %s%% of the %s move in %s (the key sample: %s%%)\n",
+			from, pct2(rp.Fraction), what, plural(len(rp.Ranges), "range"), pct2(rep.Fraction))
+		if len(rp.Ranges) > 0 && maxRanges > 0 {
+			shown := largest(rp.Ranges, maxRanges, func(r hashRange) float64 { return r.Fraction })
 			var t measure.Table
-			t.Header = []string{"first hash", "last hash", "from", "to", "% of hashes"}
-			for _, r := range rp.Ranges {
-				t.Add(r.First, r.Last, strconv.Itoa(r.From), strconv.Itoa(r.To), pct2(r.Fraction))
+			t.Header = []string{"first", "last", "from", "to", "% of " + what}
+			for _, r := range shown {
+				t.Add(r.First, r.Last, fmt.Sprint(r.From), fmt.Sprint(r.To), pct2(r.Fraction))
 			}
 			fmt.Fprintln(w)
 			if _, err := t.WriteTo(w); err != nil {
 				return err
+			}
+			if len(shown) < len(rp.Ranges) {
+				fmt.Fprintf(w, "\n%d ranges, the %d largest shown: -ranges N shows more, -json all\n", len(rp.Ranges), len(shown))
 			}
 		}
 	}
@@ -430,6 +473,34 @@ func (rep *planReport) write(w io.Writer, maxFlows int) error {
 		fmt.Fprintf(w, "\n%s\n", n)
 	}
 	return nil
+}
+
+// largest returns the n items of the largest size, in their order in items: all of them if
+// there are n or fewer; of equal sizes, the first ones.
+func largest[T any](items []T, n int, size func(T) float64) []T {
+	if len(items) <= n {
+		return items
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(size(items[b]), size(items[a])) })
+	keep := order[:n]
+	slices.Sort(keep)
+	out := make([]T, n)
+	for i, j := range keep {
+		out[i] = items[j]
+	}
+	return out
+}
+
+// plural says "1 range", "2 ranges".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func span(first, last int) string {

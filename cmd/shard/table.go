@@ -514,7 +514,7 @@ func (t *tableFlags) edit(e *env, file string) error {
 // for pools.
 func movedSummary(e *env, before, after *placement) (string, error) {
 	rep := &planReport{}
-	rep.tablePlan(before, after)
+	rep.exactPlan(before, after)
 	switch {
 	case rep.Partitions != nil:
 		return fmt.Sprintf("%d of %d partitions move (%s%%)", rep.Partitions.Moved, rep.Partitions.Partitions, pct2(rep.Partitions.Fraction)), nil
