@@ -24,7 +24,7 @@ var parallelSink atomic.Int64
 func BenchmarkLocate(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
 	mask := len(keys) - 1
-	for _, c := range contestants(160) {
+	for _, c := range contestants(160, 1000) {
 		for _, n := range []int{10, 100} {
 			l, err := c.build(n)
 			if err != nil {
@@ -47,7 +47,7 @@ func BenchmarkLocate(b *testing.B) {
 func BenchmarkLocateParallel(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
 	mask := len(keys) - 1
-	for _, c := range contestants(160) {
+	for _, c := range contestants(160, 1000) {
 		l, err := c.build(10)
 		if err != nil {
 			continue
@@ -76,7 +76,7 @@ func TestContestants(t *testing.T) {
 	}
 	keys := append(measure.Keys(3, 2000, 16), "", "\xff", strings.Repeat("k", 100))
 	ids := map[string]bool{}
-	for _, c := range contestants(40) {
+	for _, c := range contestants(40, 1000) {
 		if ids[c.id] || strings.ContainsAny(c.id, " /") {
 			t.Errorf("%s: id %q repeated or not a benchmark name element", c.name, c.id)
 		}
@@ -124,13 +124,15 @@ func TestRun(t *testing.T) {
 	}
 	var out strings.Builder
 	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
-		scale: []int{10, 1000, 1000000}, batch: []int{10, 1000}}
+		scale: []int{10, 100, 1000, 10000, 1000000}, batch: []int{10, 1000}, replicas: []int{10, 100, 1000, 10000},
+		build: 1000, burakMax: 1000}
 	if err := run(&out, c); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
-		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2"} {
+		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2", "| ours/pool-ring AppendN ", "GetClosestN",
+		"building with 1000 members", "| ours/pool-maglev ", "n/a (buraksezer above -buraksezer-max 1000)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
