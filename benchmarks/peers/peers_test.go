@@ -143,7 +143,7 @@ func TestRun(t *testing.T) {
 }
 
 // BenchmarkAppendN times three distinct members per key (replicas): our pools' AppendN with
-// room in dst, buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
+// room in dst (ring, rendezvous, Maglev, Memento), buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
 // same members and keys.
 func BenchmarkAppendN(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
@@ -164,6 +164,14 @@ func BenchmarkAppendN(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		mg, err := pool.NewMaglev(nodes, pool.MaglevOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mm, err := pool.NewMemento(nodes)
+		if err != nil {
+			b.Fatal(err)
+		}
 		bur := consistent.New(members, consistent.Config{Hasher: xxHasher{}, PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1)})
 		ser := hashring.NewWithWeights(weights)
 		impls := []struct {
@@ -172,6 +180,8 @@ func BenchmarkAppendN(b *testing.B) {
 		}{
 			{"ours-pool-ring", func(k string) int { var d [3]string; return len(ring.AppendN(d[:0], k, 3)[2]) }},
 			{"ours-pool-rendezvous", func(k string) int { var d [3]string; return len(rdv.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-maglev", func(k string) int { var d [3]string; return len(mg.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-memento", func(k string) int { var d [3]string; return len(mm.AppendN(d[:0], k, 3)[2]) }},
 			{"buraksezer", func(k string) int { m, _ := bur.GetClosestN(bytesOf(k), 3); return len(m[2].String()) }},
 			{"serialx", func(k string) int { m, _ := ser.GetNodes(k, 3); return len(m[2]) }},
 		}
