@@ -39,14 +39,15 @@ import (
 
 type config struct {
 	keys, shards, keylen, pool, vnodes, rounds int
+	build, burakMax                            int
 	minDur                                     time.Duration
-	scale, batch                               []int
+	scale, batch, replicas                     []int
 	plot, plotter                              string
 }
 
 func main() {
 	var c config
-	var scale, batch string
+	var scale, batch, replicas string
 	flag.IntVar(&c.keys, "keys", 1_000_000, "random keys for the balance and movement columns")
 	flag.IntVar(&c.shards, "shards", 10, "shard count of the first table")
 	flag.IntVar(&c.keylen, "keylen", 16, "key length in bytes")
@@ -56,13 +57,18 @@ func main() {
 	flag.DurationVar(&c.minDur, "mindur", 2*time.Millisecond, "length of one timing measurement")
 	flag.StringVar(&scale, "scale", "10,100,1000,10000,100000,1000000", "shard counts of the scaling table, comma-separated; empty for none")
 	flag.StringVar(&batch, "batch", "10,1000", "shard counts of the batch table, comma-separated; empty for none")
+	flag.StringVar(&replicas, "replicas", "10,100,1000,10000", "member counts of the replicas table (AppendN against GetClosestN), comma-separated; empty for none")
+	flag.IntVar(&c.build, "build", 10000, "member count of the build table (0: no build table)")
+	flag.IntVar(&c.burakMax, "buraksezer-max", 1000, "most members buraksezer/consistent is built with: its New re-sorts every point after each member, about 1 s at 1000, minutes at 10000")
 	flag.StringVar(&c.plot, "plot", "", "also draw ns per lookup against the shard count to this file, .svg or .png")
 	flag.StringVar(&c.plotter, "plotter", "", "directory of the examples/plot module (default: found from the working directory)")
 	flag.Parse()
 	err := c.check()
 	if err == nil {
 		if c.scale, err = counts("-scale", scale); err == nil {
-			c.batch, err = counts("-batch", batch)
+			if c.batch, err = counts("-batch", batch); err == nil {
+				c.replicas, err = counts("-replicas", replicas)
+			}
 		}
 	}
 	if err == nil && c.plot != "" {
@@ -84,6 +90,8 @@ func (c config) check() error {
 		return fmt.Errorf("-keys, -shards, -pool, -vnodes and -rounds must be at least 1")
 	case c.keylen < 0:
 		return fmt.Errorf("-keylen %d: want at least 0", c.keylen)
+	case c.build < 0 || c.build > 99999 || c.burakMax < 1:
+		return fmt.Errorf("-build %d, -buraksezer-max %d: want 0 to 99999 members, and at least 1", c.build, c.burakMax)
 	case c.plot != "" && !strings.HasSuffix(c.plot, ".svg") && !strings.HasSuffix(c.plot, ".png"):
 		return fmt.Errorf("-plot %q: want a file name ending in .svg or .png", c.plot)
 	}
@@ -111,7 +119,7 @@ func counts(flagName, s string) ([]int, error) {
 type timings map[timing]float64
 
 type timing struct {
-	table  string // "main", "scale" or "batch"
+	table  string // "main", "scale", "batch" or "replicas"
 	name   string // a contestant's name; in the batch table with " Locate loop" or " LocateBatch"
 	shards int
 }
@@ -120,7 +128,7 @@ func run(w io.Writer, c config) error {
 	timingKeys := measure.Keys(1, c.pool, c.keylen)
 	ts := timings{}
 	allocs := map[string]float64{} // the most allocations per lookup seen, by our contestant
-	cs := contestants(c.vnodes)
+	cs := contestants(c.vnodes, c.burakMax)
 
 	fmt.Fprintf(w, "Machine: %s\n", measure.Machine())
 	if err := mainTable(w, c, cs, timingKeys, ts, allocs); err != nil {
@@ -136,6 +144,16 @@ func run(w io.Writer, c config) error {
 				return err
 			}
 			fmt.Fprintf(w, "\nChart written to %s\n", c.plot)
+		}
+	}
+	if len(c.replicas) > 0 {
+		if err := replicasTable(w, c, timingKeys, ts, allocs); err != nil {
+			return err
+		}
+	}
+	if c.build > 0 {
+		if err := buildTable(w, c); err != nil {
+			return err
 		}
 	}
 	if len(c.batch) > 0 {
@@ -394,7 +412,7 @@ func parallelTable(w io.Writer, c config, cs []contestant, timingKeys []string) 
 // A target is a speed ratio, ours over another's ns per lookup, that ours must not exceed,
 // both measured in one race of one table.
 type target struct {
-	table       string // "main" (at -shards shards), "scale" or "batch"
+	table       string // "main" (at -shards shards), "scale", "batch" or "replicas"
 	ours, other string
 	shards      int // the count of both sides (ignored in "main")
 	otherShards int // if not 0: the other side is ours at this count (how flat ours is)
@@ -402,7 +420,7 @@ type target struct {
 	why         string // what the target stands for, when the ratio alone does not say
 }
 
-// targets are issues 4's and 13's speed goals.
+// targets are issues 4's, 9's and 13's speed goals.
 var targets = []target{
 	{table: "main", ours: "ours/modulo", other: "xxhash % n", max: 1.1},
 	{table: "main", ours: "ours/jump", other: "dgryski/go-jump+xxhash", max: 1.0},
@@ -420,7 +438,22 @@ var targets = []target{
 	{table: "batch", ours: "ours/jump LocateBatch", other: "ours/jump Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
 	{table: "batch", ours: "ours/rendezvous LocateBatch", other: "ours/rendezvous Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
 	{table: "batch", ours: "ours/murmur-ring LocateBatch", other: "ours/murmur-ring Locate loop", shards: 1000, max: 1 / 1.5, why: ">= 1.5x throughput"},
-	{table: "main", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", max: 1.0},
+	{table: "main", ours: "ours/pool-maglev", other: "xxhash % n", max: 1.5},
+	{table: "main", ours: "ours/pool-memento", other: "xxhash % n", max: 1.5},
+	{table: "main", ours: "ours/pool-maglev", other: "names[xxhash % n]", max: 1.5, why: "same result type"},
+	{table: "main", ours: "ours/pool-memento", other: "names[xxhash % n]", max: 1.5, why: "same result type"},
+	{table: "scale", ours: "ours/pool-maglev", other: "xxhash % n", shards: 10000, max: 1.5},
+	{table: "scale", ours: "ours/pool-memento", other: "xxhash % n", shards: 10000, max: 1.5},
+	{table: "scale", ours: "ours/pool-maglev", other: "names[xxhash % n]", shards: 10000, max: 1.5, why: "same result type"},
+	{table: "scale", ours: "ours/pool-memento", other: "names[xxhash % n]", shards: 10000, max: 1.5, why: "same result type"},
+	{table: "scale", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 10, max: 1.0},
+	{table: "scale", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 100, max: 1.0},
+	{table: "scale", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 1000, max: 1.0},
+	{table: "scale", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 10000, max: 1.0},
+	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 10, max: 1 / 3.0, why: ">= 3x faster"},
+	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 100, max: 1 / 3.0, why: ">= 3x faster"},
+	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 1000, max: 1 / 3.0, why: ">= 3x faster"},
+	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 10000, max: 1 / 3.0, why: ">= 3x faster"},
 }
 
 func targetTable(w io.Writer, c config, ts timings, allocs map[string]float64) error {
@@ -445,7 +478,11 @@ func targetTable(w io.Writer, c config, ts timings, allocs map[string]float64) e
 		o, okO := ts[timing{tg.table, tg.ours, n}]
 		p, okP := ts[timing{tg.table, tg.other, on}]
 		if !okO || !okP {
-			t.Add(ours, other, shards, "", goal, "n/a (not measured in this run)")
+			why := "n/a (not measured in this run)"
+			if strings.HasPrefix(tg.other, "buraksezer/") && on > c.burakMax {
+				why = fmt.Sprintf("n/a (buraksezer above -buraksezer-max %d)", c.burakMax)
+			}
+			t.Add(ours, other, shards, "", goal, why)
 			continue
 		}
 		ratio := o / p
@@ -453,7 +490,7 @@ func targetTable(w io.Writer, c config, ts timings, allocs map[string]float64) e
 		if ratio > tg.max {
 			verdict = fmt.Sprintf("MISS by %.0f%%", 100*(ratio/tg.max-1))
 		}
-		t.Add(ours, other, shards, fmt.Sprintf("%.2fx", ratio), goal, verdict)
+		t.Add(ours, other, shards, ratioText(ratio), goal, verdict)
 	}
 	most, who := 0.0, ""
 	for name, a := range allocs {
@@ -465,9 +502,17 @@ func targetTable(w io.Writer, c config, ts timings, allocs map[string]float64) e
 	if most > 0 {
 		verdict = fmt.Sprintf("MISS: %s makes %.2f", who, most)
 	}
-	t.Add("every ours", "allocations per lookup (Locate and LocateBatch)", "", fmt.Sprintf("%.0f", most), "= 0", verdict)
+	t.Add("every ours", "allocations per lookup (Locate, LocateBatch, AppendN with room)", "", fmt.Sprintf("%.0f", most), "= 0", verdict)
 	_, err := t.WriteTo(w)
 	return err
+}
+
+// ratioText writes a ratio with two decimals, or three significant digits below 0.1.
+func ratioText(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.3gx", r)
+	}
+	return fmt.Sprintf("%.2fx", r)
 }
 
 func find(rs []*result, name string) *result {

@@ -44,6 +44,9 @@ const (
 	kindRendezvous = "rendezvous"
 	kindRing       = "ring"
 	kindTable      = "table" // ours only; compared with the bare hash % n
+	// kindNamedModulo is hash % n returning a member's name, as a pool does: the baseline of
+	// the pools whose lookup is a hash and a table (Maglev), or a hash and jump (Memento).
+	kindNamedModulo = "names[hash % n]"
 )
 
 // kindOf says which peers each of our strategies competes with. A strategy missing here is
@@ -93,6 +96,14 @@ type bareXXH struct{ n uint64 }
 
 func (b *bareXXH) Locate(k string) int { return int(xxhash.Sum64String(k) % b.n) }
 
+// namedXXH returns the name of member xxhash % n, read back as its index as every named
+// contestant's is: what a pool's Locate costs at the least.
+type namedXXH struct{ names []string }
+
+func (b *namedXXH) Locate(k string) int {
+	return nodeIndex(b.names[xxhash.Sum64String(k)%uint64(len(b.names))])
+}
+
 type goJump struct{ n int }
 
 func (j *goJump) Locate(k string) int { return int(gojump.Hash(xxhash.Sum64String(k), j.n)) }
@@ -135,9 +146,10 @@ type groupcache struct{ m *consistenthash.Map }
 
 func (g *groupcache) Locate(k string) int { return nodeIndex(g.m.Get(k)) }
 
-// contestants returns ours (every strategy in the catalog that accepts n shards) and the
-// peers. vnodes is the points per shard of every ring that lets its user choose.
-func contestants(vnodes int) []contestant {
+// contestants returns ours (every strategy in the catalog that accepts n shards, and the
+// named pools) and the peers. vnodes is the points per shard of every ring that lets its
+// user choose; burakMax the most members buraksezer/consistent is built with.
+func contestants(vnodes, burakMax int) []contestant {
 	fresh := func(build func(n int) (measure.Locator, error)) func(measure.Locator, int) (measure.Locator, error) {
 		return func(_ measure.Locator, n int) (measure.Locator, error) { return build(n) }
 	}
@@ -147,6 +159,9 @@ func contestants(vnodes int) []contestant {
 	}
 	const maxInt32 = 1<<31 - 1
 	peer("xxhash % n", "xxhash-mod", kindModulo, maxInt32, func(n int) (measure.Locator, error) { return &bareXXH{uint64(n)}, nil })
+	peer("names[xxhash % n]", "xxhash-mod-named", kindNamedModulo, 99999, func(n int) (measure.Locator, error) {
+		return &namedXXH{nodeNames(n)}, nil
+	})
 	peer("dgryski/go-jump+xxhash", "go-jump", kindJump, maxInt32, func(n int) (measure.Locator, error) { return &goJump{n}, nil })
 	peer("lithammer/go-jump-consistent-hash+xxhash", "lithammer-jump", kindJump, maxInt32, func(n int) (measure.Locator, error) {
 		return &lithJump{int32(n)}, nil
@@ -155,18 +170,12 @@ func contestants(vnodes int) []contestant {
 	peer("dgryski/go-rendezvous+xxhash", "go-rendezvous", kindRendezvous, 10000, func(n int) (measure.Locator, error) {
 		return &goRendezvous{rendezvous.New(nodeNames(n), xxhash.Sum64String)}, nil
 	})
-	// Building it takes 4 s with 1000 members and 2.5 min with 10^4 (partitions 2n+1).
-	peer("buraksezer/consistent+xxhash", "buraksezer", kindRing, 1000, func(n int) (measure.Locator, error) {
-		ms := make([]consistent.Member, n)
-		for i, name := range nodeNames(n) {
-			ms[i] = member(name)
-		}
-		// The defaults: 271 partitions, 20 points per member, load bound 1.25. More
-		// members than partitions/1.25 make it panic, so it gets enough partitions.
-		return &buraksezer{consistent.New(ms, consistent.Config{
-			Hasher:         xxHasher{},
-			PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1),
-		})}, nil
+	// Its New sorts all points again after adding each member: 1 s to build with 1000
+	// members, 17 s with 4000, minutes with 10^4 (see -buraksezer-max). Built once per
+	// count (buraksezerAt) and shared by every table.
+	peer("buraksezer/consistent+xxhash", "buraksezer", kindRing, burakMax, func(n int) (measure.Locator, error) {
+		c, err := buraksezerAt(n)
+		return &buraksezer{c}, err
 	})
 	// 6 s to build with 10^4 members of 160 points.
 	peer("serialx/hashring", "serialx", kindRing, 1000, func(n int) (measure.Locator, error) {
@@ -213,12 +222,21 @@ func contestants(vnodes int) []contestant {
 		maxShards  int
 		new        func(nodes []pool.Node) (pool.Pool, error)
 	}{
-		{"pool-ring", kindRing, 1 << 22 / vnodes, func(nodes []pool.Node) (pool.Pool, error) {
+		{"pool-ring", kindRing, min(10000, 1<<22/vnodes), func(nodes []pool.Node) (pool.Pool, error) {
 			return pool.NewRing(nodes, pool.RingOptions{Vnodes: vnodes})
 		}},
 		// O(n) lookups, as go-rendezvous's.
 		{"pool-rendezvous", kindRendezvous, 10000, func(nodes []pool.Node) (pool.Pool, error) {
 			return pool.NewRendezvous(nodes, pool.RendezvousOptions{})
+		}},
+		// Compared with names[hash % n]: one multiplication and two loads per lookup. Up to
+		// 10^4 members, as many as nodeName numbers.
+		{"pool-maglev", kindNamedModulo, 10000, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewMaglev(nodes, pool.MaglevOptions{})
+		}},
+		// Jump with removals: compared with the jump peers.
+		{"pool-memento", kindJump, 10000, func(nodes []pool.Node) (pool.Pool, error) {
+			return pool.NewMemento(nodes)
 		}},
 	} {
 		cs = append(cs, contestant{

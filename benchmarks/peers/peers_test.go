@@ -24,7 +24,7 @@ var parallelSink atomic.Int64
 func BenchmarkLocate(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
 	mask := len(keys) - 1
-	for _, c := range contestants(160) {
+	for _, c := range contestants(160, 1000) {
 		for _, n := range []int{10, 100} {
 			l, err := c.build(n)
 			if err != nil {
@@ -47,7 +47,7 @@ func BenchmarkLocate(b *testing.B) {
 func BenchmarkLocateParallel(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
 	mask := len(keys) - 1
-	for _, c := range contestants(160) {
+	for _, c := range contestants(160, 1000) {
 		l, err := c.build(10)
 		if err != nil {
 			continue
@@ -76,7 +76,7 @@ func TestContestants(t *testing.T) {
 	}
 	keys := append(measure.Keys(3, 2000, 16), "", "\xff", strings.Repeat("k", 100))
 	ids := map[string]bool{}
-	for _, c := range contestants(40) {
+	for _, c := range contestants(40, 1000) {
 		if ids[c.id] || strings.ContainsAny(c.id, " /") {
 			t.Errorf("%s: id %q repeated or not a benchmark name element", c.name, c.id)
 		}
@@ -124,13 +124,15 @@ func TestRun(t *testing.T) {
 	}
 	var out strings.Builder
 	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
-		scale: []int{10, 1000, 1000000}, batch: []int{10, 1000}}
+		scale: []int{10, 100, 1000, 10000, 1000000}, batch: []int{10, 1000}, replicas: []int{10, 100, 1000, 10000},
+		build: 1000, burakMax: 1000}
 	if err := run(&out, c); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
-		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2"} {
+		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2", "| ours/pool-ring AppendN ", "GetClosestN",
+		"building with 1000 members", "| ours/pool-maglev ", "n/a (buraksezer above -buraksezer-max 1000)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
@@ -141,7 +143,7 @@ func TestRun(t *testing.T) {
 }
 
 // BenchmarkAppendN times three distinct members per key (replicas): our pools' AppendN with
-// room in dst, buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
+// room in dst (ring, rendezvous, Maglev, Memento), buraksezer/consistent's GetClosestN and serialx/hashring's GetNodes, on the
 // same members and keys.
 func BenchmarkAppendN(b *testing.B) {
 	keys := measure.Keys(1, 1<<14, 16)
@@ -162,6 +164,14 @@ func BenchmarkAppendN(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		mg, err := pool.NewMaglev(nodes, pool.MaglevOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mm, err := pool.NewMemento(nodes)
+		if err != nil {
+			b.Fatal(err)
+		}
 		bur := consistent.New(members, consistent.Config{Hasher: xxHasher{}, PartitionCount: max(consistent.DefaultPartitionCount, 2*n+1)})
 		ser := hashring.NewWithWeights(weights)
 		impls := []struct {
@@ -170,6 +180,8 @@ func BenchmarkAppendN(b *testing.B) {
 		}{
 			{"ours-pool-ring", func(k string) int { var d [3]string; return len(ring.AppendN(d[:0], k, 3)[2]) }},
 			{"ours-pool-rendezvous", func(k string) int { var d [3]string; return len(rdv.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-maglev", func(k string) int { var d [3]string; return len(mg.AppendN(d[:0], k, 3)[2]) }},
+			{"ours-pool-memento", func(k string) int { var d [3]string; return len(mm.AppendN(d[:0], k, 3)[2]) }},
 			{"buraksezer", func(k string) int { m, _ := bur.GetClosestN(bytesOf(k), 3); return len(m[2].String()) }},
 			{"serialx", func(k string) int { m, _ := ser.GetNodes(k, 3); return len(m[2]) }},
 		}

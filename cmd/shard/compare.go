@@ -23,13 +23,18 @@ var compareVerb = &verb{
 Compare measures every placement strategy on the same keys: nanoseconds and allocations
 per Locate, the bytes of state a sharder keeps, how evenly it spreads the keys, and how
 many keys move when a shard is added and when the shard count doubles, each next to the
-ideal. It then repeats the experiment of the consistent-hash homework [002]: the Murmur
-ring's deviation against its number of points per shard. It takes about ten seconds with
-the defaults; progress shows on stderr when it is a terminal.
+ideal. It then measures the named pools of package pool over nodes of weights 1, 2, 3, 4,
+1, 2, ... (10 and 100 of them): each node's share of the keys against weight/total, and the
+keys moved when a node in the middle leaves, when it rejoins and when a new node joins at
+the end, next to that node's fair share. Last it repeats the experiment of the
+consistent-hash homework [002]: the Murmur ring's deviation against its number of points
+per shard. It takes about fifteen seconds with the defaults; progress shows on stderr when
+it is a terminal.
 
   shard compare                            # 1,000,000 random 16-byte keys, 10 shards
   shard compare -keyfile keys.txt          # your own keys, one per line
-  shard compare -shards 64 -plot out.png   # and a chart (.svg or .png)
+  shard compare -shards 64 -plot out.png   # and a chart (.svg or .png): loads, the
+                                           # vnodes curve, the pools' balance and moves
 
 The chart is drawn by the nested module examples/plot (gonum.org/v1/plot), run with
 "go run ." in that directory with the data as JSON on its standard input, so that the
@@ -117,6 +122,8 @@ type compareReport struct {
 	// averaged over Seeds rings.
 	Curve []measure.VnodesPoint `json:"vnodes_curve,omitempty"`
 	Seeds int                   `json:"seeds"`
+	// Pools is the section of named pools with mixed weights (comparepools.go).
+	Pools *poolsReport `json:"pools"`
 }
 
 func compare(e *env, c compareConfig) error {
@@ -175,6 +182,9 @@ func compare(e *env, c compareConfig) error {
 		for i, ns := range measure.Race(timed, timing, c.rounds, 2*time.Millisecond) {
 			rep.Rows[timedRows[i]].NsPerOp = ns
 		}
+	}
+	if rep.Pools, err = measurePools(keys, c.vnodes, prog.say); err != nil {
+		return err
 	}
 	grow, double := measure.IdealMovedPct(n, n+1), measure.IdealMovedPct(n, 2*n)
 	rep.Ideal = compareRow{Strategy: "ideal", Fits: true, StddevPct: measure.HashStddevPct(n, len(keys)), MaxMean: 1,
@@ -242,6 +252,11 @@ deviation of the per-shard key counts in %% of the mean; ideal: what a perfect r
 shows on %d keys, sqrt((n-1)/keys). max/mean: the fullest shard over the mean. moved %%: keys
 whose shard changes on Resize; ideal: the new shards' fair share, 1/(n+1) and 1/2.
 `, rep.Keys)
+	if rep.Pools != nil {
+		if err := rep.Pools.write(w); err != nil {
+			return err
+		}
+	}
 	if rep.Curve == nil {
 		return nil
 	}
@@ -371,6 +386,7 @@ type plotData struct {
 	Keys   int         `json:"keys"`
 	Loads  []plotLoads `json:"loads"`
 	Vnodes *plotVnodes `json:"vnodes,omitempty"`
+	Pools  *plotPools  `json:"pools,omitempty"`
 }
 
 type plotLoads struct {
@@ -394,6 +410,9 @@ func plot(c compareConfig, rep *compareReport) error {
 	}
 	if rep.Curve != nil {
 		d.Vnodes = &plotVnodes{Shards: 10, Keys: rep.Keys, Seeds: rep.Seeds, Points: rep.Curve}
+	}
+	if rep.Pools != nil {
+		d.Pools = rep.Pools.plot()
 	}
 	return measure.DrawChart(c.plotter, d, c.plot)
 }

@@ -367,7 +367,8 @@ func TestCompare(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	assert.Empty(t, r.stderr, "no progress when stderr is not a terminal")
 	for _, want := range []string{"| modulo ", "| jump ", "| redis-cluster ", "| ideal ", "moved % 10->11", "moved % 10->20",
-		"state bytes", "9.09", "50.00", "The consistent-hash homework [002]", "| 5000   |"} {
+		"state bytes", "9.09", "50.00", "The consistent-hash homework [002]", "| 5000   |",
+		"Named pools (package pool)", "| maglev pool ", "10 nodes: node5 leaves", "node100 joins"} {
 		assert.Contains(t, r.stdout, want)
 	}
 	// Without timing the output depends only on the keys, except the machine and the heap
@@ -394,6 +395,41 @@ func TestCompare(t *testing.T) {
 		assert.True(t, row.Fits, row.Strategy)
 		assert.Positive(t, row.NsPerOp, row.Strategy)
 		require.NotNil(t, row.GrowPct, row.Strategy)
+	}
+	checkPoolsSection(t, rep.Pools)
+}
+
+// checkPoolsSection checks the figures of compare's pools section that follow from the
+// algorithms, whatever the keys: the ideal fair shares, a removal undone by adding the node
+// back for every strategy whose placement depends only on the membership, and Memento, whose
+// Add takes back the bucket the last Remove freed.
+func checkPoolsSection(t *testing.T, p *poolsReport) {
+	t.Helper()
+	require.NotNil(t, p)
+	require.Len(t, p.Rows, len(catalog.Pools())+1, "every pool strategy and the ring at -vnodes")
+	require.Equal(t, []int{10, 100}, p.Sizes)
+	// Weights 1, 2, 3, 4, 1, ...: 23 over 10 nodes, node5 weighs 2, node10 joins with 3;
+	// 250 over 100 nodes, node50 weighs 3, node100 joins with 1.
+	assert.InDelta(t, 100*2.0/23, p.Ideal[0].LeavePct, 1e-9)
+	assert.InDelta(t, 100*3.0/26, p.Ideal[0].JoinPct, 1e-9)
+	assert.InDelta(t, 100*3.0/250, p.Ideal[1].LeavePct, 1e-9)
+	assert.InDelta(t, 100*1.0/251, p.Ideal[1].JoinPct, 1e-9)
+	for _, r := range p.Rows {
+		require.Len(t, r.At, 2, r.Strategy)
+		for _, at := range r.At {
+			assert.Positive(t, at.LeavePct, r.Strategy)
+			assert.GreaterOrEqual(t, at.MaxIdeal, 1.0, "%s: some node holds at least its fair share", r.Strategy)
+			if r.Strategy == "modula pool" {
+				continue // a node that rejoins comes back at the end of the slot table
+			}
+			assert.Zerof(t, at.NotHomePct, "%s, %d nodes: keys not home after %s left and came back", r.Strategy, at.Nodes, at.Middle)
+			assert.InDeltaf(t, at.LeavePct, at.RejoinPct, 1e-9, "%s, %d nodes: a rejoin moves back what the leave moved", r.Strategy, at.Nodes)
+		}
+		if strings.HasPrefix(r.Strategy, "ring pool") {
+			require.NotNil(t, r.At[0].ExactWorstDevPct, r.Strategy)
+		} else {
+			assert.Nil(t, r.At[0].ExactWorstDevPct, r.Strategy)
+		}
 	}
 }
 

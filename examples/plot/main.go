@@ -1,7 +1,8 @@
 // Command plot draws the charts of shard compare (cmd/shard) and benchmarks/peers: the load
 // of every shard under each strategy, the consistent-hash homework's [002] curve of the
-// Murmur ring's deviation against its vnode count (the README's Sources name it), and the
-// time of one lookup against the shard count. It reads the data as JSON
+// Murmur ring's deviation against its vnode count (the README's Sources name it), the named
+// pools' balance with mixed weights and the keys their membership changes move, each next to
+// the ideal, and the time of one lookup against the shard count. It reads the data as JSON
 // on standard input, draws a panel for each part present, and writes an .svg or .png:
 //
 //	go run . -o chart.png < data.json
@@ -53,6 +54,27 @@ type data struct {
 		} `json:"points"`
 	} `json:"vnodes"`
 	Scaling *scaling `json:"scaling"`
+	Pools   *pools   `json:"pools"`
+}
+
+// pools is shard compare's section of named pools with mixed weights: for each strategy,
+// the worst node's deviation from its fair share, and the keys moved by membership changes
+// as a multiple of the ideal.
+type pools struct {
+	Title      string   `json:"title"`
+	Strategies []string `json:"strategies"`
+	// Balance has one series per pool size: the worst deviation in % for each strategy, and
+	// the keys' own noise at that size as the ideal.
+	Balance []poolSeries `json:"balance"`
+	// Moved has one series per change: keys moved over the ideal for each strategy (1 is
+	// ideal).
+	Moved []poolSeries `json:"moved"`
+}
+
+type poolSeries struct {
+	Name   string    `json:"name"`
+	Values []float64 `json:"values"` // one per strategy, in the order of Strategies
+	Ideal  float64   `json:"ideal"`
 }
 
 // scaling is the time of one lookup of each implementation at several shard counts.
@@ -110,12 +132,34 @@ func run(in io.Reader, out string) error {
 		scaleAt = len(plots)
 		plots = append(plots, sp)
 	}
+	if d.Pools != nil && len(d.Pools.Strategies) > 0 {
+		for _, part := range []struct {
+			series      []poolSeries
+			title, axis string
+			idealLines  bool
+		}{
+			{d.Pools.Balance, "Pools: worst node's deviation from weight/total", "worst |share/fair - 1|, % (log; dashed: the keys' noise)", true},
+			{d.Pools.Moved, "Pools: keys moved, over the ideal (fair share)", "moved / ideal (log; 1 is ideal)", false},
+		} {
+			if len(part.series) == 0 {
+				continue
+			}
+			pp, err := dotPlot(part.title+"\n"+d.Pools.Title, part.axis, d.Pools.Strategies, part.series, part.idealLines)
+			if err != nil {
+				return err
+			}
+			plots = append(plots, pp)
+		}
+	}
 	if len(plots) == 0 {
-		return errors.New("the data has nothing to draw: no loads, vnodes or scaling")
+		return errors.New("the data has nothing to draw: no loads, vnodes, scaling or pools")
 	}
 
-	const panelW, h, legendW = 16 * vg.Centimeter, 12 * vg.Centimeter, 9 * vg.Centimeter
-	w := panelW * vg.Length(len(plots))
+	// Up to two panels side by side, then a grid of two columns.
+	const panelW, panelH, legendW = 16 * vg.Centimeter, 12 * vg.Centimeter, 9 * vg.Centimeter
+	cols := min(len(plots), 2)
+	rows := (len(plots) + cols - 1) / cols
+	w, h := panelW*vg.Length(cols), panelH*vg.Length(rows)
 	if scaleAt >= 0 {
 		w += legendW
 	}
@@ -128,11 +172,18 @@ func run(in io.Reader, out string) error {
 		ic := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(144))}
 		c, save = draw.New(ic), ic.WriteTo
 	}
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Centimeter, PadTop: vg.Millimeter * 3,
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Centimeter, PadY: vg.Centimeter, PadTop: vg.Millimeter * 3,
 		PadBottom: vg.Millimeter * 3, PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 3}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, c)
+	grid := make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols) // a nil panel is left blank
+	}
 	for i, p := range plots {
-		pc := canvases[0][i]
+		grid[i/cols][i%cols] = p
+	}
+	canvases := plot.Align(grid, tiles, c)
+	for i, p := range plots {
+		pc := canvases[i/cols][i%cols]
 		if i == scaleAt {
 			scaleLegend.Draw(draw.Crop(pc, pc.Size().X-legendW+vg.Centimeter/2, 0, 0, 0))
 			pc = draw.Crop(pc, 0, -legendW, 0, 0)
@@ -268,6 +319,67 @@ func scalingPlot(s scaling, legend *plot.Legend) (*plot.Plot, error) {
 		line.Dashes = plotutil.Dashes(i / 7) // colors repeat after seven series; dashes tell them apart
 		p.Add(line, points)
 		legend.Add(series.Name, line, points)
+	}
+	return p, nil
+}
+
+// dotPlot draws one row per category (top to bottom in the order given) and one point per
+// series in each row, on a logarithmic value axis; with idealLines, each series' ideal is a
+// dashed vertical line in its color, else the first series' ideal is one gray line.
+func dotPlot(title, axis string, categories []string, series []poolSeries, idealLines bool) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = axis
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	var ticks []plot.Tick
+	for i, c := range categories {
+		ticks = append(ticks, plot.Tick{Value: float64(len(categories) - 1 - i), Label: c})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min, p.Y.Max = -0.7, float64(len(categories))-0.3+0.45*float64(len(series))
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range series {
+		for _, v := range append([]float64{s.Ideal}, s.Values...) {
+			if v > 0 {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		return nil, errors.New("pools: no positive value to draw")
+	}
+	p.X.Min, p.X.Max = lo/1.5, hi*1.5
+	// Each series a little above the row's line, so that equal values stay apart.
+	step := 0.5 / float64(len(series))
+	for i, s := range series {
+		xy := make(plotter.XYs, 0, len(s.Values))
+		for j, v := range s.Values {
+			if v > 0 && j < len(categories) { // a log axis has no room for 0
+				xy = append(xy, plotter.XY{X: v, Y: float64(len(categories)-1-j) + step*(float64(i)-float64(len(series)-1)/2)})
+			}
+		}
+		sc, err := plotter.NewScatter(xy)
+		if err != nil {
+			return nil, err
+		}
+		sc.Color, sc.Shape, sc.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(3)
+		p.Add(sc)
+		p.Legend.Add(s.Name, sc)
+		if (idealLines || i == 0) && s.Ideal > 0 {
+			ideal := s.Ideal
+			l, err := plotter.NewLine(plotter.XYs{{X: ideal, Y: p.Y.Min}, {X: ideal, Y: p.Y.Max}})
+			if err != nil {
+				return nil, err
+			}
+			l.Color, l.Dashes = color.Gray{160}, []vg.Length{vg.Points(4), vg.Points(3)}
+			if idealLines {
+				l.Color = plotutil.Color(i)
+			}
+			p.Add(l)
+		}
 	}
 	return p, nil
 }
