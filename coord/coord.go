@@ -108,13 +108,13 @@ type Options struct {
 // Client is one process's connection to the placement record: its etcd client, its session
 // lease and its watched view. All methods are safe for concurrent use.
 type Client struct {
-	etcd     *clientv3.Client
+	etcd      *clientv3.Client
 	endpoints []string
-	prefix   string // ends in "/"
-	key      string // prefix + "placement"
-	identity string
-	ttl      time.Duration
-	timeout  time.Duration
+	prefix    string // ends in "/"
+	key       string // prefix + "placement"
+	identity  string
+	ttl       time.Duration
+	timeout   time.Duration
 
 	base time.Time // monotonic origin of session deadlines
 

@@ -164,7 +164,9 @@ func freeURLs() (client, peer url.URL, err error) {
 		defer l.Close()
 		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	mk := func(p int) url.URL { return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p))} }
+	mk := func(p int) url.URL {
+		return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p))}
+	}
 	return mk(ports[0]), mk(ports[1]), nil
 }
 
