@@ -102,31 +102,34 @@ func (l Layout) Options() catalog.Options {
 
 // Sharder builds the dense strategy the layout names, with its table loaded when it has
 // one. It fails, wrapping ErrRecord, for a pool layout or parameters the strategy refuses.
-func (l Layout) Sharder() (shard.Sharder, error) {
+func (l Layout) Sharder() (shard.Sharder, error) { return l.sharder("layout") }
+
+// sharder is Sharder with errors that name the layout as what.
+func (l Layout) sharder(what string) (shard.Sharder, error) {
 	if l.Strategy == "" {
-		return nil, fmt.Errorf("coord: layout of pool %q has no dense strategy: use NewPool: %w", l.Pool, ErrRecord)
+		return nil, fmt.Errorf("coord: %s of pool %q has no dense strategy: use NewPool: %w", what, l.Pool, ErrRecord)
 	}
 	s, ok := catalog.Find(l.Strategy)
 	if !ok {
-		return nil, fmt.Errorf("coord: layout names strategy %q, which catalog does not list: %w", l.Strategy, ErrRecord)
+		return nil, fmt.Errorf("coord: %s names strategy %q, which catalog does not list: %w", what, l.Strategy, ErrRecord)
 	}
 	if l.Vnodes < 0 || l.Partitions < 0 {
-		return nil, fmt.Errorf("coord: layout %q: negative vnodes %d or partitions %d: %w", l.Strategy, l.Vnodes, l.Partitions, ErrRecord)
+		return nil, fmt.Errorf("coord: %s: strategy %q: negative vnodes %d or partitions %d: %w", what, l.Strategy, l.Vnodes, l.Partitions, ErrRecord)
 	}
 	sh, err := s.New(l.Shards, l.Options())
 	if err != nil {
-		return nil, fmt.Errorf("coord: layout %q with %d shards: %w: %w", l.Strategy, l.Shards, err, ErrRecord)
+		return nil, fmt.Errorf("coord: %s: strategy %q with %d shards: %w: %w", what, l.Strategy, l.Shards, err, ErrRecord)
 	}
 	if l.Table != "" {
 		u, ok := sh.(encoding.TextUnmarshaler)
 		if !ok {
-			return nil, fmt.Errorf("coord: layout %q has a table, but its sharder loads none: %w", l.Strategy, ErrRecord)
+			return nil, fmt.Errorf("coord: %s: strategy %q has a table, but its sharder loads none: %w", what, l.Strategy, ErrRecord)
 		}
 		if err := u.UnmarshalText([]byte(l.Table)); err != nil {
-			return nil, fmt.Errorf("coord: layout %q: table: %w: %w", l.Strategy, err, ErrRecord)
+			return nil, fmt.Errorf("coord: %s: strategy %q: table: %w: %w", what, l.Strategy, err, ErrRecord)
 		}
 		if sh.Shards() != l.Shards {
-			return nil, fmt.Errorf("coord: layout %q says %d shards, its table %d: %w", l.Strategy, l.Shards, sh.Shards(), ErrRecord)
+			return nil, fmt.Errorf("coord: %s: strategy %q says %d shards, its table %d: %w", what, l.Strategy, l.Shards, sh.Shards(), ErrRecord)
 		}
 	}
 	return sh, nil
@@ -134,17 +137,19 @@ func (l Layout) Sharder() (shard.Sharder, error) {
 
 // NewPool builds the pool the layout names. It fails, wrapping ErrRecord, for a dense
 // layout or members the pool refuses.
-func (l Layout) NewPool() (pool.Pool, error) {
+func (l Layout) NewPool() (pool.Pool, error) { return l.newPool("layout") }
+
+func (l Layout) newPool(what string) (pool.Pool, error) {
 	if l.Pool == "" {
-		return nil, fmt.Errorf("coord: layout of strategy %q is not a pool: use Sharder: %w", l.Strategy, ErrRecord)
+		return nil, fmt.Errorf("coord: %s of strategy %q is not a pool: use Sharder: %w", what, l.Strategy, ErrRecord)
 	}
 	s, ok := catalog.FindPool(l.Pool)
 	if !ok {
-		return nil, fmt.Errorf("coord: layout names pool strategy %q, which catalog does not list: %w", l.Pool, ErrRecord)
+		return nil, fmt.Errorf("coord: %s names pool strategy %q, which catalog does not list: %w", what, l.Pool, ErrRecord)
 	}
 	p, err := s.New(slices.Clone(l.Nodes), catalog.Options{Vnodes: l.Vnodes})
 	if err != nil {
-		return nil, fmt.Errorf("coord: pool %q of %d nodes: %w: %w", l.Pool, len(l.Nodes), err, ErrRecord)
+		return nil, fmt.Errorf("coord: %s: pool %q of %d nodes: %w: %w", what, l.Pool, len(l.Nodes), err, ErrRecord)
 	}
 	return p, nil
 }
@@ -158,13 +163,13 @@ func (l Layout) check(what string) error {
 		if len(l.Nodes) > 0 {
 			return fmt.Errorf("coord: %s: dense strategy %q with pool nodes: %w", what, l.Strategy, ErrRecord)
 		}
-		_, err := l.Sharder()
+		_, err := l.sharder(what)
 		return err
 	case l.Pool != "":
 		if l.Shards != 0 || l.Partitions != 0 || l.Table != "" {
 			return fmt.Errorf("coord: %s: pool %q with dense parameters (shards, partitions, table): %w", what, l.Pool, ErrRecord)
 		}
-		_, err := l.NewPool()
+		_, err := l.newPool(what)
 		return err
 	}
 	return fmt.Errorf("coord: %s names no strategy and no pool: %w", what, ErrRecord)
@@ -239,8 +244,9 @@ func fromWire(w wireLayout) Layout {
 	return l
 }
 
-// encode checks p and returns the record's JSON, with the current format and writer.
-func encode(p Placement, writer string) ([]byte, error) {
+// Encode checks p and returns the record's JSON as Update stores it, with format FormatVersion
+// and the given writer. It fails, wrapping ErrInput and ErrRecord, when p does not pass Check.
+func Encode(p Placement, writer string) ([]byte, error) {
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("%w (%w)", err, ErrInput)
 	}

@@ -53,7 +53,7 @@ func (c *Client) update(ctx context.Context, rev int64, p Placement, guard []cli
 	if rev < 0 {
 		return 0, fmt.Errorf("coord: update at negative revision %d: %w", rev, ErrInput)
 	}
-	data, err := encode(p, c.identity)
+	data, err := Encode(p, c.identity)
 	if err != nil {
 		return 0, err
 	}
