@@ -209,9 +209,10 @@ func TestStoredRecordRefused(t *testing.T) {
 	})
 }
 
-// TestWatchAfterCompaction partitions a client for less than its TTL while the record
-// changes and etcd compacts its history: the client's watch cannot resume where it stopped,
-// reads the record again, and goes on following it.
+// TestWatchAfterCompaction cuts a client off for less than its TTL while the record changes
+// and etcd compacts its history, then drops its connections, as a server restart does: the
+// client's watch cannot resume where it stopped, reads the record again, and goes on
+// following it.
 func TestWatchAfterCompaction(t *testing.T) {
 	forEachServer(t, func(t *testing.T, eps []string) {
 		ctx := ctxT(t)
@@ -235,7 +236,7 @@ func TestWatchAfterCompaction(t *testing.T) {
 		if _, err := writer.Etcd().Compact(ctx, rev); err != nil {
 			t.Fatal(err)
 		}
-		px.Heal()
+		px.Reset()
 		v, err := follower.Wait(ctx, rev)
 		if err != nil {
 			t.Fatal(err)
