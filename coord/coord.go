@@ -123,8 +123,9 @@ type Client struct {
 	notifyM sync.Mutex
 	notify  chan struct{} // closed and replaced on every published view
 
-	moverMu sync.Mutex
-	mover   *Mover // the live Mover of this client, if any
+	moverMu     sync.Mutex
+	mover       *Mover // the live Mover of this client, if any
+	campaigning bool   // a Campaign of this client waits
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -174,8 +175,8 @@ func Open(ctx context.Context, endpoints []string, prefix string, opts Options) 
 		logger = zap.NewNop()
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          timeout,
+		Endpoints:   endpoints,
+		DialTimeout: timeout,
 		// gRPC pings find a connection that died silently, so that the client dials again
 		// after a partition; etcd refuses pings more often than every 5 s by default.
 		DialKeepAliveTime:    10 * time.Second,

@@ -139,3 +139,40 @@ func TestMoverKilledTakenOver(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseEndsCampaign: closing a client whose campaign waits ends the campaign with
+// ErrClosed, and its queued key goes with its lease.
+func TestCloseEndsCampaign(t *testing.T) {
+	eps := servers[0].endpoints
+	ctx := ctxT(t)
+	pfx := prefix(t)
+	a := open(t, eps, pfx, coord.Options{Identity: "holder"})
+	if _, err := a.TryMover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := coord.Open(ctx, eps, pfx, coord.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(ctx)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let it queue (the test holds either way)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, coord.ErrClosed) {
+			t.Errorf("campaign of a closed client: %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the campaign still waits after Close")
+	}
+	r, err := a.Etcd().Get(ctx, a.Prefix()+"mover/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "holder" {
+		t.Errorf("election keys after Close: %v, %v; want the holder's alone", r.Kvs, err)
+	}
+}
