@@ -3,12 +3,14 @@ package coord_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardkit/shard/coord"
+	"github.com/shardkit/shard/coord/embedded"
 )
 
 func jump(n int) coord.Placement {
@@ -252,4 +254,56 @@ func TestWatchAfterCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestServerRestart stops the etcd server and starts it again on the same endpoint and
+// data: the clients reconnect, the view follows the record again, and a change made after
+// the restart reaches it.
+func TestServerRestart(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	eps, stop, err := embedded.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() }) // after the clients close: a server with clients takes 7 s to stop
+	pfx := prefix(t)
+	follower := open(t, eps, pfx, coord.Options{TTL: 2 * time.Second, DialTimeout: 2 * time.Second})
+	writer := open(t, eps, pfx, coord.Options{TTL: 2 * time.Second, DialTimeout: 2 * time.Second})
+	rev, err := writer.Update(ctx, 0, jump(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follower.Wait(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	stop()
+	t.Logf("stopped %v", time.Since(t0))
+	u, _ := url.Parse(eps[0])
+	if _, stop, err = embedded.StartAt(dir, u.Host); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted %v", time.Since(t0))
+	var rev2 int64
+	eventually(t, 30*time.Second, "the writer updates after the restart", func() error {
+		_, r, err := writer.Get(ctx)
+		if err != nil {
+			return err
+		}
+		rev2, err = writer.Update(ctx, r, jump(4))
+		return err
+	})
+	t.Logf("updated %v", time.Since(t0))
+	eventually(t, 30*time.Second, "the follower sees the update", func() error {
+		p, got, err := follower.Current()
+		if err != nil {
+			return err
+		}
+		if got != rev2 || p.Layout.Shards != 4 {
+			return fmt.Errorf("view %+v at %d, want 4 shards at %d", p.Layout, got, rev2)
+		}
+		return nil
+	})
+	t.Logf("seen %v", time.Since(t0))
 }
