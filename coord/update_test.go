@@ -40,6 +40,7 @@ func TestUpdateCompareAndSwap(t *testing.T) {
 		if ce.Current != rev1 || ce.Writer != "operator-a" || !strings.Contains(err.Error(), "operator-a") {
 			t.Errorf("conflict %+v (%q): want current revision %d written by operator-a", ce, err, rev1)
 		}
+		t.Log(err)
 
 		rev2, err := b.Update(ctx, rev1, jump(7))
 		if err != nil {
@@ -48,6 +49,8 @@ func TestUpdateCompareAndSwap(t *testing.T) {
 		// A stale revision loses, nothing is written.
 		if _, err := a.Update(ctx, rev1, jump(8)); !errors.Is(err, coord.ErrConflict) {
 			t.Fatalf("update at stale revision %d: %v, want ErrConflict", rev1, err)
+		} else {
+			t.Log(err)
 		}
 		// An invalid placement is refused before anything is sent.
 		if _, err := a.Update(ctx, rev2, jump(0)); !errors.Is(err, coord.ErrInput) {
@@ -183,6 +186,8 @@ func TestStoredRecordRefused(t *testing.T) {
 			}
 			if p, got, err := v.Current(); !errors.Is(err, bad.want) || got != rev || p.Layout.Strategy != "" {
 				t.Fatalf("view of %s: %+v at %d, %v; want %v at %d", bad.record, p, got, err, bad.want, rev)
+			} else {
+				t.Log(err)
 			}
 			if _, _, err := c.Get(ctx); !errors.Is(err, bad.want) {
 				t.Fatalf("Get of %s: %v, want %v", bad.record, err, bad.want)
