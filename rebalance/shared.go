@@ -313,6 +313,9 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		return nil
 	}
 	if err := m.store.Claim(ctx, m.id, m.opts.Token); err != nil {
+		if fe := (*FenceError)(nil); errors.As(err, &fe) {
+			return err // it says which migration and which tokens
+		}
 		return fmt.Errorf("rebalance: migration %q: claim with token %d: %w", m.id, m.opts.Token, err)
 	}
 	var (
