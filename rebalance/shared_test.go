@@ -253,10 +253,10 @@ func TestSharedCopyMismatch(t *testing.T) {
 	require.Equal(t, w.acked[o], w.store.rows[a][o], "the old shard keeps every row")
 	f, err := w.store.Fences(ctx, []string{o, o}, b)
 	require.NoError(t, err)
-	require.Equal(t, []FenceState{Importing, Importing}, f, "the new shard's partial copy is fenced: nobody sees it")
+	require.Equal(t, []Fence{{Importing, "m"}, {Importing, "m"}}, f, "the new shard's partial copy is fenced: nobody sees it")
 	f, err = w.store.Fences(ctx, []string{o}, a)
 	require.NoError(t, err)
-	require.Equal(t, []FenceState{Serving}, f, "the old shard serves the owner again")
+	require.Equal(t, []Fence{{}}, f, "the old shard serves the owner again")
 	require.NoError(t, w.write(ctx, w.shared(t, "m", w.store, SharedOptions{}), o, 77))
 	require.Equal(t, w.acked[o], w.store.rows[a][o])
 }

@@ -19,7 +19,7 @@ import (
 type MemShared struct {
 	mu     sync.Mutex
 	rows   []map[string]map[int]string // shard -> owner -> key -> row
-	fences []map[string]FenceState     // shard -> owner -> fence (absent: Serving)
+	fences []map[string]Fence          // shard -> owner -> fence (absent: Serving)
 	tokens []map[string]uint64         // shard -> migration -> newest token; the last is the control's
 	marks  map[[2]string]Mark          // {migration, owner}
 	locks  []map[string]*sync.RWMutex  // shard -> owner -> fence lock
@@ -31,7 +31,7 @@ func NewMemShared(n int) *MemShared {
 	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n)}
 	for range n {
 		s.rows = append(s.rows, map[string]map[int]string{})
-		s.fences = append(s.fences, map[string]FenceState{})
+		s.fences = append(s.fences, map[string]Fence{})
 		s.tokens = append(s.tokens, map[string]uint64{})
 		s.locks = append(s.locks, map[string]*sync.RWMutex{})
 	}
@@ -115,7 +115,7 @@ func (s *MemShared) Access(_ context.Context, owner string, shard int, fn func(t
 	l.RLock()
 	defer l.RUnlock()
 	s.mu.Lock()
-	f := s.fences[shard][owner]
+	f := s.fences[shard][owner].State
 	s.mu.Unlock()
 	if f != Serving {
 		return &FenceError{Owner: owner, Shard: shard, State: f}
@@ -133,13 +133,13 @@ func (s *MemShared) Access(_ context.Context, owner string, shard int, fn func(t
 	return nil
 }
 
-func (s *MemShared) Fences(_ context.Context, owners []string, shard int) ([]FenceState, error) {
+func (s *MemShared) Fences(_ context.Context, owners []string, shard int) ([]Fence, error) {
 	if err := s.check(shard); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]FenceState, len(owners))
+	out := make([]Fence, len(owners))
 	for i, o := range owners {
 		out[i] = s.fences[shard][o]
 	}
@@ -165,7 +165,7 @@ func (s *MemShared) SetFence(_ context.Context, migration string, owners []strin
 		if state == Serving {
 			delete(s.fences[shard], o)
 		} else {
-			s.fences[shard][o] = state
+			s.fences[shard][o] = Fence{State: state, Migration: migration}
 		}
 	}
 	return nil
