@@ -327,3 +327,48 @@ func TestInitRefusesLostShard(t *testing.T) {
 		t.Errorf("error does not name the shard: %v", err)
 	}
 }
+
+// TestFenceWaitsForAccessInFlight: a fence change on a shard waits for the accesses of that
+// owner that read the old fence there, and every access that starts after it sees the new
+// one. An access holds its transaction open (inside fn) while the fence change starts; when
+// SetFence returns, the access's row must be committed, so the tail copy that follows the
+// fence finds it.
+func TestFenceWaitsForAccessInFlight(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		app, mover := e.open(t, 2), e.open(t, 2)
+		const owner = "42"
+		inside := make(chan struct{})
+		accessed := make(chan error, 1)
+		go func() {
+			accessed <- app.store.Access(ctx, owner, 0, func(tx *sql.Tx) error {
+				close(inside)
+				time.Sleep(300 * time.Millisecond) // long enough that a fence change that does not wait returns first
+				_, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES (1, 42, 0, 'in flight', 0)")
+				return err
+			})
+		}()
+		<-inside
+		if err := mover.store.SetFence(ctx, "m", []string{owner}, 0, rebalance.Moved, 1); err != nil {
+			t.Fatal(err)
+		}
+		n, err := mover.store.Count(ctx, owner, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("SetFence returned while an access that read the old fence was still writing: %d rows committed, want 1", n)
+		}
+		if err := <-accessed; err != nil {
+			t.Fatal(err)
+		}
+		err = app.store.Access(ctx, owner, 0, func(*sql.Tx) error { return errors.New("fn ran on a moved shard") })
+		if !isFenced(err) {
+			t.Fatalf("access after the fence: got %v, want ErrFenced", err)
+		}
+		// Another owner is not held up by this owner's fence.
+		if err := app.store.Access(ctx, "43", 0, func(*sql.Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
