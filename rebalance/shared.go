@@ -129,6 +129,9 @@ type SharedStore[Tx any] interface {
 	// replaced. It returns the cursor of the last row copied, how many rows it copied, and
 	// done when no row is left after it. It leaves from unchanged.
 	CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, rows int, done bool, err error)
+	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
+	// order. The mover uses it to find where rows committed out of key order are missing.
+	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
 	// DeleteChunk deletes up to limit of owner's rows on shard in one short transaction and
 	// returns how many it deleted: 0 when none is left.
 	DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error)
@@ -293,9 +296,10 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 //  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
 //     serves the owner and the application keeps writing there;
 //  3. fence A moved: the owner is served by no shard from here to step 5;
-//  4. copy the tail (the rows written since their chunk was copied) and check that A and B
-//     hold as many rows; if not, copy the owner whole again; if still not, fence A serving
-//     again and stop with ErrCopyMismatch;
+//  4. copy the tail (the rows written since their chunk was copied: after the last row
+//     copied, and, if B holds fewer rows than A, from the chunk end before which the
+//     missing rows lie) and check that A and B hold as many rows; if not, copy the owner
+//     whole again; if still not, fence A serving again and stop with ErrCopyMismatch;
 //  5. fence B serving: the commit point, B serves the owner from now on;
 //  6. delete the owner's rows on A in chunks (A stays fenced moved);
 //  7. mark the owner Done, in a batch with others.
@@ -484,7 +488,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
-		var cur Cursor
+		var c copier
 		if fa.State == Serving {
 			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
@@ -494,7 +498,9 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
 				return err
 			}
-			if cur, err = m.copyFrom(ctx, owner, a, b, ""); err != nil {
+			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
+			// left for the exclusive window is what arrives during the fence.
+			if _, _, err := m.catchUp(ctx, owner, a, b, &c); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -503,7 +509,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
 			return err
 		}
-		if err := m.tail(ctx, owner, a, b, cur); err != nil {
+		if err := m.tail(ctx, owner, a, b, &c); err != nil {
 			if errors.Is(err, ErrCopyMismatch) {
 				// The old shard keeps every row: let it serve the owner again.
 				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
@@ -550,63 +556,97 @@ func (f Fence) String() string {
 	return fmt.Sprintf("%v by %q", f.State, f.Migration)
 }
 
-// copyFrom copies owner's rows after cur from a to b chunk by chunk, and returns the cursor
-// of the last row.
-func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, cur Cursor) (Cursor, error) {
+// copier is how far one owner's copy has gone: the cursor after its last row copied, and
+// the cursor at the end of each chunk, where rows committed out of key order are looked for.
+type copier struct {
+	cur  Cursor
+	ends []Cursor
+}
+
+// copyFrom copies owner's rows after from, from a to b chunk by chunk. If advance, the
+// chunks continue the copier's (from is its cursor) and their ends are recorded.
+func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, c *copier, from Cursor, advance bool) error {
 	for {
-		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, cur, m.opts.ChunkRows)
+		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, from, m.opts.ChunkRows)
 		if err != nil {
-			return cur, err
+			return err
 		}
 		m.rows.Add(int64(n))
 		if n > 0 {
-			cur = next
+			from = next
+			if advance {
+				c.cur, c.ends = next, append(c.ends, next)
+			}
 		}
 		if done {
-			return cur, nil
+			return nil
 		}
 		if n == 0 {
-			return cur, fmt.Errorf("store copied no row after cursor %q and said more are left", cur)
+			return fmt.Errorf("store copied no row after cursor %q and said more are left", from)
 		}
 	}
 }
 
-// tail copies what owner's rows on a gained since the chunks were copied (a is fenced moved,
-// b importing: nothing writes either), and checks that both hold as many rows. Rows
-// committed out of key order, or changed after their chunk was copied, make a second copy of
-// the whole owner (each row replaced by key); rows deleted after their chunk leave b with
-// more rows, and the owner is copied whole in one transaction (Store.Copy).
-func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, cur Cursor) error {
-	counts := func() (int64, int64, error) {
-		na, err := m.store.Count(ctx, owner, a)
+// catchUp copies what owner's rows on a gained after the copier's cursor, then, if b holds
+// fewer rows than a, copies again from the last chunk end before which the missing rows
+// lie: rows committed out of key order (an ID taken before a transaction that committed
+// after a later one) land behind the cursor, near it. It returns the counts of a and b.
+func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
+	if err := m.copyFrom(ctx, owner, a, b, c, c.cur, true); err != nil {
+		return 0, 0, err
+	}
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
+		return na, nb, err
+	}
+	// Walk back over the chunk ends, 1, 2, 4, ... chunks, to one after which all the
+	// missing rows lie.
+	from := Cursor("")
+	for back := 1; back <= len(c.ends); back *= 2 {
+		end := c.ends[len(c.ends)-back]
+		ca, err := m.store.CountAfter(ctx, owner, a, end)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
 		}
-		nb, err := m.store.Count(ctx, owner, b)
+		cb, err := m.store.CountAfter(ctx, owner, b, end)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
 		}
-		return na, nb, nil
+		if ca-cb >= na-nb {
+			from = end
+			break
+		}
 	}
-	if _, err := m.copyFrom(ctx, owner, a, b, cur); err != nil {
-		return err
+	if err := m.copyFrom(ctx, owner, a, b, c, from, false); err != nil {
+		return 0, 0, err
 	}
-	na, nb, err := counts()
+	return m.counts(ctx, owner, a, b)
+}
+
+func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
+	na, err := m.store.Count(ctx, owner, a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
+	}
+	nb, err := m.store.Count(ctx, owner, b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
+	}
+	return na, nb, nil
+}
+
+// tail copies what owner's rows on a gained since the copier's cursor (a is fenced moved,
+// b importing: nothing writes either) and checks that both hold as many rows; see catchUp.
+// Rows deleted after their chunk was copied leave b with more rows, and the owner is then
+// copied whole in one transaction (Store.Copy).
+func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier) error {
+	na, nb, err := m.catchUp(ctx, owner, a, b, c)
 	if err != nil || na == nb {
 		return err
-	}
-	if nb < na {
-		if _, err := m.copyFrom(ctx, owner, a, b, ""); err != nil {
-			return err
-		}
-		if na, nb, err = counts(); err != nil || na == nb {
-			return err
-		}
 	}
 	if err := m.store.Copy(ctx, owner, a, b); err != nil {
 		return fmt.Errorf("copy whole: %w", err)
 	}
-	if na, nb, err = counts(); err != nil || na == nb {
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || na == nb {
 		return err
 	}
 	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)

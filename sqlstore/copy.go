@@ -95,7 +95,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows [][]any) error 
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(" + placeholders(i*ncol+1, ncol) + ")")
+			b.WriteString("(" + s.placeholders(i*ncol+1, ncol) + ")")
 			args = append(args, r...)
 		}
 		b.WriteString(s.insertTail)
@@ -183,6 +183,29 @@ func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, erro
 	}
 	var n int64
 	err = db.QueryRowContext(ctx, s.count, o).Scan(&n)
+	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
+}
+
+// CountAfter returns how many of owner's rows on shard come after the cursor.
+func (s *Store) CountAfter(ctx context.Context, owner string, shard int, after rebalance.Cursor) (int64, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return 0, err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return 0, err
+	}
+	k, err := decodeCursor(after)
+	if err != nil {
+		return 0, err
+	}
+	q, args := s.countAfter, []any{o, k}
+	if k == nil {
+		q, args = s.count, args[:1]
+	}
+	var n int64
+	err = db.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
 }
 

@@ -81,7 +81,7 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 		at[o] = append(at[o], i)
 	}
 	for batch := range slices.Chunk(owners, 500) {
-		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
 		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, s.wrap(shard, "read fences", err)
@@ -138,17 +138,16 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 		var q string
 		var args []any
 		if state == rebalance.Serving {
-			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
 		} else {
 			var b strings.Builder
 			b.WriteString("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ")
-			args = append(args, migration)
 			for i, o := range batch {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				fmt.Fprintf(&b, "($%d, %d, $1, %d)", i+2, state, int64(token))
-				args = append(args, o)
+				fmt.Fprintf(&b, "(%s, %d, %s, %d)", s.placeholders(2*i+1, 1), state, s.placeholders(2*i+2, 1), int64(token))
+				args = append(args, o, migration)
 			}
 			b.WriteString(" ON CONFLICT (owner) DO UPDATE SET state = excluded.state, migration = excluded.migration, token = excluded.token")
 			q = b.String()
@@ -233,14 +232,22 @@ func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, to
 	return nil
 }
 
-// placeholders returns "$first, ..., $(first+n-1)".
-func placeholders(first, n int) string {
+// placeholders returns n parameters from the first: "$first, ..., $(first+n-1)" on
+// PostgreSQL, "?, ..., ?" on SQLite, where modernc.org/sqlite binds numbered parameters
+// ($n, ?n) by name, which takes 100-200 ms for a statement of 5,000 of them against 3 ms for
+// plain ones (measured here). Statements of many parameters take their arguments in the
+// order the parameters appear.
+func (s *Store) placeholders(first, n int) string {
 	var b strings.Builder
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "$%d", first+i)
+		if s.dialect == SQLite {
+			b.WriteByte('?')
+		} else {
+			fmt.Fprintf(&b, "$%d", first+i)
+		}
 	}
 	return b.String()
 }
