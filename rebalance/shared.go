@@ -500,7 +500,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
 			// left for the exclusive window is what arrives during the fence.
-			if _, _, err := m.catchUp(ctx, owner, a, b, &c); err != nil {
+			if _, _, err := m.catchUp(ctx, owner, a, b, &c, false); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -591,9 +591,15 @@ func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, c *co
 // fewer rows than a, copies again from the last chunk end before which the missing rows
 // lie: rows committed out of key order (an ID taken before a transaction that committed
 // after a later one) land behind the cursor, near it. It returns the counts of a and b.
-func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
+//
+// Before the fence (not exact), a owner of one chunk is not counted: nothing would be
+// gained before the exact count after the fence.
+func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier, exact bool) (na, nb int64, err error) {
 	if err := m.copyFrom(ctx, owner, a, b, c, c.cur, true); err != nil {
 		return 0, 0, err
+	}
+	if !exact && len(c.ends) < 2 {
+		return 0, 0, nil // one chunk: the exact catch-up after the fence costs no more
 	}
 	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
 		return na, nb, err
@@ -639,7 +645,7 @@ func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64,
 // Rows deleted after their chunk was copied leave b with more rows, and the owner is then
 // copied whole in one transaction (Store.Copy).
 func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier) error {
-	na, nb, err := m.catchUp(ctx, owner, a, b, c)
+	na, nb, err := m.catchUp(ctx, owner, a, b, c, true)
 	if err != nil || na == nb {
 		return err
 	}
@@ -652,11 +658,12 @@ func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier
 	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)
 }
 
-// deleteAll deletes owner's rows on shard s chunk by chunk.
+// deleteAll deletes owner's rows on shard s chunk by chunk, on a shard that does not serve
+// owner (nothing adds rows there): a chunk short of the limit was the last.
 func (m *Shared[Tx]) deleteAll(ctx context.Context, owner string, s int) error {
 	for {
 		n, err := m.store.DeleteChunk(ctx, owner, s, m.opts.ChunkRows)
-		if err != nil || n == 0 {
+		if err != nil || n < m.opts.ChunkRows {
 			return err
 		}
 	}

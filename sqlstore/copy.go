@@ -80,10 +80,18 @@ func (s *Store) readRows(ctx context.Context, owner string, shard int, cur rebal
 	return out, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), rows.Err())
 }
 
-// insertRows writes rows in tx, many per statement, replacing rows of the same key.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows [][]any) error {
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// perStatement is how many rows one INSERT carries.
+func (s *Store) perStatement() int { return maxParams / len(s.table.Columns) }
+
+// insertRows writes rows, many per statement, replacing rows of the same key.
+func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 	ncol := len(s.table.Columns)
-	per := maxParams / ncol
+	per := s.perStatement()
 	var b strings.Builder
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), per)]
@@ -119,6 +127,14 @@ func (s *Store) CopyChunk(ctx context.Context, owner string, from, to int, after
 	next, err := encodeCursor(rows[len(rows)-1][s.key])
 	if err != nil {
 		return after, 0, false, s.wrap(from, "read key", err)
+	}
+	if len(rows) <= s.perStatement() {
+		// One statement is a transaction of its own: two round trips fewer than BEGIN/COMMIT.
+		db, _ := s.shard(to)
+		if err := s.insertRows(ctx, db, rows); err != nil {
+			return after, 0, false, s.wrap(to, fmt.Sprintf("write %d rows of owner %q", len(rows), owner), err)
+		}
+		return next, len(rows), len(rows) < limit, nil
 	}
 	tx, err := s.begin(ctx, to)
 	if err != nil {
