@@ -292,7 +292,8 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 // count, then to move) and holds only a batch of them at a time. For each owner, from its
 // old shard A to its new shard B:
 //
-//  1. fence B importing, and delete what a stopped copy left of the owner there;
+//  1. fence B importing, and delete what a stopped copy left of the owner there (if B
+//     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
 //  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
 //     serves the owner and the application keeps writing there;
 //  3. fence A moved: the owner is served by no shard from here to step 5;
@@ -490,13 +491,27 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		// replaced by Importing, as the fence always says the current truth.
 		var c copier
 		if fa.State == Serving {
+			if fb.State == Serving {
+				// B serves the owner as far as B knows: rows there are the owner's data, not a
+				// stopped copy, and the before sharder does not say where the owner is.
+				n, err := m.store.Count(ctx, owner, b)
+				if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+					return err
+				}
+				if n > 0 {
+					return step("check the new shard", fmt.Errorf("shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", b, n, a, ErrConfig))
+				}
+			}
 			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
 					return err
 				}
 			}
-			if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
-				return err
+			if fb.State != Serving {
+				// A stopped copy of this migration, or an old copy a move away from B left.
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
+					return err
+				}
 			}
 			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
 			// left for the exclusive window is what arrives during the fence.

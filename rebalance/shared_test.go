@@ -405,3 +405,19 @@ func TestSharedPlanMismatch(t *testing.T) {
 	require.Contains(t, err.Error(), `says moved by "grow"`)
 	w.check(t, true)
 }
+
+// TestSharedRefusesDataOnTheNewShard: an owner whose rows are on the shard the migration
+// moves it to, served there, is not cleared as a stopped copy: the plan is wrong.
+func TestSharedRefusesDataOnTheNewShard(t *testing.T) {
+	w := newSharedWorld(t, 10, 5, 1, 2).oneMoving(t)
+	o := w.owners[0]
+	a, b := w.before.Locate(o), w.after.Locate(o)
+	w.store.rows[b][o], w.store.rows[a][o] = w.store.rows[a][o], nil
+	err := w.shared(t, "m", w.store, SharedOptions{Token: 1}).Run(context.Background(), slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrConfig)
+	require.Contains(t, err.Error(), "the plan does not match where the owner is")
+	require.Equal(t, w.acked[o], w.store.rows[b][o])
+	f, err := w.store.Fences(context.Background(), []string{o}, b)
+	require.NoError(t, err)
+	require.Equal(t, Serving, f[0].State)
+}
