@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,8 @@ type SharedStore[Tx any] interface {
 	// replaced. It returns the cursor of the last row copied, how many rows it copied, and
 	// done when no row is left after it. It leaves from unchanged.
 	CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, rows int, done bool, err error)
+	// Counts returns how many rows each of owners has on shard, in the order of owners.
+	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
 	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
 	// order. The mover uses it to find where rows committed out of key order are missing.
 	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
@@ -165,6 +168,11 @@ type SharedOptions struct {
 	// Batch is how many owners' marks one statement reads or writes, in [0, MaxBatch]. Zero
 	// means 256.
 	Batch int
+	// Group is how many owners of one pair of shards Run moves together, in [0, MaxBatch]:
+	// their fences change in one transaction per step and their rows are counted in one
+	// statement, and they are served by no shard over one window (their tails). Zero means 16;
+	// 1 moves owners one by one.
+	Group int
 	// FenceWait bounds how long Do waits for an owner that is between its fence on the old
 	// shard and its commit on the new one (a few ms, unless the mover stopped there), in [0,
 	// MaxFenceWait]. Zero means 10 s.
@@ -217,14 +225,15 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d: want [0, %d]: %w", id, opts.Concurrency, MaxConcurrency, ErrConfig)
 	case opts.ChunkRows < 0 || opts.ChunkRows > MaxChunkRows:
 		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d: want [0, %d]: %w", id, opts.ChunkRows, MaxChunkRows, ErrConfig)
-	case opts.Batch < 0 || opts.Batch > MaxBatch:
-		return nil, fmt.Errorf("rebalance: migration %q: Batch %d: want [0, %d]: %w", id, opts.Batch, MaxBatch, ErrConfig)
+	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
+		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
 	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
 		return nil, fmt.Errorf("rebalance: migration %q: FenceWait %v: want [0, %v]: %w", id, opts.FenceWait, MaxFenceWait, ErrConfig)
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
 	opts.Batch = cmp.Or(opts.Batch, 256)
+	opts.Group = cmp.Or(opts.Group, 16)
 	opts.FenceWait = cmp.Or(opts.FenceWait, 10*time.Second)
 	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts, locks: make([]sync.Mutex, 1024)}, nil
 }
@@ -337,7 +346,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		done     int
 		firstErr error
 		finished []string // owners moved, whose Done marks are not written yet
-		work     = make(chan string)
+		work     = make(chan []string)
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -366,25 +375,28 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
-			for o := range work {
-				l := &m.locks[keyhash.XXH64(o)%uint64(len(m.locks))]
-				l.Lock() // an owner listed twice is moved once at a time
-				err := m.move(ctx, o, m.before.Locate(o), m.after.Locate(o))
-				l.Unlock()
+			for group := range work {
+				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
+				moved, err := m.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
+				unlock()
 				if err != nil {
 					fail(err)
-					continue
 				}
 				mu.Lock()
-				finished = append(finished, o)
-				if done++; m.opts.Progress != nil {
-					m.opts.Progress(Progress{Done: done, Total: total})
+				finished = append(finished, moved...)
+				for range moved {
+					if done++; m.opts.Progress != nil {
+						m.opts.Progress(Progress{Done: done, Total: total})
+					}
 				}
 				mu.Unlock()
 				flush(false)
 			}
 		})
 	}
+	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
+	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
+	groups := map[[2]int][]string{}
 	batch := make([]string, 0, m.opts.Batch)
 	feed := func() bool {
 		defer func() { batch = batch[:0] }()
@@ -409,10 +421,15 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				mu.Unlock()
 				continue
 			}
-			if ctx.Err() != nil || failed() {
-				return false
+			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			groups[pair] = append(groups[pair], o)
+			if g := groups[pair]; len(g) == m.opts.Group {
+				if ctx.Err() != nil || failed() {
+					return false
+				}
+				work <- g
+				delete(groups, pair)
 			}
-			work <- o
 		}
 		return true
 	}
@@ -426,6 +443,12 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	if len(batch) > 0 && ctx.Err() == nil && !failed() {
 		feed()
+	}
+	for _, g := range groups {
+		if ctx.Err() != nil || failed() {
+			break
+		}
+		work <- g
 	}
 	close(work)
 	wg.Wait()
@@ -446,6 +469,143 @@ func (m *Shared[Tx]) changed(owners iter.Seq[string]) iter.Seq[string] {
 			if m.before.Locate(o) != m.after.Locate(o) && !yield(o) {
 				return
 			}
+		}
+	}
+}
+
+// lockOwners locks the mover's stripes of owners, in order, and returns the unlock.
+func (m *Shared[Tx]) lockOwners(owners []string) func() {
+	stripes := make([]int, len(owners))
+	for i, o := range owners {
+		stripes[i] = int(keyhash.XXH64(o) % uint64(len(m.locks)))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		m.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			m.locks[i].Unlock()
+		}
+	}
+}
+
+// moveGroup moves owners, all from shard a to shard b, and returns those it moved (up to
+// the deletion of their old copies). Owners that start fresh go through the steps together;
+// an owner a stop left part way is resumed on its own (move).
+func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: %d owners: %s (shard %d -> %d): %w", m.id, len(owners), what, a, b, err)
+		}
+		return nil
+	}
+	fas, err := m.fences(ctx, owners, a)
+	if err := step(fmt.Sprintf("read fences on shard %d", a), err); err != nil {
+		return nil, err
+	}
+	fbs, err := m.fences(ctx, owners, b)
+	if err := step(fmt.Sprintf("read fences on shard %d", b), err); err != nil {
+		return nil, err
+	}
+	var fresh []string // both shards serving: not begun
+	for i, o := range owners {
+		if fas[i].State == Serving && fbs[i].State == Serving {
+			fresh = append(fresh, o)
+			continue
+		}
+		if err := m.move(ctx, o, a, b); err != nil {
+			return moved, err
+		}
+		moved = append(moved, o)
+	}
+	if len(fresh) == 0 {
+		return moved, nil
+	}
+	// B serves these owners as far as B knows: rows there are an owner's data, not a stopped
+	// copy, and the before sharder does not say where the owner is.
+	nb, err := m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if nb[i] > 0 {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
+		}
+	}
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	copiers := make([]copier, len(fresh))
+	for i, o := range fresh {
+		if _, _, err := m.catchUp(ctx, o, a, b, &copiers[i], false); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	// From the fence on A to the commit on B, no shard serves these owners: Do waits.
+	start := time.Now()
+	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if err := m.copyFrom(ctx, o, a, b, &copiers[i], copiers[i].cur, true); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
+	}
+	nb, err = m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	commit := fresh[:0:0]
+	var mismatch error
+	for i, o := range fresh {
+		if na[i] != nb[i] {
+			// Rows committed behind the cursor, or deleted: the owner's own tail.
+			if err := m.tail(ctx, o, a, b, &copiers[i]); err != nil {
+				if errors.Is(err, ErrCopyMismatch) {
+					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
+						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+					}
+				}
+				mismatch = cmp.Or(mismatch, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err))
+				continue
+			}
+		}
+		commit = append(commit, o)
+	}
+	if len(commit) > 0 {
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.opts.Token)); err != nil {
+			return moved, err
+		}
+		m.noteExclusive(time.Since(start))
+		m.moved.Add(int64(len(commit)))
+	}
+	for _, o := range commit {
+		if err := m.deleteAll(ctx, o, a); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: delete old copy on shard %d (shard %d -> %d): %w", m.id, o, a, a, b, err)
+		}
+		moved = append(moved, o)
+	}
+	return moved, mismatch
+}
+
+func countsErr(n []int64, owners []string, err error) error {
+	if err == nil && len(n) != len(owners) {
+		return fmt.Errorf("store returned %d counts for %d owners", len(n), len(owners))
+	}
+	return err
+}
+
+func (m *Shared[Tx]) noteExclusive(held time.Duration) {
+	for {
+		old := m.maxExclusive.Load()
+		if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
+			return
 		}
 	}
 }
@@ -536,18 +696,29 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.opts.Token)); err != nil {
 			return err
 		}
-		held := time.Since(start)
-		for {
-			old := m.maxExclusive.Load()
-			if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
-				break
-			}
-		}
+		m.noteExclusive(time.Since(start))
 		m.moved.Add(1)
 	default:
 		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
 	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, owner, a))
+}
+
+// fences reads the fences of owners on shard s and checks what the store returned.
+func (m *Shared[Tx]) fences(ctx context.Context, owners []string, s int) ([]Fence, error) {
+	f, err := m.store.Fences(ctx, owners, s)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(f) != len(owners):
+		return nil, fmt.Errorf("store returned %d fences for %d owners", len(f), len(owners))
+	}
+	for _, x := range f {
+		if x.State > Moved {
+			return nil, fmt.Errorf("store returned %v: %w", x.State, ErrMark)
+		}
+	}
+	return f, nil
 }
 
 func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, error) {

@@ -219,6 +219,19 @@ func (s *MemShared) CopyChunk(_ context.Context, owner string, from, to int, aft
 	return Cursor(strconv.Itoa(keys[len(keys)-1])), len(keys), len(keys) < limit, nil
 }
 
+func (s *MemShared) Counts(_ context.Context, owners []string, shard int) ([]int64, error) {
+	if err := s.check(shard); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, len(owners))
+	for i, o := range owners {
+		out[i] = int64(len(s.rows[shard][o]))
+	}
+	return out, nil
+}
+
 func (s *MemShared) CountAfter(_ context.Context, owner string, shard int, after Cursor) (int64, error) {
 	if err := s.check(shard); err != nil {
 		return 0, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -200,6 +201,58 @@ func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, erro
 	var n int64
 	err = db.QueryRowContext(ctx, s.count, o).Scan(&n)
 	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
+}
+
+// Counts returns how many rows each of owners has on shard, a statement per 500 owners.
+func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(owners))
+	at := make(map[string][]int, len(owners))
+	args := make([]any, 0, min(len(owners), 500))
+	for i, o := range owners {
+		arg, err := s.ownerArg(o)
+		if err != nil {
+			return nil, err
+		}
+		// The owner column's value comes back in its own form: key the map by it.
+		k := fmt.Sprint(arg)
+		at[k] = append(at[k], i)
+	}
+	for batch := range slices.Chunk(owners, 500) {
+		args = args[:0]
+		for _, o := range batch {
+			arg, _ := s.ownerArg(o)
+			args = append(args, arg)
+		}
+		q := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s",
+			s.table.Owner, s.table.Table, s.table.Owner, s.placeholders(1, len(batch)), s.table.Owner)
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, s.wrap(shard, fmt.Sprintf("count rows of %d owners", len(batch)), err)
+		}
+		for rows.Next() {
+			var o any
+			var n int64
+			if err := rows.Scan(&o, &n); err != nil {
+				rows.Close()
+				return nil, s.wrap(shard, "count rows", err)
+			}
+			if b, ok := o.([]byte); ok {
+				o = string(b)
+			}
+			for _, i := range at[fmt.Sprint(o)] {
+				out[i] = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap(shard, "count rows", err)
+		}
+	}
+	return out, nil
 }
 
 // CountAfter returns how many of owner's rows on shard come after the cursor.
