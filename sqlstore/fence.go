@@ -118,21 +118,28 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 		return err
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, shard); err != nil {
-		return err
-	}
 	if s.dialect == PostgreSQL {
-		// Locks in key order, so that two fence changes of overlapping owners cannot deadlock.
+		// One statement takes the migration's token lock shared (see checkToken) and the
+		// owners exclusive, in key order, so that two fence changes of overlapping owners
+		// cannot deadlock.
 		keys := make([]int32, len(owners))
 		for i, o := range owners {
 			keys[i] = lockKey(o)
 		}
 		slices.Sort(keys)
+		var q strings.Builder
+		q.WriteString("SELECT pg_advisory_xact_lock_shared($1, $2)")
+		args := []any{epochNS, lockKey(migration), s.ns}
 		for _, k := range slices.Compact(keys) {
-			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", s.ns, k); err != nil {
-				return s.wrap(shard, "lock owners for a fence change", err)
-			}
+			args = append(args, k)
+			fmt.Fprintf(&q, ", pg_advisory_xact_lock($3, $%d)", len(args))
 		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return s.wrap(shard, "lock owners for a fence change", err)
+		}
+	}
+	if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
+		return err
 	}
 	for batch := range slices.Chunk(owners, 500) {
 		var q string
@@ -167,7 +174,7 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 		if err != nil {
 			return err
 		}
-		err = s.checkToken(ctx, tx, migration, token, i)
+		err = s.checkToken(ctx, tx, migration, token, i, tokenExclusive)
 		if err == nil {
 			err = s.wrap(i, "commit claim", tx.Commit())
 		}
@@ -181,7 +188,7 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 		return fmt.Errorf("sqlstore: control database: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+	if err := s.checkToken(ctx, tx, migration, token, -1, tokenExclusive); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -190,12 +197,29 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 	return nil
 }
 
-// checkToken is the first statement of a mover's transaction on shard (-1: the control
+// epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).
+var epochNS = func() int32 {
+	h := fnv.New32a()
+	h.Write([]byte("shardkit/rebalance-epoch"))
+	return int32(h.Sum32())
+}()
+
+// How checkToken takes the migration's token lock on PostgreSQL.
+const (
+	tokenHeld      = iota // the caller took it shared
+	tokenShared           // a mover's step: many at once
+	tokenExclusive        // a claim: waits for the steps under way
+)
+
+// checkToken is the first step of a mover's transaction on shard (-1: the control
 // database): it records token as the newest of migration there, or returns a
-// *rebalance.FenceError if a newer one was recorded. The row stays locked (shared when the
-// token is already the newest) until the transaction ends, so a newer mover's claim waits
-// for this transaction and then refuses the older mover everything.
-func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, token uint64, shard int) error {
+// *rebalance.FenceError if a newer one was recorded. On PostgreSQL a step holds the
+// migration's token lock shared until it commits and a claim holds it exclusive, so a newer
+// mover's claim waits for the steps under way and then refuses the older mover everything
+// (an advisory lock rather than FOR SHARE on the token row, which makes a MultiXact for every
+// concurrent step). On SQLite the transaction's first statement writes, which serializes it
+// with everything else on that database.
+func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, token uint64, shard int, lock int) error {
 	where := func(err error) error {
 		if shard < 0 {
 			return fmt.Errorf("sqlstore: control database: check mover token: %w", err)
@@ -207,7 +231,13 @@ func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, to
 	}
 	var newest int64
 	if s.dialect == PostgreSQL {
-		err := tx.QueryRowContext(ctx, "SELECT token FROM rebalance_epoch WHERE migration = $1 FOR SHARE", migration).Scan(&newest)
+		if lock != tokenHeld {
+			fn := map[int]string{tokenShared: "pg_advisory_xact_lock_shared", tokenExclusive: "pg_advisory_xact_lock"}[lock]
+			if _, err := tx.ExecContext(ctx, "SELECT "+fn+"($1, $2)", epochNS, lockKey(migration)); err != nil {
+				return where(err)
+			}
+		}
+		err := tx.QueryRowContext(ctx, "SELECT token FROM rebalance_epoch WHERE migration = $1", migration).Scan(&newest)
 		switch {
 		case err == nil && newest == int64(token):
 			return nil

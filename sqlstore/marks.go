@@ -104,7 +104,7 @@ func (s *Store) SetMarks(ctx context.Context, migration string, owners []string,
 		return fmt.Errorf("sqlstore: control database: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+	if err := s.checkToken(ctx, tx, migration, token, -1, tokenShared); err != nil {
 		return err
 	}
 	for batch := range slices.Chunk(owners, 1000) {
