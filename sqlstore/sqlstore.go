@@ -32,8 +32,12 @@
 // copy replaces rows by key (INSERT ... ON CONFLICT (key) DO UPDATE), many rows per statement;
 // a tail copy after the fence picks up the rows written since, and the move compares counts
 // before anything is deleted. Rows must be added with growing keys to be cheap to move (an
-// append-only table such as messages); rows committed out of key order or deleted during the
-// move are caught by the counts and make the move copy the owner again, whole.
+// append-only table such as messages). Rows committed behind the copy's cursor (a key taken
+// before a transaction that commits after a later one) are caught by the counts and copied
+// again from the chunk before which they lie; rows deleted during the move make it copy the
+// owner whole, in the window. An UPDATE of a row whose chunk was already copied is not
+// caught: while an owner moves, insert and delete its rows, do not update them (or give the
+// table a version column and copy again; this store does not).
 //
 // # Connections
 //
