@@ -1,0 +1,910 @@
+package rebalance
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// ErrFenced reports an owner that a shard does not serve now (its fence there says moved
+// or importing), or a mover whose fencing token is older than one the store has seen. The
+// error is a *FenceError that says which.
+var ErrFenced = errors.New("owner not served by this shard")
+
+// FenceState is what a shard says of one owner: whether it serves the owner now. It is
+// kept on the shard itself and read in the same transaction as the owner's rows, which is
+// what makes it hold across processes (see the package doc).
+type FenceState uint8
+
+const (
+	// Serving: the shard serves the owner (a shard has no fence row for it).
+	Serving FenceState = iota
+	// Importing: the shard is the owner's new shard and its copy is not complete and
+	// verified yet; nobody reads or writes the owner there.
+	Importing
+	// Moved: the shard was the owner's old shard and the owner left it, or is leaving it;
+	// nobody reads or writes the owner there any more.
+	Moved
+)
+
+// String returns "serving", "importing", "moved", or "fence(n)" for a value out of range.
+func (f FenceState) String() string {
+	switch f {
+	case Serving:
+		return "serving"
+	case Importing:
+		return "importing"
+	case Moved:
+		return "moved"
+	}
+	return fmt.Sprintf("fence(%d)", uint8(f))
+}
+
+// Fence is what a shard says of one owner: its state, and the migration that set it (empty
+// for Serving).
+type Fence struct {
+	State     FenceState
+	Migration string
+}
+
+// FenceError is the error of an access refused by a shard's fence, or of a mover refused
+// for a stale fencing token. errors.Is(err, ErrFenced) is true of it.
+type FenceError struct {
+	Owner string
+	// Shard is the shard that refused, or -1 for the control database (the marks).
+	Shard int
+	// State is Moved or Importing for a refused access; Serving for a stale token.
+	State FenceState
+	// Migration, Token and Newest are set for a stale token: the store has seen Newest >
+	// Token for that migration.
+	Migration     string
+	Token, Newest uint64
+}
+
+// Error says which shard refused which owner, or which token is stale.
+func (e *FenceError) Error() string {
+	where := fmt.Sprintf("shard %d", e.Shard)
+	if e.Shard < 0 {
+		where = "the control database"
+	}
+	if e.Newest > e.Token {
+		return fmt.Sprintf("rebalance: migration %q: %s refuses stale mover epoch %d < %d: another mover took over", e.Migration, where, e.Token, e.Newest)
+	}
+	switch e.State {
+	case Importing:
+		return fmt.Sprintf("rebalance: owner %q: %s does not serve it yet (importing)", e.Owner, where)
+	case Moved:
+		return fmt.Sprintf("rebalance: owner %q: %s no longer serves it (moved)", e.Owner, where)
+	}
+	return fmt.Sprintf("rebalance: owner %q: %s refuses it (%v)", e.Owner, where, e.State)
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FenceError) Is(target error) bool { return target == ErrFenced }
+
+// Cursor is a position in the order of one owner's rows on a shard (a SharedStore's key
+// column), opaque to the Migration. The empty Cursor is before the first row.
+type Cursor string
+
+// SharedStore is a Store that keeps each owner's fence on each shard, so that a Shared
+// migration is safe when many processes read, write and move the same data. Tx is the
+// store's transaction type (*sql.Tx for the sqlstore module).
+//
+// Its methods must be safe for concurrent use, also by other processes on other store
+// values over the same databases, and idempotent. Like a Store, it must not create a shard
+// that is missing, and its errors name the shard.
+type SharedStore[Tx any] interface {
+	Store
+	// Claim records token as the newest token of migration on every shard and in the
+	// control database, or refuses (a *FenceError) if one of them has seen a newer one. Run
+	// claims before it reads any fence, so that a mover that lost its election can no longer
+	// change a fence or a mark the new one has read.
+	Claim(ctx context.Context, migration string, token uint64) error
+	// Access runs fn in one transaction on shard, if shard serves owner, and commits it.
+	// In that transaction it first holds owner shared against a change of owner's fence on
+	// shard (a change waits for the accesses under way; accesses of one owner do not wait for
+	// each other), then reads the fence: if it is not Serving, Access returns a *FenceError
+	// without calling fn. If fn returns an error, the transaction is rolled back and Access
+	// returns that error.
+	Access(ctx context.Context, owner string, shard int, fn func(tx Tx) error) error
+	// Fences returns the fence of each of owners on shard, in the order of owners.
+	Fences(ctx context.Context, owners []string, shard int) ([]Fence, error)
+	// SetFence sets the fence of owners on shard to state, set by migration (Serving
+	// removes the fence), in one transaction that holds each
+	// owner exclusive against Access on that shard, so that no access that read the old
+	// fence is still running when the new one is visible. It records token as the newest
+	// token of migration on shard, and refuses (a *FenceError) a token older than the newest
+	// it has seen, changing nothing.
+	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
+	// CopyChunk copies up to limit of owner's rows after the cursor, in the key order, from
+	// shard from to shard to in one short transaction on to; a row of the same key on to is
+	// replaced. It returns the cursor of the last row copied, how many rows it copied, and
+	// done when no row is left after it. It leaves from unchanged.
+	CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, rows int, done bool, err error)
+	// Counts returns how many rows each of owners has on shard, in the order of owners.
+	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
+	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
+	// order. The mover uses it to find where rows committed out of key order are missing.
+	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
+	// DeleteChunk deletes up to limit of owner's rows on shard in one short transaction and
+	// returns how many it deleted: 0 when none is left.
+	DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error)
+	// Marks returns the mark of each of owners in migration, in the order of owners.
+	Marks(ctx context.Context, migration string, owners []string) ([]Mark, error)
+	// SetMarks durably records mark for owners in migration, in one transaction; it never
+	// lowers a mark. Like SetFence it refuses a token older than the newest it has seen for
+	// migration.
+	SetMarks(ctx context.Context, migration string, owners []string, mark Mark, token uint64) error
+}
+
+// Upper bounds of SharedOptions, beyond which NewShared returns an error wrapping ErrConfig.
+const (
+	MaxChunkRows = 100_000
+	MaxBatch     = 10_000
+	MaxFenceWait = time.Hour
+)
+
+// SharedOptions tune a Shared migration. The zero value is valid: one mover of token 0,
+// chunks of 1000 rows, marks in batches of 256 owners, a 10 s wait for an owner being moved.
+type SharedOptions struct {
+	// Token is the mover's fencing token: its epoch from an election, which grows with each
+	// new mover. A store refuses a Run whose token is older than one it has seen. Processes
+	// that only call Do need none.
+	Token uint64
+	// Concurrency is how many owners Run moves at once, in [0, MaxConcurrency]. Zero means 1.
+	Concurrency int
+	// ChunkRows is how many rows one copy or delete transaction handles, in [0,
+	// MaxChunkRows]. Zero means 1000.
+	ChunkRows int
+	// Batch is how many owners' marks one statement reads or writes, in [0, MaxBatch]. Zero
+	// means 256.
+	Batch int
+	// Group is how many owners of one pair of shards Run moves together, in [0, MaxBatch]:
+	// their fences change in one transaction per step and their rows are counted in one
+	// statement, and they are served by no shard over one window (their tails). Zero means 16;
+	// 1 moves owners one by one.
+	Group int
+	// FenceWait bounds how long Do waits for an owner that is between its fence on the old
+	// shard and its commit on the new one (a few ms, unless the mover stopped there), in [0,
+	// MaxFenceWait]. Zero means 10 s.
+	FenceWait time.Duration
+	// Progress, if not nil, is called by Run after each owner that changes shard, one call
+	// at a time. It should return quickly: the movers wait for it.
+	Progress func(Progress)
+}
+
+// SharedStats is what this Shared value's Runs did.
+type SharedStats struct {
+	// Moved counts the owners moved (committed on their new shard), Rows the rows copied.
+	Moved, Rows int64
+	// MaxExclusive is the longest time one owner was served by no shard: from the call that
+	// fences its old shard to the return of the one that commits its new shard.
+	MaxExclusive time.Duration
+}
+
+// Shared routes each owner to the shard that serves it while a resize moves the data, for
+// many processes at once: routing reads the owner's fence on the shard in the transaction
+// that reads or writes it, never a mark, so a process needs no lock in common with the mover
+// nor an up-to-date view of its progress. All its methods are safe for concurrent use.
+//
+// before and after must not be resized while the Shared migration is in use.
+type Shared[Tx any] struct {
+	id            string
+	before, after shard.Sharder
+	store         SharedStore[Tx]
+	opts          SharedOptions
+	finished      atomic.Bool
+	locks         []sync.Mutex // the mover's, by owner hash; Do takes none
+
+	moved, rows  atomic.Int64
+	maxExclusive atomic.Int64 // nanoseconds
+}
+
+// NewShared returns a Shared migration with the given ID from before to after over store.
+// Every process (the application's and the mover's) makes one with the same ID and sharders;
+// the ID names the marks and the tokens in store. The arguments are checked as New checks
+// them; bad ones are errors wrapping ErrConfig.
+func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore[Tx], opts SharedOptions) (*Shared[Tx], error) {
+	switch {
+	case id == "":
+		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
+	case before == nil || after == nil || store == nil:
+		return nil, fmt.Errorf("rebalance: migration %q: nil sharder or store: %w", id, ErrConfig)
+	case shareState(before, after):
+		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder, or wrap the same one: resizing one resizes the other, so nothing would move: make a second sharder with the new count: %w", id, ErrConfig)
+	case opts.Concurrency < 0 || opts.Concurrency > MaxConcurrency:
+		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d: want [0, %d]: %w", id, opts.Concurrency, MaxConcurrency, ErrConfig)
+	case opts.ChunkRows < 0 || opts.ChunkRows > MaxChunkRows:
+		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d: want [0, %d]: %w", id, opts.ChunkRows, MaxChunkRows, ErrConfig)
+	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
+		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
+	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
+		return nil, fmt.Errorf("rebalance: migration %q: FenceWait %v: want [0, %v]: %w", id, opts.FenceWait, MaxFenceWait, ErrConfig)
+	}
+	opts.Concurrency = max(opts.Concurrency, 1)
+	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
+	opts.Batch = cmp.Or(opts.Batch, 256)
+	opts.Group = cmp.Or(opts.Group, 16)
+	opts.FenceWait = cmp.Or(opts.FenceWait, 10*time.Second)
+	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts, locks: make([]sync.Mutex, 1024)}, nil
+}
+
+// ID returns the migration's ID.
+func (m *Shared[Tx]) ID() string { return m.id }
+
+// Stats returns what this value's Runs have done so far.
+func (m *Shared[Tx]) Stats() SharedStats {
+	return SharedStats{Moved: m.moved.Load(), Rows: m.rows.Load(), MaxExclusive: time.Duration(m.maxExclusive.Load())}
+}
+
+// Do calls fn in a transaction on the shard that serves owner now, with that shard, and
+// returns fn's error; fn's writes commit when it returns nil. An owner whose shard does not
+// change is accessed on it, its fence read in the same transaction. An owner whose shard
+// changes is tried on its old shard, then, if that one says moved, on its new shard; while
+// neither serves it (the mover is between fencing the old shard and committing the new one,
+// a few ms) Do backs off and tries again, up to SharedOptions.FenceWait, then returns an
+// error wrapping ErrFenced that says so. fn may be called more than once if it returns an
+// error wrapping ErrFenced; it must not call Do, Run or Finish.
+func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
+	from, to := m.before.Locate(owner), m.after.Locate(owner)
+	if from == to || m.finished.Load() {
+		return m.access(ctx, owner, to, fn)
+	}
+	deadline := time.Now().Add(m.opts.FenceWait)
+	wait := 500 * time.Microsecond
+	s, switched := from, false
+	for {
+		err := m.access(ctx, owner, s, fn)
+		var fe *FenceError
+		if !errors.As(err, &fe) || fe.Shard != s || fe.Newest != 0 {
+			return err
+		}
+		next := from
+		if s == from {
+			next = to
+		}
+		if fe.State == Moved && !switched {
+			s, switched = next, true // the owner left s: the other shard serves it, or soon will
+			continue
+		}
+		// Neither shard serves the owner now: its move is between the fence on its old shard
+		// and the commit on its new one (Redis Cluster's TRYAGAIN), or was rolled back.
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rebalance: migration %q: owner %q is being moved from shard %d to %d and neither serves it after %v (is the mover stopped between its steps? run it again): %w",
+				m.id, owner, from, to, m.opts.FenceWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rebalance: migration %q: owner %q: waiting for its move: %w", m.id, owner, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+		s, switched = next, false
+	}
+}
+
+func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx Tx, shard int) error) error {
+	return m.store.Access(ctx, owner, s, func(tx Tx) error { return fn(tx, s) })
+}
+
+// Run moves every owner of owners whose shard changes and that is not Done, up to
+// SharedOptions.Concurrency at once, and reports Progress. It ranges over owners twice (to
+// count, then to move) and holds only a batch of them at a time. For each owner, from its
+// old shard A to its new shard B:
+//
+//  1. fence B importing, and delete what a stopped copy left of the owner there (if B
+//     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
+//  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
+//     serves the owner and the application keeps writing there;
+//  3. fence A moved: the owner is served by no shard from here to step 5;
+//  4. copy the tail (the rows written since their chunk was copied: after the last row
+//     copied, and, if B holds fewer rows than A, from the chunk end before which the
+//     missing rows lie) and check that A and B hold as many rows; if not, copy the owner
+//     whole again; if still not, fence A serving again and stop with ErrCopyMismatch;
+//  5. fence B serving: the commit point, B serves the owner from now on;
+//  6. delete the owner's rows on A in chunks (A stays fenced moved);
+//  7. mark the owner Done, in a batch with others.
+//
+// Run first claims the migration for SharedOptions.Token on every shard (SharedStore.Claim).
+// Every step carries the token, and every step is idempotent: a Run stopped
+// anywhere (an error, ctx, a crash) resumes from the fences and marks when run again, by
+// this process or another. A store that has seen a newer token refuses the steps of an older
+// one (ErrFenced). After a successful Finish it returns an error wrapping ErrFinished;
+// owners must not be nil (ErrConfig).
+func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
+	if owners == nil {
+		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
+	}
+	if m.finished.Load() {
+		return fmt.Errorf("rebalance: migration %q: Run after Finish: %w", m.id, ErrFinished)
+	}
+	total := 0
+	for range m.changed(owners) {
+		total++
+	}
+	if total == 0 {
+		return nil
+	}
+	if err := m.store.Claim(ctx, m.id, m.opts.Token); err != nil {
+		if fe := (*FenceError)(nil); errors.As(err, &fe) {
+			return err // it says which migration and which tokens
+		}
+		return fmt.Errorf("rebalance: migration %q: claim with token %d: %w", m.id, m.opts.Token, err)
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex // guards done, firstErr, the Progress calls and finished
+		done     int
+		firstErr error
+		finished []string // owners moved, whose Done marks are not written yet
+		work     = make(chan []string)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		firstErr = cmp.Or(firstErr, err)
+		mu.Unlock()
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	// flush writes the Done marks of the owners moved so far. A crash before it only makes
+	// the next Run find those owners committed on their new shard and mark them.
+	flush := func(force bool) {
+		mu.Lock()
+		if len(finished) == 0 || !force && len(finished) < m.opts.Batch {
+			mu.Unlock()
+			return
+		}
+		batch := finished
+		finished = nil
+		mu.Unlock()
+		if err := m.store.SetMarks(ctx, m.id, batch, Done, m.opts.Token); err != nil {
+			fail(fmt.Errorf("rebalance: migration %q: mark %d owners done: %w", m.id, len(batch), err))
+		}
+	}
+	for range min(m.opts.Concurrency, total) {
+		wg.Go(func() {
+			for group := range work {
+				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
+				moved, err := m.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
+				unlock()
+				if err != nil {
+					fail(err)
+				}
+				mu.Lock()
+				finished = append(finished, moved...)
+				for range moved {
+					if done++; m.opts.Progress != nil {
+						m.opts.Progress(Progress{Done: done, Total: total})
+					}
+				}
+				mu.Unlock()
+				flush(false)
+			}
+		})
+	}
+	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
+	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
+	groups := map[[2]int][]string{}
+	batch := make([]string, 0, m.opts.Batch)
+	feed := func() bool {
+		defer func() { batch = batch[:0] }()
+		marks, err := m.store.Marks(ctx, m.id, batch)
+		if err == nil && len(marks) != len(batch) {
+			err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(batch))
+		}
+		if err != nil {
+			fail(fmt.Errorf("rebalance: migration %q: read the marks of %d owners: %w", m.id, len(batch), err))
+			return false
+		}
+		for i, o := range batch {
+			switch {
+			case marks[i] > Done:
+				fail(fmt.Errorf("rebalance: migration %q: owner %q: store returned %v: %w", m.id, o, marks[i], ErrMark))
+				return false
+			case marks[i] == Done:
+				mu.Lock()
+				if done++; m.opts.Progress != nil {
+					m.opts.Progress(Progress{Done: done, Total: total})
+				}
+				mu.Unlock()
+				continue
+			}
+			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			groups[pair] = append(groups[pair], o)
+			if g := groups[pair]; len(g) == m.opts.Group {
+				if ctx.Err() != nil || failed() {
+					return false
+				}
+				work <- g
+				delete(groups, pair)
+			}
+		}
+		return true
+	}
+	for o := range m.changed(owners) {
+		if ctx.Err() != nil || failed() {
+			break // moves under way finish; the next Run resumes
+		}
+		if batch = append(batch, o); len(batch) == cap(batch) && !feed() {
+			break
+		}
+	}
+	if len(batch) > 0 && ctx.Err() == nil && !failed() {
+		feed()
+	}
+	for _, g := range groups {
+		if ctx.Err() != nil || failed() {
+			break
+		}
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+	flush(true)
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rebalance: migration %q: stopped after %d of %d owners: %w", m.id, done, total, err)
+	}
+	return nil
+}
+
+// changed yields the owners whose shard differs between before and after.
+func (m *Shared[Tx]) changed(owners iter.Seq[string]) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for o := range owners {
+			if m.before.Locate(o) != m.after.Locate(o) && !yield(o) {
+				return
+			}
+		}
+	}
+}
+
+// lockOwners locks the mover's stripes of owners, in order, and returns the unlock.
+func (m *Shared[Tx]) lockOwners(owners []string) func() {
+	stripes := make([]int, len(owners))
+	for i, o := range owners {
+		stripes[i] = int(keyhash.XXH64(o) % uint64(len(m.locks)))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		m.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			m.locks[i].Unlock()
+		}
+	}
+}
+
+// moveGroup moves owners, all from shard a to shard b, and returns those it moved (up to
+// the deletion of their old copies). Owners that start fresh go through the steps together;
+// an owner a stop left part way is resumed on its own (move).
+func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: %d owners: %s (shard %d -> %d): %w", m.id, len(owners), what, a, b, err)
+		}
+		return nil
+	}
+	fas, err := m.fences(ctx, owners, a)
+	if err := step(fmt.Sprintf("read fences on shard %d", a), err); err != nil {
+		return nil, err
+	}
+	fbs, err := m.fences(ctx, owners, b)
+	if err := step(fmt.Sprintf("read fences on shard %d", b), err); err != nil {
+		return nil, err
+	}
+	var fresh []string // both shards serving: not begun
+	for i, o := range owners {
+		if fas[i].State == Serving && fbs[i].State == Serving {
+			fresh = append(fresh, o)
+			continue
+		}
+		if err := m.move(ctx, o, a, b); err != nil {
+			return moved, err
+		}
+		moved = append(moved, o)
+	}
+	if len(fresh) == 0 {
+		return moved, nil
+	}
+	// B serves these owners as far as B knows: rows there are an owner's data, not a stopped
+	// copy, and the before sharder does not say where the owner is.
+	nb, err := m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if nb[i] > 0 {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
+		}
+	}
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	copiers := make([]copier, len(fresh))
+	for i, o := range fresh {
+		if _, _, err := m.catchUp(ctx, o, a, b, &copiers[i], false); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	// From the fence on A to the commit on B, no shard serves these owners: Do waits.
+	start := time.Now()
+	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if err := m.copyFrom(ctx, o, a, b, &copiers[i], copiers[i].cur, true); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
+	}
+	nb, err = m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	commit := fresh[:0:0]
+	var mismatch error
+	for i, o := range fresh {
+		if na[i] != nb[i] {
+			// Rows committed behind the cursor, or deleted: the owner's own tail.
+			if err := m.tail(ctx, o, a, b, &copiers[i]); err != nil {
+				if errors.Is(err, ErrCopyMismatch) {
+					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
+						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+					}
+				}
+				mismatch = cmp.Or(mismatch, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err))
+				continue
+			}
+		}
+		commit = append(commit, o)
+	}
+	if len(commit) > 0 {
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.opts.Token)); err != nil {
+			return moved, err
+		}
+		m.noteExclusive(time.Since(start))
+		m.moved.Add(int64(len(commit)))
+	}
+	for _, o := range commit {
+		if err := m.deleteAll(ctx, o, a); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: delete old copy on shard %d (shard %d -> %d): %w", m.id, o, a, a, b, err)
+		}
+		moved = append(moved, o)
+	}
+	return moved, mismatch
+}
+
+func countsErr(n []int64, owners []string, err error) error {
+	if err == nil && len(n) != len(owners) {
+		return fmt.Errorf("store returned %d counts for %d owners", len(n), len(owners))
+	}
+	return err
+}
+
+func (m *Shared[Tx]) noteExclusive(held time.Duration) {
+	for {
+		old := m.maxExclusive.Load()
+		if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
+			return
+		}
+	}
+}
+
+// move brings owner from shard a to shard b, from wherever a stop left it (the fences on a
+// and b say where), up to the deletion of its rows on a; Run marks it Done.
+func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: owner %q: %s (shard %d -> %d): %w", m.id, owner, what, a, b, err)
+		}
+		return nil
+	}
+	fa, err := m.fence(ctx, owner, a)
+	if err := step(fmt.Sprintf("read fence on shard %d", a), err); err != nil {
+		return err
+	}
+	fb, err := m.fence(ctx, owner, b)
+	if err := step(fmt.Sprintf("read fence on shard %d", b), err); err != nil {
+		return err
+	}
+	one := []string{owner}
+	mine := func(f Fence) bool { return f.Migration == m.id }
+	switch {
+	case fa.State == Moved && mine(fa) && fb.State == Serving:
+		// Committed by an earlier Run: only the old copy is left to delete, once B is seen to
+		// hold at least as many rows as remain of it.
+		old, err := m.store.Count(ctx, owner, a)
+		if err := step(fmt.Sprintf("count rows on shard %d", a), err); err != nil {
+			return err
+		}
+		if old > 0 {
+			n, err := m.store.Count(ctx, owner, b)
+			if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+				return err
+			}
+			if n < old {
+				return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", b, n, a, old, b, ErrCopyLost))
+			}
+		}
+	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
+		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
+		// replaced by Importing, as the fence always says the current truth.
+		var c copier
+		if fa.State == Serving {
+			if fb.State == Serving {
+				// B serves the owner as far as B knows: rows there are the owner's data, not a
+				// stopped copy, and the before sharder does not say where the owner is.
+				n, err := m.store.Count(ctx, owner, b)
+				if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+					return err
+				}
+				if n > 0 {
+					return step("check the new shard", fmt.Errorf("shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", b, n, a, ErrConfig))
+				}
+			}
+			if fb.State != Importing {
+				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
+					return err
+				}
+			}
+			if fb.State != Serving {
+				// A stopped copy of this migration, or an old copy a move away from B left.
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
+					return err
+				}
+			}
+			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
+			// left for the exclusive window is what arrives during the fence.
+			if _, _, err := m.catchUp(ctx, owner, a, b, &c, false); err != nil {
+				return step("copy", err)
+			}
+		}
+		// From the fence on A to the commit on B, no shard serves the owner: Do waits.
+		start := time.Now()
+		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
+			return err
+		}
+		if err := m.tail(ctx, owner, a, b, &c); err != nil {
+			if errors.Is(err, ErrCopyMismatch) {
+				// The old shard keeps every row: let it serve the owner again.
+				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
+					err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+				}
+			}
+			return step("copy the tail", err)
+		}
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.opts.Token)); err != nil {
+			return err
+		}
+		m.noteExclusive(time.Since(start))
+		m.moved.Add(1)
+	default:
+		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
+	}
+	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, owner, a))
+}
+
+// fences reads the fences of owners on shard s and checks what the store returned.
+func (m *Shared[Tx]) fences(ctx context.Context, owners []string, s int) ([]Fence, error) {
+	f, err := m.store.Fences(ctx, owners, s)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(f) != len(owners):
+		return nil, fmt.Errorf("store returned %d fences for %d owners", len(f), len(owners))
+	}
+	for _, x := range f {
+		if x.State > Moved {
+			return nil, fmt.Errorf("store returned %v: %w", x.State, ErrMark)
+		}
+	}
+	return f, nil
+}
+
+func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, error) {
+	f, err := m.store.Fences(ctx, []string{owner}, s)
+	switch {
+	case err != nil:
+		return Fence{}, err
+	case len(f) != 1:
+		return Fence{}, fmt.Errorf("store returned %d fences for 1 owner", len(f))
+	case f[0].State > Moved:
+		return Fence{}, fmt.Errorf("store returned %v: %w", f[0].State, ErrMark)
+	}
+	return f[0], nil
+}
+
+// String returns the state, and the migration that set it: "moved by \"grow-5-10\"".
+func (f Fence) String() string {
+	if f.Migration == "" {
+		return f.State.String()
+	}
+	return fmt.Sprintf("%v by %q", f.State, f.Migration)
+}
+
+// copier is how far one owner's copy has gone: the cursor after its last row copied, and
+// the cursor at the end of each chunk, where rows committed out of key order are looked for.
+type copier struct {
+	cur  Cursor
+	ends []Cursor
+}
+
+// copyFrom copies owner's rows after from, from a to b chunk by chunk. If advance, the
+// chunks continue the copier's (from is its cursor) and their ends are recorded.
+func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, c *copier, from Cursor, advance bool) error {
+	for {
+		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, from, m.opts.ChunkRows)
+		if err != nil {
+			return err
+		}
+		m.rows.Add(int64(n))
+		if n > 0 {
+			from = next
+			if advance {
+				c.cur, c.ends = next, append(c.ends, next)
+			}
+		}
+		if done {
+			return nil
+		}
+		if n == 0 {
+			return fmt.Errorf("store copied no row after cursor %q and said more are left", from)
+		}
+	}
+}
+
+// catchUp copies what owner's rows on a gained after the copier's cursor, then, if b holds
+// fewer rows than a, copies again from the last chunk end before which the missing rows
+// lie: rows committed out of key order (an ID taken before a transaction that committed
+// after a later one) land behind the cursor, near it. It returns the counts of a and b.
+//
+// Before the fence (not exact), a owner of one chunk is not counted: nothing would be
+// gained before the exact count after the fence.
+func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier, exact bool) (na, nb int64, err error) {
+	if err := m.copyFrom(ctx, owner, a, b, c, c.cur, true); err != nil {
+		return 0, 0, err
+	}
+	if !exact && len(c.ends) < 2 {
+		return 0, 0, nil // one chunk: the exact catch-up after the fence costs no more
+	}
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
+		return na, nb, err
+	}
+	// Walk back over the chunk ends, 1, 2, 4, ... chunks, to one after which all the
+	// missing rows lie.
+	from := Cursor("")
+	for back := 1; back <= len(c.ends); back *= 2 {
+		end := c.ends[len(c.ends)-back]
+		ca, err := m.store.CountAfter(ctx, owner, a, end)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
+		}
+		cb, err := m.store.CountAfter(ctx, owner, b, end)
+		if err != nil {
+			return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
+		}
+		if ca-cb >= na-nb {
+			from = end
+			break
+		}
+	}
+	if err := m.copyFrom(ctx, owner, a, b, c, from, false); err != nil {
+		return 0, 0, err
+	}
+	return m.counts(ctx, owner, a, b)
+}
+
+func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
+	na, err := m.store.Count(ctx, owner, a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
+	}
+	nb, err := m.store.Count(ctx, owner, b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
+	}
+	return na, nb, nil
+}
+
+// tail copies what owner's rows on a gained since the copier's cursor (a is fenced moved,
+// b importing: nothing writes either) and checks that both hold as many rows; see catchUp.
+// Rows deleted after their chunk was copied leave b with more rows, and the owner is then
+// copied whole in one transaction (Store.Copy).
+func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier) error {
+	na, nb, err := m.catchUp(ctx, owner, a, b, c, true)
+	if err != nil || na == nb {
+		return err
+	}
+	if err := m.store.Copy(ctx, owner, a, b); err != nil {
+		return fmt.Errorf("copy whole: %w", err)
+	}
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || na == nb {
+		return err
+	}
+	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)
+}
+
+// deleteAll deletes owner's rows on shard s chunk by chunk, on a shard that does not serve
+// owner (nothing adds rows there): a chunk short of the limit was the last.
+func (m *Shared[Tx]) deleteAll(ctx context.Context, owner string, s int) error {
+	for {
+		n, err := m.store.DeleteChunk(ctx, owner, s, m.opts.ChunkRows)
+		if err != nil || n < m.opts.ChunkRows {
+			return err
+		}
+	}
+}
+
+// Finish checks the marks of every owner of owners whose shard changes, a batch at a time.
+// If every one is Done, from then on Do routes by the after sharder alone (still reading
+// the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
+// *UnfinishedError. owners must not be nil (ErrConfig).
+//
+// The fences stay: an old shard keeps saying moved, so that a process that still routes by
+// the before sharder is refused there rather than writing where nobody reads.
+func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error {
+	if owners == nil {
+		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
+	}
+	left := &UnfinishedError{Migration: m.id}
+	batch := make([]string, 0, m.opts.Batch)
+	check := func() error {
+		marks, err := m.store.Marks(ctx, m.id, batch)
+		if err == nil && len(marks) != len(batch) {
+			err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(batch))
+		}
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: read the marks of %d owners: %w", m.id, len(batch), err)
+		}
+		for i, mark := range marks {
+			if mark > Done {
+				return fmt.Errorf("rebalance: migration %q: owner %q: store returned %v: %w", m.id, batch[i], mark, ErrMark)
+			}
+			if mark != Done {
+				left.Left++
+				if len(left.Owners) < 10 {
+					left.Owners = append(left.Owners, batch[i])
+				}
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for o := range m.changed(owners) {
+		if batch = append(batch, o); len(batch) == cap(batch) {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(batch) > 0 {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if left.Left > 0 {
+		return left
+	}
+	m.finished.Store(true)
+	return nil
+}
