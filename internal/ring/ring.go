@@ -119,13 +119,13 @@ func Sort(points []Point) {
 // time is no faster than with separate position and owner arrays, measured at 1.6M points:
 // the processor predicts the scan and fetches both at once. Batches gain, see LocateBatch.)
 //
-// Most lookups read no record at all: a bucket's index entry also holds the owner and the
-// high bits of the first point at or after the bucket's start, which answer every key below
-// that point, in a bucket without points, or (with the next entry, mostly in the same cache
-// line) above the bucket's only point: 82 to 94 percent of uniform keys, one cache miss
-// where the records would add a second. The entries are 8 bytes where 4 would hold an index
-// alone, 5.2 bytes more per point at 1.6M points (17.2 to 22.5); measured side by side at
-// 10^4 nodes of 160 points, lookups took 0.6 to 0.7 times as long (see BenchmarkLocate).
+// Most lookups read no record at all: a 4-byte entry per bucket holds the owner of the first
+// point at or after the bucket's start, whether it is the bucket's only point, and the high
+// bits of its position, as many as fit. They answer every key below that point, in a bucket
+// without points, or (with the next entry, mostly in the same cache line) above the bucket's
+// only point: 82 to 94 percent of uniform keys, with one cache miss where the index of the
+// bucket's records and the records would add a second and a third. The entries add 4 bytes
+// a bucket, 5.2 bytes per point at 1.6M points (17.2 to 22.5 in all).
 type Table struct {
 	// rec holds the records in order, then a sentinel with the largest high bits and the
 	// owner of rec[0], which stops every scan and wraps the ring around, then padding that
@@ -134,18 +134,18 @@ type Table struct {
 	// low holds the low b bits of each position.
 	low  []uint32
 	mask uint64 // 1<<b - 1: the owner bits of a record
-	// idx[k] describes bucket k, the positions with top bits k: the index of the first point
-	// >= k<<shift (Len() for none; idx[len(idx)-1] has Len()) in its low sb bits, that
-	// point's owner (point 0's for none) in the ob bits above, and above them the bits of
-	// that point's position just below the bucket's top bits, as many as fit (all ones when
-	// the point is in a later bucket). A lookup compares those with the key's: a key below
-	// the bucket's first point, in a bucket without points, or above the only point of its
-	// bucket (then the next entry's owner) is answered from the index alone, one cache miss
-	// instead of two; see locate.
-	idx   []uint64
+	// idx[k] answers most lookups in bucket k, the positions with top bits k, alone: it holds
+	// the owner of the first point >= k<<shift (point 0's for none) in bits [1, 1+ob), in
+	// bit 0 whether that point is the bucket's only one, and above them the bits of that
+	// point's position just below the bucket's top bits, as many as fit (all ones when the
+	// point is in a later bucket). A key below that point, in a bucket without points, or
+	// above the bucket's only point (then idx[k+1]'s owner) is answered without a record;
+	// see indexed. idx[len(idx)-1] has point 0's owner.
+	idx []uint32
+	// start[k] is the index of the first point >= k<<shift; start[len(start)-1] = Len().
+	start []uint32
 	shift uint   // 64 minus the bits of a bucket number, in [41, 63]
-	sb    uint   // bits of a point index in an index entry: bits.Len(Len())
-	lowE  uint64 // 1<<(sb+ob) - 1: the index and owner bits of an entry
+	lowE  uint32 // 1<<(ob+1) - 1: the owner and flag bits of an entry
 
 	branchless bool // search counts records without branching (small tables)
 
@@ -213,29 +213,39 @@ func New(points []Point) (*Table, error) {
 	b := max(bits.Len(uint(n)), 1)
 	t.branchless = n <= branchlessMax
 	t.shift = uint(64 - b)
-	t.sb = uint(bits.Len(uint(n)))
-	t.lowE = 1<<(t.sb+uint(bits.OnesCount64(t.mask))) - 1
-	t.idx = make([]uint64, 1<<b+1)
+	t.lowE = 1<<(bits.OnesCount64(t.mask)+1) - 1
+	t.start = make([]uint32, 1<<b+1)
 	i := 0
 	for k := range 1 << b {
 		start := uint64(k) << t.shift
 		for i < n && points[i].Pos < start {
 			i++
 		}
-		t.idx[k] = t.entry(i, uint64(k))
+		t.start[k] = uint32(i)
 	}
-	t.idx[1<<b] = t.entry(n, 1<<b)
+	t.start[1<<b] = uint32(n)
+	t.idx = make([]uint32, 1<<b+1)
+	for k := range 1 << b {
+		t.idx[k] = t.entry(k)
+	}
+	t.idx[1<<b] = uint32(t.rec[n]&t.mask) << 1 // rec[Len()] has point 0's owner
 	return t, nil
 }
 
-// entry returns the index entry of bucket k whose first point >= the bucket's start is
-// point i (Len() for none).
-func (t *Table) entry(i int, k uint64) uint64 {
-	top := uint64(math.MaxUint64) // no point in the bucket: no key is at or above it
-	if i < t.Len() && t.rec[i]>>(t.shift&63) == k {
-		top = t.rec[i] << (64 - t.shift)
+// entry returns idx[k], given start.
+func (t *Table) entry(k int) uint32 {
+	i, j := t.start[k], t.start[k+1]
+	top := uint32(math.MaxUint32) // no point in the bucket: no key is at or above it
+	if i < j {
+		// The bits of rec[i] below the bucket number; the owner bits that reach the top
+		// half (b+ob > 32) fall within lowE.
+		top = uint32(t.rec[i] << (64 - t.shift) >> 32)
 	}
-	return top&^t.lowE | uint64(t.rec[i]&t.mask)<<t.sb | uint64(i) // rec[Len()] has point 0's owner
+	var one uint32
+	if j-i == 1 {
+		one = 1
+	}
+	return top&^t.lowE | uint32(t.rec[i]&t.mask)<<1 | one
 }
 
 // Len returns the number of points, in [1, MaxPoints], counting those a tie hides.
@@ -251,7 +261,7 @@ func (t *Table) Owners() int { return t.owners }
 func (t *Table) MaxOwner() int32 { return t.maxOwner }
 
 // Bytes returns the memory the table holds, for reports of bytes per point.
-func (t *Table) Bytes() int { return cap(t.rec)*8 + cap(t.low)*4 + cap(t.idx)*8 }
+func (t *Table) Bytes() int { return cap(t.rec)*8 + cap(t.low)*4 + cap(t.idx)*4 + cap(t.start)*4 }
 
 // Position returns the position of point i, i in [0, Len()).
 func (t *Table) Position(i int) uint64 { return t.rec[i]&^t.mask | uint64(t.low[i]) }
@@ -262,33 +272,26 @@ func (t *Table) Owner(i int) int32 { return int32(t.rec[i] & t.mask) }
 // Locate returns the owner of the successor of h: Owner(Successor(h)), a little faster.
 func (t *Table) Locate(h uint64) int32 {
 	k := h >> (t.shift & 63)
-	return t.locate(t.idx[k], t.idx[k+1], h)
-}
-
-// locate is Locate given the index entries of h's bucket and the next.
-func (t *Table) locate(e, next, h uint64) int32 {
-	if o, ok := t.indexed(e, next, h); ok {
+	if o, ok := t.indexed(t.idx[k], k, h); ok {
 		return o
 	}
-	m := uint64(1)<<t.sb - 1
-	return int32(t.rec[t.searchIn(uint32(e&m), uint32(next&m), h)] & t.mask)
+	return int32(t.rec[t.searchIn(t.start[k], t.start[k+1], h)] & t.mask)
 }
 
-// indexed returns the owner of h's successor and true where the index entries of h's bucket
-// and the next tell it without a record: when h is below the bucket's first point or the
-// bucket has none (e's owner), or h is above the bucket's only point (next's owner). With n
-// points in 2^b buckets, λ = n/2^b in [1/2, 1), that is about e^-λ (no point) + λe^-λ (one
-// point) + a third of the rest (keys before the first of two or more): 82 to 94 percent of
-// uniform keys. Otherwise (also when h shares its high bits with the point, odds 2^-19 at
-// most) it returns false.
-func (t *Table) indexed(e, next, h uint64) (int32, bool) {
-	hk := h<<((64-t.shift)&63) | t.lowE // h's bits below the bucket number, placed as an entry's
+// indexed returns the owner of h's successor and true where e = idx[k], k = h's bucket, and
+// the next entry tell it without a record: when h is below the bucket's first point or the
+// bucket has none (e's owner), or h is above the bucket's only point (the next entry's
+// owner). With n points in 2^b buckets, λ = n/2^b in [1/2, 1), that is about e^-λ (no
+// point) + λe^-λ (one point) + a third of the rest (keys before the first of two or more):
+// 82 to 94 percent of uniform keys. Otherwise (also when h's bits in e equal the point's,
+// odds 2^-9 at most and 2^-17 at 10^4 owners) it returns false.
+func (t *Table) indexed(e uint32, k, h uint64) (int32, bool) {
+	hk := uint32(h<<((64-t.shift)&63)>>32) | t.lowE // h's bits below the bucket number, placed as an entry's
 	if hk < e {
-		return int32(e >> (t.sb & 63) & t.mask), true
+		return int32(e>>1) & int32(t.mask), true
 	}
-	m := uint64(1)<<t.sb - 1
-	if next&m-e&m == 1 && hk > e|t.lowE {
-		return int32(next >> (t.sb & 63) & t.mask), true
+	if e&1 != 0 && hk > e|t.lowE {
+		return int32(t.idx[k+1]>>1) & int32(t.mask), true
 	}
 	return 0, false
 }
@@ -296,8 +299,7 @@ func (t *Table) indexed(e, next, h uint64) (int32, bool) {
 // search returns the index of the first point >= h in [0, Len()], Len() being the sentinel.
 func (t *Table) search(h uint64) int {
 	k := h >> (t.shift & 63)
-	m := uint64(1)<<t.sb - 1
-	return t.searchIn(uint32(t.idx[k]&m), uint32(t.idx[k+1]&m), h)
+	return t.searchIn(t.start[k], t.start[k+1], h)
 }
 
 // searchIn is search given the index entries of h's bucket: points [i, j) are the bucket's.
@@ -352,13 +354,37 @@ func (t *Table) LocateBatch(hs []uint64, owners []int32) {
 	}
 	for len(hs) > 0 {
 		g := min(len(hs), Batch)
-		var e, next [Batch]uint64
+		var e [Batch]uint32
 		for m, h := range hs[:g] {
-			k := h >> (t.shift & 63)
-			e[m], next[m] = t.idx[k], t.idx[k+1]
+			e[m] = t.idx[h>>(t.shift&63)]
 		}
+		// The entries answer most; for the others read where their bucket's points start,
+		// then the first of them, each step for all before any search needs one, so that
+		// those misses overlap as well.
+		var rest [Batch]uint8
+		n := 0
 		for m, h := range hs[:g] {
-			owners[m] = t.locate(e[m], next[m], h)
+			o, ok := t.indexed(e[m], h>>(t.shift&63), h)
+			owners[m], rest[n] = o, uint8(m)
+			if !ok {
+				n++
+			}
+		}
+		var lo, hi [Batch]uint32
+		for r, m := range rest[:n] {
+			k := hs[m] >> (t.shift & 63)
+			lo[r], hi[r] = t.start[k], t.start[k+1]
+		}
+		var first [Batch]uint64
+		for r := range n {
+			first[r] = t.rec[lo[r]]
+		}
+		for r, m := range rest[:n] {
+			i := lo[r]
+			if first[r] < hs[m]&^t.mask { // the first point is below h's high bits: not the one
+				i++
+			}
+			owners[m] = int32(t.rec[t.searchIn(i, hi[r], hs[m])] & t.mask)
 		}
 		hs, owners = hs[g:], owners[g:]
 	}

@@ -514,6 +514,30 @@ func BenchmarkLocate(b *testing.B) {
 
 var sink int32
 
+// BenchmarkLocateBatch looks up the 16384 positions of BenchmarkLocate's keys=pool, Batch at
+// a time, per position: at 1000 nodes (the batch target's) and 10^4 nodes of 160 points.
+func BenchmarkLocateBatch(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{160000, 1600000} {
+		tab, err := New(randomPoints(r, tableCases()[0], n, n/160, 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs, owners := make([]uint64, 1<<14), make([]int32, Batch)
+		for i := range hs {
+			hs[i] = r.Uint64()
+		}
+		b.Run("points="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i += Batch {
+				i &= len(hs) - 1
+				tab.LocateBatch(hs[i:i+Batch], owners)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*Batch), "ns/position")
+		})
+	}
+}
+
 // Sort orders points as Compare does, whatever their order: random, sorted by position,
 // reversed, piled on few positions, or 32-bit positions shifted up.
 func TestSort(t *testing.T) {
