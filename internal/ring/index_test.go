@@ -30,18 +30,22 @@ func checkIndexed(t *testing.T, name string, tab *Table, h uint64) bool {
 // every bucket and point of small tables and a sample of large ones.
 func indexProbes(r *rand.Rand, tab *Table) []uint64 {
 	ps := []uint64{0, 1, math.MaxUint64, math.MaxUint64 - 1}
+	sample := 4096
+	if raceEnabled {
+		sample = 512
+	}
 	buckets := uint64(len(tab.idx) - 1)
-	for s := range min(buckets, 4096) {
+	for s := range min(buckets, uint64(sample)) {
 		k := s
-		if buckets > 4096 {
+		if buckets > uint64(sample) {
 			k = r.Uint64N(buckets)
 		}
 		start := k << (tab.shift & 63)
 		ps = append(ps, start, start-1, start+1, start|(1<<tab.shift-1))
 	}
-	for s := range min(tab.Len(), 4096) {
+	for s := range min(tab.Len(), sample) {
 		i := s
-		if tab.Len() > 4096 {
+		if tab.Len() > sample {
 			i = r.IntN(tab.Len())
 		}
 		p := tab.Position(i)
