@@ -18,9 +18,9 @@
 // would bring them forward.
 //
 // Memory: 12 bytes per point (a record of position and owner that lookups read, and the
-// position's low bits that they almost never need; see Table) and 4 to 8 bytes of index per
-// point; New takes the points in a slice it sorts in place and does not keep (16 bytes per
-// point).
+// position's low bits that they almost never need; see Table) and 8 to 16 bytes of index per
+// point (22.5 bytes per point in all at 1.6M points); New takes the points in a slice it
+// sorts in place and does not keep (16 bytes per point).
 //
 // A Table is immutable once New returns it; every method is safe for concurrent use, and
 // none allocates except where its doc says so.
@@ -114,11 +114,18 @@ func Sort(points []Point) {
 // owner, b the bit length of the largest owner; the low bits of the position go to a side
 // array that lookups almost never read. Records order as positions do except within one
 // span of 2^b positions, so a lookup scans records for the first whose high bits reach the
-// key's and reads the owner from it: one index entry and one cache line of records, 8
-// bytes per point to touch. Only when the key falls in the same 2^b span as a point (odds
-// about 2^b / 2^64 per lookup, b <= 22) does it compare the low bits. (One lookup at a time
-// is no faster than with separate position and owner arrays, measured at 1.6M points: the
-// processor predicts the scan and fetches both at once. Batches gain, see LocateBatch.)
+// key's and reads the owner from it. Only when the key falls in the same 2^b span as a point
+// (odds about 2^b / 2^64 per lookup, b <= 22) does it compare the low bits. (One lookup at a
+// time is no faster than with separate position and owner arrays, measured at 1.6M points:
+// the processor predicts the scan and fetches both at once. Batches gain, see LocateBatch.)
+//
+// Most lookups read no record at all: a 4-byte entry per bucket holds the owner of the first
+// point at or after the bucket's start, whether it is the bucket's only point, and the high
+// bits of its position, as many as fit. They answer every key below that point, in a bucket
+// without points, or (with the next entry, mostly in the same cache line) above the bucket's
+// only point: 82 to 94 percent of uniform keys, with one cache miss where the index of the
+// bucket's records and the records would add a second and a third. The entries add 4 bytes
+// a bucket, 5.2 bytes per point at 1.6M points (17.2 to 22.5 in all).
 type Table struct {
 	// rec holds the records in order, then a sentinel with the largest high bits and the
 	// owner of rec[0], which stops every scan and wraps the ring around, then padding that
@@ -127,9 +134,18 @@ type Table struct {
 	// low holds the low b bits of each position.
 	low  []uint32
 	mask uint64 // 1<<b - 1: the owner bits of a record
-	// idx[k] is the index of the first point >= k<<shift; idx[len(idx)-1] = Len().
-	idx   []uint32
-	shift uint // 64 minus the bits of a bucket number, in [41, 63]
+	// idx[k] answers most lookups in bucket k, the positions with top bits k, alone: it holds
+	// the owner of the first point >= k<<shift (point 0's for none) in bits [1, 1+ob), in
+	// bit 0 whether that point is the bucket's only one, and above them the bits of that
+	// point's position just below the bucket's top bits, as many as fit (all ones when the
+	// point is in a later bucket). A key below that point, in a bucket without points, or
+	// above the bucket's only point (then idx[k+1]'s owner) is answered without a record;
+	// see indexed. idx[len(idx)-1] has point 0's owner.
+	idx []uint32
+	// start[k] is the index of the first point >= k<<shift; start[len(start)-1] = Len().
+	start []uint32
+	shift uint   // 64 minus the bits of a bucket number, in [41, 63]
+	lowE  uint32 // 1<<(ob+1) - 1: the owner and flag bits of an entry
 
 	branchless bool // search counts records without branching (small tables)
 
@@ -197,17 +213,39 @@ func New(points []Point) (*Table, error) {
 	b := max(bits.Len(uint(n)), 1)
 	t.branchless = n <= branchlessMax
 	t.shift = uint(64 - b)
-	t.idx = make([]uint32, 1<<b+1)
+	t.lowE = 1<<(bits.OnesCount64(t.mask)+1) - 1
+	t.start = make([]uint32, 1<<b+1)
 	i := 0
 	for k := range 1 << b {
 		start := uint64(k) << t.shift
 		for i < n && points[i].Pos < start {
 			i++
 		}
-		t.idx[k] = uint32(i)
+		t.start[k] = uint32(i)
 	}
-	t.idx[1<<b] = uint32(n)
+	t.start[1<<b] = uint32(n)
+	t.idx = make([]uint32, 1<<b+1)
+	for k := range 1 << b {
+		t.idx[k] = t.entry(k)
+	}
+	t.idx[1<<b] = uint32(t.rec[n]&t.mask) << 1 // rec[Len()] has point 0's owner
 	return t, nil
+}
+
+// entry returns idx[k], given start.
+func (t *Table) entry(k int) uint32 {
+	i, j := t.start[k], t.start[k+1]
+	top := uint32(math.MaxUint32) // no point in the bucket: no key is at or above it
+	if i < j {
+		// The bits of rec[i] below the bucket number; the owner bits that reach the top
+		// half (b+ob > 32) fall within lowE.
+		top = uint32(t.rec[i] << (64 - t.shift) >> 32)
+	}
+	var one uint32
+	if j-i == 1 {
+		one = 1
+	}
+	return top&^t.lowE | uint32(t.rec[i]&t.mask)<<1 | one
 }
 
 // Len returns the number of points, in [1, MaxPoints], counting those a tie hides.
@@ -223,7 +261,7 @@ func (t *Table) Owners() int { return t.owners }
 func (t *Table) MaxOwner() int32 { return t.maxOwner }
 
 // Bytes returns the memory the table holds, for reports of bytes per point.
-func (t *Table) Bytes() int { return cap(t.rec)*8 + cap(t.low)*4 + cap(t.idx)*4 }
+func (t *Table) Bytes() int { return cap(t.rec)*8 + cap(t.low)*4 + cap(t.idx)*4 + cap(t.start)*4 }
 
 // Position returns the position of point i, i in [0, Len()).
 func (t *Table) Position(i int) uint64 { return t.rec[i]&^t.mask | uint64(t.low[i]) }
@@ -232,12 +270,36 @@ func (t *Table) Position(i int) uint64 { return t.rec[i]&^t.mask | uint64(t.low[
 func (t *Table) Owner(i int) int32 { return int32(t.rec[i] & t.mask) }
 
 // Locate returns the owner of the successor of h: Owner(Successor(h)), a little faster.
-func (t *Table) Locate(h uint64) int32 { return int32(t.rec[t.search(h)] & t.mask) }
+func (t *Table) Locate(h uint64) int32 {
+	k := h >> (t.shift & 63)
+	if o, ok := t.indexed(t.idx[k], k, h); ok {
+		return o
+	}
+	return int32(t.rec[t.searchIn(t.start[k], t.start[k+1], h)] & t.mask)
+}
+
+// indexed returns the owner of h's successor and true where e = idx[k], k = h's bucket, and
+// the next entry tell it without a record: when h is below the bucket's first point or the
+// bucket has none (e's owner), or h is above the bucket's only point (the next entry's
+// owner). With n points in 2^b buckets, λ = n/2^b in [1/2, 1), that is about e^-λ (no
+// point) + λe^-λ (one point) + a third of the rest (keys before the first of two or more):
+// 82 to 94 percent of uniform keys. Otherwise (also when h's bits in e equal the point's,
+// odds 2^-9 at most and 2^-17 at 10^4 owners) it returns false.
+func (t *Table) indexed(e uint32, k, h uint64) (int32, bool) {
+	hk := uint32(h<<((64-t.shift)&63)>>32) | t.lowE // h's bits below the bucket number, placed as an entry's
+	if hk < e {
+		return int32(e>>1) & int32(t.mask), true
+	}
+	if e&1 != 0 && hk > e|t.lowE {
+		return int32(t.idx[k+1]>>1) & int32(t.mask), true
+	}
+	return 0, false
+}
 
 // search returns the index of the first point >= h in [0, Len()], Len() being the sentinel.
 func (t *Table) search(h uint64) int {
 	k := h >> (t.shift & 63)
-	return t.searchIn(t.idx[k], t.idx[k+1], h)
+	return t.searchIn(t.start[k], t.start[k+1], h)
 }
 
 // searchIn is search given the index entries of h's bucket: points [i, j) are the bucket's.
@@ -279,9 +341,9 @@ func (t *Table) searchIn(i, j uint32, h uint64) int {
 const Batch = 32
 
 // LocateBatch sets owners[i] = Locate(hs[i]) for every i in [0, len(hs)); owners must be
-// at least as long as hs. It reads the index entries of Batch positions, then their first
-// records, then searches each: the cache misses of one step are independent and overlap,
-// where one Locate after another waits for each key's misses in turn.
+// at least as long as hs. It reads the index entries of Batch positions, then answers each
+// from them or its records: the cache misses of one step are independent and overlap, where
+// one Locate after another waits for each key's misses in turn.
 func (t *Table) LocateBatch(hs []uint64, owners []int32) {
 	owners = owners[:len(hs)]
 	if t.branchless { // in cache: nothing to overlap, and the steps would cost more than they save
@@ -292,21 +354,37 @@ func (t *Table) LocateBatch(hs []uint64, owners []int32) {
 	}
 	for len(hs) > 0 {
 		g := min(len(hs), Batch)
-		var lo, hi [Batch]uint32
+		var e [Batch]uint32
 		for m, h := range hs[:g] {
-			k := h >> (t.shift & 63)
-			lo[m], hi[m] = t.idx[k], t.idx[k+1]
+			e[m] = t.idx[h>>(t.shift&63)]
+		}
+		// The entries answer most; for the others read where their bucket's points start,
+		// then the first of them, each step for all before any search needs one, so that
+		// those misses overlap as well.
+		var rest [Batch]uint8
+		n := 0
+		for m, h := range hs[:g] {
+			o, ok := t.indexed(e[m], h>>(t.shift&63), h)
+			owners[m], rest[n] = o, uint8(m)
+			if !ok {
+				n++
+			}
+		}
+		var lo, hi [Batch]uint32
+		for r, m := range rest[:n] {
+			k := hs[m] >> (t.shift & 63)
+			lo[r], hi[r] = t.start[k], t.start[k+1]
 		}
 		var first [Batch]uint64
-		for m := range g {
-			first[m] = t.rec[lo[m]]
+		for r := range n {
+			first[r] = t.rec[lo[r]]
 		}
-		for m, h := range hs[:g] {
-			if first[m] > h|t.mask { // the bucket's first point is beyond h's high bits
-				owners[m] = int32(first[m] & t.mask)
-				continue
+		for r, m := range rest[:n] {
+			i := lo[r]
+			if first[r] < hs[m]&^t.mask { // the first point is below h's high bits: not the one
+				i++
 			}
-			owners[m] = int32(t.rec[t.searchIn(lo[m], hi[m], h)] & t.mask)
+			owners[m] = int32(t.rec[t.searchIn(i, hi[r], hs[m])] & t.mask)
 		}
 		hs, owners = hs[g:], owners[g:]
 	}

@@ -476,6 +476,11 @@ func FuzzTable(f *testing.F) {
 	})
 }
 
+// BenchmarkLocate looks up positions at 10, 1000 and 10^4 nodes of 160 points: keys=pool
+// cycles through 16384 positions, as the peers benchmark does (their index entries and
+// records stay in cache from one round to the next), keys=fresh draws a new position every
+// time (a Weyl sequence: no two the same, spread over every bucket), so at 10^4 nodes each
+// lookup reads from memory.
 func BenchmarkLocate(b *testing.B) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, n := range []int{1600, 160000, 1600000} {
@@ -487,7 +492,7 @@ func BenchmarkLocate(b *testing.B) {
 		for i := range hs {
 			hs[i] = r.Uint64()
 		}
-		b.Run("points="+strconv.Itoa(n), func(b *testing.B) {
+		b.Run("keys=pool/points="+strconv.Itoa(n), func(b *testing.B) {
 			b.ReportAllocs()
 			s := int32(0)
 			for i := 0; b.Loop(); i++ {
@@ -496,10 +501,42 @@ func BenchmarkLocate(b *testing.B) {
 			sink = s
 			b.ReportMetric(float64(tab.Bytes())/float64(tab.Len()), "B/point")
 		})
+		b.Run("keys=fresh/points="+strconv.Itoa(n), func(b *testing.B) {
+			s, h := int32(0), r.Uint64()
+			for b.Loop() {
+				h += 0x9e3779b97f4a7c15
+				s += tab.Locate(h)
+			}
+			sink = s
+		})
 	}
 }
 
 var sink int32
+
+// BenchmarkLocateBatch looks up the 16384 positions of BenchmarkLocate's keys=pool, Batch at
+// a time, per position: at 1000 nodes (the batch target's) and 10^4 nodes of 160 points.
+func BenchmarkLocateBatch(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{160000, 1600000} {
+		tab, err := New(randomPoints(r, tableCases()[0], n, n/160, 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs, owners := make([]uint64, 1<<14), make([]int32, Batch)
+		for i := range hs {
+			hs[i] = r.Uint64()
+		}
+		b.Run("points="+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i += Batch {
+				i &= len(hs) - 1
+				tab.LocateBatch(hs[i:i+Batch], owners)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*Batch), "ns/position")
+		})
+	}
+}
 
 // Sort orders points as Compare does, whatever their order: random, sorted by position,
 // reversed, piled on few positions, or 32-bit positions shifted up.
