@@ -1,0 +1,219 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// maxParams bounds the parameters of one statement: below SQLite's 32766 and PostgreSQL's
+// 65535.
+const maxParams = 30000
+
+// encodeCursor turns a key value as the driver returns it into a Cursor.
+func encodeCursor(v any) (rebalance.Cursor, error) {
+	switch k := v.(type) {
+	case int64:
+		return rebalance.Cursor("i" + strconv.FormatInt(k, 10)), nil
+	case string:
+		return rebalance.Cursor("s" + k), nil
+	case []byte:
+		return rebalance.Cursor("b" + string(k)), nil
+	}
+	return "", fmt.Errorf("key value %v of type %T: want an integer, text or bytes column: %w", v, v, rebalance.ErrConfig)
+}
+
+func decodeCursor(c rebalance.Cursor) (any, error) {
+	if c == "" {
+		return nil, nil
+	}
+	switch s := string(c[1:]); c[0] {
+	case 'i':
+		return strconv.ParseInt(s, 10, 64)
+	case 's':
+		return s, nil
+	case 'b':
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("cursor %q was not made by this package: %w", c, rebalance.ErrConfig)
+}
+
+// readRows reads up to limit rows of owner on shard after cur, in key order.
+func (s *Store) readRows(ctx context.Context, owner string, shard int, cur rebalance.Cursor, limit int) ([][]any, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodeCursor(cur)
+	if err != nil {
+		return nil, err
+	}
+	q, args := s.selectFirst, []any{o, limit}
+	if after != nil {
+		q, args = s.selectAfter, append(args, after)
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), err)
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		row := make([]any, len(s.table.Columns))
+		ptrs := make([]any, len(row))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), err)
+		}
+		out = append(out, row)
+	}
+	return out, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), rows.Err())
+}
+
+// insertRows writes rows in tx, many per statement, replacing rows of the same key.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows [][]any) error {
+	ncol := len(s.table.Columns)
+	per := maxParams / ncol
+	var b strings.Builder
+	for len(rows) > 0 {
+		batch := rows[:min(len(rows), per)]
+		rows = rows[len(batch):]
+		b.Reset()
+		b.WriteString(s.insertHead)
+		args := make([]any, 0, ncol*len(batch))
+		for i, r := range batch {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + placeholders(i*ncol+1, ncol) + ")")
+			args = append(args, r...)
+		}
+		b.WriteString(s.insertTail)
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CopyChunk copies up to limit of owner's rows after the cursor from shard from to shard
+// to, in one transaction on to; see rebalance.SharedStore.
+func (s *Store) CopyChunk(ctx context.Context, owner string, from, to int, after rebalance.Cursor, limit int) (rebalance.Cursor, int, bool, error) {
+	if limit <= 0 {
+		return after, 0, false, fmt.Errorf("sqlstore: copy chunk of %d rows: %w", limit, rebalance.ErrConfig)
+	}
+	rows, err := s.readRows(ctx, owner, from, after, limit)
+	if err != nil || len(rows) == 0 {
+		return after, 0, err == nil, err
+	}
+	next, err := encodeCursor(rows[len(rows)-1][s.key])
+	if err != nil {
+		return after, 0, false, s.wrap(from, "read key", err)
+	}
+	tx, err := s.begin(ctx, to)
+	if err != nil {
+		return after, 0, false, err
+	}
+	defer tx.Rollback()
+	if err := s.insertRows(ctx, tx, rows); err != nil {
+		return after, 0, false, s.wrap(to, fmt.Sprintf("write %d rows of owner %q", len(rows), owner), err)
+	}
+	if err := tx.Commit(); err != nil {
+		return after, 0, false, s.wrap(to, fmt.Sprintf("commit %d rows of owner %q", len(rows), owner), err)
+	}
+	return next, len(rows), len(rows) < limit, nil
+}
+
+// Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
+// that deletes the owner's rows there and inserts every row read from from, chunk by chunk.
+func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return err
+	}
+	if _, err := s.shard(from); err != nil {
+		return err
+	}
+	tx, err := s.begin(ctx, to)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, s.deleteAll, o); err != nil {
+		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
+	}
+	var cur rebalance.Cursor
+	for {
+		rows, err := s.readRows(ctx, owner, from, cur, 5000)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		if err := s.insertRows(ctx, tx, rows); err != nil {
+			return s.wrap(to, fmt.Sprintf("write rows of owner %q", owner), err)
+		}
+		if cur, err = encodeCursor(rows[len(rows)-1][s.key]); err != nil {
+			return s.wrap(from, "read key", err)
+		}
+	}
+	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), tx.Commit())
+}
+
+// Count returns how many rows owner has on shard.
+func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return 0, err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = db.QueryRowContext(ctx, s.count, o).Scan(&n)
+	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
+}
+
+// Delete removes every row of owner from shard, in one statement.
+func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+	db, err := s.shard(shard)
+	if err != nil {
+		return err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, s.deleteAll, o)
+	return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+}
+
+// DeleteChunk deletes up to limit of owner's rows on shard and returns how many.
+func (s *Store) DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return 0, err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return 0, err
+	}
+	res, err := db.ExecContext(ctx, s.deleteChunk, o, limit)
+	if err != nil {
+		return 0, s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+}

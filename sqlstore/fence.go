@@ -1,0 +1,253 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// lockKey is owner's advisory lock key within the Store's namespace (PostgreSQL). Two
+// owners of one key only wait for each other's fence changes.
+func lockKey(owner string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(owner))
+	return int32(h.Sum32())
+}
+
+// begin starts a transaction on shard i: READ COMMITTED on PostgreSQL, so that each
+// statement sees what committed before it started (the fence read after the lock).
+func (s *Store) begin(ctx context.Context, i int) (*sql.Tx, error) {
+	db, err := s.shard(i)
+	if err != nil {
+		return nil, err
+	}
+	var opts *sql.TxOptions
+	if s.dialect == PostgreSQL {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := db.BeginTx(ctx, opts)
+	return tx, s.wrap(i, "begin", err)
+}
+
+// Access runs fn in one transaction on shard if shard serves owner, and commits it; see
+// rebalance.SharedStore. A refusal is a *rebalance.FenceError; fn's own error is returned as
+// it is, after the rollback.
+func (s *Store) Access(ctx context.Context, owner string, shard int, fn func(tx *sql.Tx) error) error {
+	tx, err := s.begin(ctx, shard)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // a no-op after Commit
+	var state sql.NullInt64
+	switch s.dialect {
+	case PostgreSQL:
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock_shared($1, $2)", s.ns, lockKey(owner)); err != nil {
+			return s.wrap(shard, fmt.Sprintf("lock owner %q", owner), err)
+		}
+		err = tx.QueryRowContext(ctx, "SELECT state FROM rebalance_fence WHERE owner = $1", owner).Scan(&state)
+	default:
+		// A write first: it takes the write lock now, so no fence change can commit between
+		// this read and the end of the transaction.
+		err = tx.QueryRowContext(ctx, "UPDATE rebalance_fence SET state = state WHERE owner = $1 RETURNING state", owner).Scan(&state)
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s.wrap(shard, fmt.Sprintf("read fence of owner %q", owner), err)
+	}
+	if f := rebalance.FenceState(state.Int64); state.Valid && f != rebalance.Serving {
+		return &rebalance.FenceError{Owner: owner, Shard: shard, State: f}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return s.wrap(shard, fmt.Sprintf("commit access to owner %q", owner), tx.Commit())
+}
+
+// Fences returns the fence of each of owners on shard.
+func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebalance.FenceState, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rebalance.FenceState, len(owners))
+	at := make(map[string][]int, len(owners))
+	for i, o := range owners {
+		at[o] = append(at[o], i)
+	}
+	for batch := range slices.Chunk(owners, 500) {
+		q, args := "SELECT owner, state FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, s.wrap(shard, "read fences", err)
+		}
+		for rows.Next() {
+			var o string
+			var f int64
+			if err := rows.Scan(&o, &f); err != nil {
+				rows.Close()
+				return nil, s.wrap(shard, "read fences", err)
+			}
+			for _, i := range at[o] {
+				out[i] = rebalance.FenceState(f)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, s.wrap(shard, "read fences", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap(shard, "read fences", err)
+		}
+	}
+	return out, nil
+}
+
+// SetFence sets the fence of owners on shard, each owner held exclusive against Access,
+// after checking token; see rebalance.SharedStore.
+func (s *Store) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	if state > rebalance.Moved {
+		return fmt.Errorf("sqlstore: set fence to %v: %w", state, rebalance.ErrConfig)
+	}
+	tx, err := s.begin(ctx, shard)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := s.checkToken(ctx, tx, migration, token, shard); err != nil {
+		return err
+	}
+	if s.dialect == PostgreSQL {
+		// Locks in key order, so that two fence changes of overlapping owners cannot deadlock.
+		keys := make([]int32, len(owners))
+		for i, o := range owners {
+			keys[i] = lockKey(o)
+		}
+		slices.Sort(keys)
+		for _, k := range slices.Compact(keys) {
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", s.ns, k); err != nil {
+				return s.wrap(shard, "lock owners for a fence change", err)
+			}
+		}
+	}
+	for batch := range slices.Chunk(owners, 500) {
+		var q string
+		var args []any
+		if state == rebalance.Serving {
+			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+		} else {
+			var b strings.Builder
+			b.WriteString("INSERT INTO rebalance_fence (owner, state, token) VALUES ")
+			for i, o := range batch {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "($%d, %d, %d)", i+1, state, int64(token))
+				args = append(args, o)
+			}
+			b.WriteString(" ON CONFLICT (owner) DO UPDATE SET state = excluded.state, token = excluded.token")
+			q = b.String()
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(batch), state), err)
+		}
+	}
+	return s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
+}
+
+// Claim records token for migration on every shard and in the control database, or
+// refuses a token older than one of them has seen.
+func (s *Store) Claim(ctx context.Context, migration string, token uint64) error {
+	for i := range s.shards {
+		tx, err := s.begin(ctx, i)
+		if err != nil {
+			return err
+		}
+		err = s.checkToken(ctx, tx, migration, token, i)
+		if err == nil {
+			err = s.wrap(i, "commit claim", tx.Commit())
+		}
+		tx.Rollback()
+		if err != nil {
+			return err
+		}
+	}
+	tx, err := s.control.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: control database: commit claim: %w", err)
+	}
+	return nil
+}
+
+// checkToken is the first statement of a mover's transaction on shard (-1: the control
+// database): it records token as the newest of migration there, or returns a
+// *rebalance.FenceError if a newer one was recorded. The row stays locked (shared when the
+// token is already the newest) until the transaction ends, so a newer mover's claim waits
+// for this transaction and then refuses the older mover everything.
+func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, token uint64, shard int) error {
+	where := func(err error) error {
+		if shard < 0 {
+			return fmt.Errorf("sqlstore: control database: check mover token: %w", err)
+		}
+		return s.wrap(shard, "check mover token", err)
+	}
+	if token > math.MaxInt64 {
+		return where(fmt.Errorf("token %d above %d: %w", token, int64(math.MaxInt64), rebalance.ErrConfig))
+	}
+	var newest int64
+	if s.dialect == PostgreSQL {
+		err := tx.QueryRowContext(ctx, "SELECT token FROM rebalance_epoch WHERE migration = $1 FOR SHARE", migration).Scan(&newest)
+		switch {
+		case err == nil && newest == int64(token):
+			return nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return where(err)
+		case err == nil && newest > int64(token):
+			return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
+		}
+	}
+	// SQLite: a write as the first statement, which takes the write lock.
+	upsert := `INSERT INTO rebalance_epoch (migration, token) VALUES ($1, $2)
+		ON CONFLICT (migration) DO UPDATE SET token = max(rebalance_epoch.token, excluded.token) RETURNING token`
+	if s.dialect == PostgreSQL {
+		upsert = strings.Replace(upsert, "max(", "GREATEST(", 1)
+	}
+	if err := tx.QueryRowContext(ctx, upsert, migration, int64(token)).Scan(&newest); err != nil {
+		return where(err)
+	}
+	if newest > int64(token) {
+		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
+	}
+	return nil
+}
+
+// placeholders returns "$first, ..., $(first+n-1)".
+func placeholders(first, n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", first+i)
+	}
+	return b.String()
+}
+
+func toAny(xs []string) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}

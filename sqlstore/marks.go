@@ -1,0 +1,110 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// Mark returns owner's mark in migration, Unmoved if it has none.
+func (s *Store) Mark(ctx context.Context, migration, owner string) (rebalance.Mark, error) {
+	var m int64
+	err := s.control.QueryRowContext(ctx,
+		"SELECT mark FROM rebalance_marks WHERE migration = $1 AND owner = $2", migration, owner).Scan(&m)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rebalance.Unmoved, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: control database: read mark of owner %q: %w", owner, err)
+	}
+	return rebalance.Mark(m), nil
+}
+
+// SetMark records owner's mark in migration (never lowering it); for the in-process
+// rebalance.Migration, which carries no token.
+func (s *Store) SetMark(ctx context.Context, migration, owner string, mark rebalance.Mark) error {
+	_, err := s.control.ExecContext(ctx, s.upsertMarks(1, mark), migration, owner)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: mark owner %q %v: %w", owner, mark, err)
+	}
+	return nil
+}
+
+// upsertMarks is the statement that sets n owners ($2...) of migration $1 to mark.
+func (s *Store) upsertMarks(n int, mark rebalance.Mark) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO rebalance_marks (migration, owner, mark) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "($1, $%d, %d)", i+2, mark)
+	}
+	greatest := "max"
+	if s.dialect == PostgreSQL {
+		greatest = "GREATEST"
+	}
+	fmt.Fprintf(&b, " ON CONFLICT (migration, owner) DO UPDATE SET mark = %s(rebalance_marks.mark, excluded.mark)", greatest)
+	return b.String()
+}
+
+// Marks returns the marks of owners in migration, a statement per 500 owners.
+func (s *Store) Marks(ctx context.Context, migration string, owners []string) ([]rebalance.Mark, error) {
+	out := make([]rebalance.Mark, len(owners))
+	at := make(map[string][]int, len(owners))
+	for i, o := range owners {
+		at[o] = append(at[o], i)
+	}
+	for batch := range slices.Chunk(owners, 500) {
+		q := "SELECT owner, mark FROM rebalance_marks WHERE migration = $1 AND owner IN (" + placeholders(2, len(batch)) + ")"
+		rows, err := s.control.QueryContext(ctx, q, append([]any{migration}, toAny(batch)...)...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: control database: read marks: %w", err)
+		}
+		for rows.Next() {
+			var o string
+			var m int64
+			if err := rows.Scan(&o, &m); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: control database: read marks: %w", err)
+			}
+			for _, i := range at[o] {
+				out[i] = rebalance.Mark(m)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlstore: control database: read marks: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// SetMarks records mark for owners in migration in one transaction, after checking token.
+func (s *Store) SetMarks(ctx context.Context, migration string, owners []string, mark rebalance.Mark, token uint64) error {
+	if mark > rebalance.Done {
+		return fmt.Errorf("sqlstore: set marks to %v: %w", mark, rebalance.ErrConfig)
+	}
+	tx, err := s.control.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(owners, 1000) {
+		if _, err := tx.ExecContext(ctx, s.upsertMarks(len(batch), mark), append([]any{migration}, toAny(batch)...)...); err != nil {
+			return fmt.Errorf("sqlstore: control database: mark %d owners %v: %w", len(batch), mark, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: control database: commit marks: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+// Package sqlstore is a [rebalance.SharedStore] over database/sql, for SQLite
+// (modernc.org/sqlite) and PostgreSQL (the pgx stdlib driver): one database per shard, and a
+// control database for the marks. It moves the rows of one table, an owner at a time, with the
+// fences of the package rebalance documentation kept on each shard.
+//
+// # What holds across processes, and why
+//
+// Each shard holds a table rebalance_fence (owner, state, token) and rebalance_epoch
+// (migration, token); the control database holds rebalance_marks (migration, owner, mark), the
+// table examples/rebalance already uses, and its own rebalance_epoch. [Store.Access] reads the
+// owner's fence in the transaction that runs the application's statements, after taking the
+// owner shared against a fence change on that shard:
+//
+//   - PostgreSQL: pg_advisory_xact_lock_shared on the shard's own connection, then the fence
+//     is read by a second statement, so under READ COMMITTED (which Access asks for) it sees
+//     every fence committed before the lock was granted; a fence change takes
+//     pg_advisory_xact_lock on the same key and so waits for the accesses under way.
+//   - SQLite: the first statement of the transaction writes (an UPDATE of the owner's fence
+//     row, which takes the database's write lock even when no row matches), so the
+//     transaction holds the write lock from its first read on, and a fence change, itself a
+//     write transaction, runs before or after it, never in between. Set a busy timeout
+//     (_pragma=busy_timeout(10000)) and WAL (_pragma=journal_mode(WAL)) in the DSN.
+//
+// A process that routes by a stale placement, lost its lease or was partitioned away from the
+// coordinator still cannot read or write an owner on a shard that no longer serves it: the
+// shard itself refuses, with an error wrapping [rebalance.ErrFenced].
+//
+// # The table
+//
+// A [TableSpec] names the table, its owner column, a key column that is unique on the table
+// and orders an owner's rows (the chunks of a copy follow it), and every column to copy. A
+// copy replaces rows by key (INSERT ... ON CONFLICT (key) DO UPDATE), many rows per statement;
+// a tail copy after the fence picks up the rows written since, and the move compares counts
+// before anything is deleted. Rows must be added with growing keys to be cheap to move (an
+// append-only table such as messages); rows committed out of key order or deleted during the
+// move are caught by the counts and make the move copy the owner again, whole.
+//
+// # Connections
+//
+// Every Access, chunk and fence change is one short transaction on one *sql.DB per shard. Give
+// each *sql.DB as many idle connections as the goroutines that use it at once
+// (SetMaxIdleConns): database/sql keeps 2 by default and otherwise opens and closes a
+// connection for most transactions, which on PostgreSQL costs more than the transaction.
+//
+// A Store never creates a shard: [Store.Init] creates the fence tables in databases that
+// exist, and refuses a shard whose data table is missing (a lost SQLite file reopened empty, a
+// dropped database) with an error that names it. Open SQLite files with mode=rw once they
+// exist.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// Dialect is the SQL engine of every database of a Store.
+type Dialect uint8
+
+const (
+	// SQLite, through modernc.org/sqlite (driver name "sqlite").
+	SQLite Dialect = iota + 1
+	// PostgreSQL, through github.com/jackc/pgx/v5/stdlib (driver name "pgx").
+	PostgreSQL
+)
+
+// String returns "sqlite", "postgresql", or "dialect(n)".
+func (d Dialect) String() string {
+	switch d {
+	case SQLite:
+		return "sqlite"
+	case PostgreSQL:
+		return "postgresql"
+	}
+	return fmt.Sprintf("dialect(%d)", uint8(d))
+}
+
+// TableSpec describes the table whose rows move with their owner. For the messages table of
+// examples/rebalance:
+//
+//	sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true,
+//		Columns: []string{"id", "user_id", "time", "message", "sender"}}
+type TableSpec struct {
+	// Table is the table's name.
+	Table string
+	// Owner is the column that holds the owner; it should be indexed.
+	Owner string
+	// Key is a column unique on the table (its primary key) that orders an owner's rows.
+	Key string
+	// Columns are every column a copy carries, Owner and Key among them.
+	Columns []string
+	// IntOwner says the owner column is an integer: owners are its values in decimal.
+	IntOwner bool
+}
+
+// Options tune a Store. The zero value is valid.
+type Options struct {
+	// ShardNames name the shards in errors ("shard 3 (data/shard3.db)"); nil names them by
+	// number. If not nil, it must have one name per shard.
+	ShardNames []string
+}
+
+// Store implements rebalance.SharedStore[*sql.Tx] over one *sql.DB per shard and a control
+// *sql.DB (which may be one of the shards). It is safe for concurrent use, and any number of
+// Stores in any number of processes may share the databases.
+type Store struct {
+	dialect Dialect
+	shards  []*sql.DB
+	control *sql.DB
+	table   TableSpec
+	names   []string
+	ns      int32 // the advisory lock namespace of this table's owners (PostgreSQL)
+	key     int   // the index of Key in Columns
+
+	// statements built once from the TableSpec
+	selectAfter, selectFirst, count, deleteAll, deleteChunk, insertHead, insertTail string
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// New returns a Store over shards (shard i is shards[i]) and control, for table. It does no
+// I/O: call Init before use. Bad arguments are errors wrapping rebalance.ErrConfig.
+func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, opts Options) (*Store, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("sqlstore: "+format+": %w", append(args, rebalance.ErrConfig)...)
+	}
+	switch {
+	case dialect != SQLite && dialect != PostgreSQL:
+		return nil, bad("unknown %v", dialect)
+	case len(shards) == 0 || control == nil || slices.Contains(shards, nil):
+		return nil, bad("no shard, a nil shard or a nil control database")
+	case opts.ShardNames != nil && len(opts.ShardNames) != len(shards):
+		return nil, bad("%d shard names for %d shards", len(opts.ShardNames), len(shards))
+	}
+	for _, name := range append([]string{table.Table, table.Owner, table.Key}, table.Columns...) {
+		if !identifier.MatchString(name) {
+			return nil, bad("table %q: name %q is not a plain SQL identifier", table.Table, name)
+		}
+	}
+	key := slices.Index(table.Columns, table.Key)
+	if key < 0 || !slices.Contains(table.Columns, table.Owner) || table.Key == table.Owner {
+		return nil, bad("table %q: Columns %q must hold the key %q and the owner %q, two different columns", table.Table, table.Columns, table.Key, table.Owner)
+	}
+	for i, c := range table.Columns {
+		if slices.Contains(table.Columns[:i], c) {
+			return nil, bad("table %q: column %q listed twice", table.Table, c)
+		}
+	}
+	names := opts.ShardNames
+	if names == nil {
+		names = make([]string, len(shards))
+		for i := range names {
+			names[i] = "shard " + strconv.Itoa(i)
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte("shardkit/rebalance:" + table.Table))
+	s := &Store{dialect: dialect, shards: shards, control: control, table: table, names: names,
+		ns: int32(h.Sum32()), key: key}
+	cols, t, o, k := strings.Join(table.Columns, ", "), table.Table, table.Owner, table.Key
+	s.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s LIMIT $2", cols, t, o, k)
+	s.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s LIMIT $2", cols, t, o, k, k)
+	s.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", t, o)
+	s.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", t, o)
+	s.deleteChunk = fmt.Sprintf("DELETE FROM %s WHERE %s IN (SELECT %s FROM %s WHERE %s = $1 LIMIT $2)", t, k, k, t, o)
+	s.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", t, cols)
+	var set []string
+	for _, c := range table.Columns {
+		if c != k {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	s.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s", k, strings.Join(set, ", "))
+	return s, nil
+}
+
+// Shards returns how many shards the Store has.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// shard returns the database of shard i, or an error if there is none.
+func (s *Store) shard(i int) (*sql.DB, error) {
+	if i < 0 || i >= len(s.shards) {
+		return nil, fmt.Errorf("sqlstore: shard %d out of range [0, %d): %w", i, len(s.shards), rebalance.ErrConfig)
+	}
+	return s.shards[i], nil
+}
+
+// wrap names shard i in err, if not nil.
+func (s *Store) wrap(i int, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("sqlstore: %s: %s: %w", s.names[i], what, err)
+}
+
+// ownerArg is owner as the owner column's value.
+func (s *Store) ownerArg(owner string) (any, error) {
+	if !s.table.IntOwner {
+		return owner, nil
+	}
+	n, err := strconv.ParseInt(owner, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: table %s: owner %q is not an integer: %w", s.table.Table, owner, rebalance.ErrConfig)
+	}
+	return n, nil
+}
+
+const shardSchema = `
+CREATE TABLE IF NOT EXISTS rebalance_fence (
+	owner TEXT PRIMARY KEY,
+	state INTEGER NOT NULL,
+	token BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_epoch (
+	migration TEXT PRIMARY KEY,
+	token     BIGINT NOT NULL
+)`
+
+const controlSchema = `
+CREATE TABLE IF NOT EXISTS rebalance_marks (
+	migration TEXT NOT NULL,
+	owner     TEXT NOT NULL,
+	mark      INTEGER NOT NULL,
+	PRIMARY KEY (migration, owner)
+);
+CREATE TABLE IF NOT EXISTS rebalance_epoch (
+	migration TEXT PRIMARY KEY,
+	token     BIGINT NOT NULL
+)`
+
+// ErrMissingTable reports a shard without the data table: a shard lost and recreated empty,
+// or a wrong database. Init refuses to use it rather than take it for an empty shard.
+var ErrMissingTable = errors.New("data table missing")
+
+// Init checks that every shard holds the data table, and creates the fence, epoch and marks
+// tables where they are missing. It is idempotent; every process calls it once before use.
+func (s *Store) Init(ctx context.Context) error {
+	for i, db := range s.shards {
+		ok, err := s.hasTable(ctx, db, s.table.Table)
+		if err != nil {
+			return s.wrap(i, "look for table "+s.table.Table, err)
+		}
+		if !ok {
+			return s.wrap(i, "check", fmt.Errorf("table %s does not exist: the shard was lost or is the wrong database; refusing to use it as an empty shard: %w", s.table.Table, ErrMissingTable))
+		}
+		if err := execAll(ctx, db, shardSchema); err != nil {
+			return s.wrap(i, "create fence tables", err)
+		}
+	}
+	if err := execAll(ctx, s.control, controlSchema); err != nil {
+		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, error) {
+	q := "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1"
+	if s.dialect == PostgreSQL {
+		q = "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1"
+	}
+	var n int
+	err := db.QueryRowContext(ctx, q, name).Scan(&n)
+	return n > 0, err
+}
+
+// execAll runs the statements of a schema one by one: drivers differ on several in one Exec.
+func execAll(ctx context.Context, db *sql.DB, schema string) error {
+	for stmt := range strings.SplitSeq(schema, ";") {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ rebalance.SharedStore[*sql.Tx] = (*Store)(nil)
