@@ -41,6 +41,7 @@ type child struct {
 	stdin    io.WriteCloser
 	starts   int
 	killing  bool // the parent killed this incarnation: restart it
+	ready    bool // this incarnation said it works ("working", "elected"): a kill now cuts work
 	finished chan error
 }
 
@@ -76,7 +77,7 @@ func (cs *children) supervise(c *child) error {
 		err := cs.runOnce(c)
 		cs.mu.Lock()
 		killed := c.killing
-		c.killing, c.cmd, c.stdin = false, nil, nil
+		c.killing, c.ready, c.cmd, c.stdin = false, false, nil, nil
 		cs.mu.Unlock()
 		if !killed {
 			if err != nil {
@@ -133,6 +134,11 @@ func (cs *children) copyLines(c *child, r io.Reader, stdout bool) {
 	s.Buffer(make([]byte, 64<<10), 16<<20) // STATS lines carry histograms
 	for s.Scan() {
 		line := s.Text()
+		if stdout && (strings.HasPrefix(line, "working") || strings.HasPrefix(line, "elected")) {
+			cs.mu.Lock()
+			c.ready = true
+			cs.mu.Unlock()
+		}
 		if stdout && cs.onLine != nil && !cs.onLine(c, line) {
 			continue
 		}
@@ -159,14 +165,15 @@ func (cs *children) notePeak(role string, hwm int64) {
 	cs.peak[role] = max(cs.peak[role], hwm)
 }
 
-// killRandom sends SIGKILL to one running child chosen with r among those whose role is in
-// roles, and returns its name, or "" if none runs.
-func (cs *children) killRandom(r *rand.Rand, roles ...string) string {
+// killRandom sends SIGKILL to one child chosen with r among those at work (started and
+// said so: a mover elected, an application process working), and returns its name, or ""
+// if none is.
+func (cs *children) killRandom(r *rand.Rand) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	var running []*child
 	for _, c := range cs.all {
-		if c.cmd != nil && !c.killing && !(cs.stopped && c.role == "app") && containsString(roles, c.role) {
+		if c.cmd != nil && c.ready && !c.killing && !cs.stopped {
 			running = append(running, c)
 		}
 	}
@@ -183,15 +190,6 @@ func (cs *children) killRandom(r *rand.Rand, roles ...string) string {
 	return fmt.Sprintf("%s (pid %d)", c.name, c.cmd.Process.Pid)
 }
 
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // stopApps closes the stdin of every application process: each stops its workload, prints
 // its STATS line and exits 0.
 func (cs *children) stopApps() {
@@ -203,6 +201,12 @@ func (cs *children) stopApps() {
 			c.stdin.Close()
 		}
 	}
+}
+
+func (cs *children) isStopped() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.stopped
 }
 
 // killAll ends every child (after a failure): SIGKILL, no restart.

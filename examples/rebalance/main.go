@@ -129,7 +129,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&c.procs, "procs", 0, "if N > 0, run N application processes and a mover process (this program, started again) that share the databases through etcd; -kill alone means -procs 3")
 	fs.BoolVar(&c.kill, "kill", false, "with -procs: kill random processes, the mover included, with SIGKILL at random moments and restart them")
 	fs.Uint64Var(&c.seed, "seed", 0, "with -kill: the seed of the kills' schedule (0: from the clock; the run prints it)")
-	fs.DurationVar(&c.killEvery, "kill-every", 800*time.Millisecond, "with -kill: the mean time between two kills (uniform in [d/2, 3d/2])")
+	fs.DurationVar(&c.killEvery, "kill-every", time.Second, "with -kill: the mean time between two kills (uniform in [d/2, 3d/2])")
 	fs.StringVar(&c.etcd, "etcd", "", "with -procs: comma-separated endpoints of an etcd cluster for the placement record (default: an etcd embedded in this process on 127.0.0.1)")
 	fs.IntVar(&c.rows, "rows", 0, fmt.Sprintf("with -procs: messages loaded in all, -messages = rows / -users (default %d users x %d messages)", procsUsers, procsMessages))
 	fs.DurationVar(&c.idle, "idle", time.Second, "with -procs: how long the application processes run before the mover starts and after it ends (the idle latencies)")

@@ -135,13 +135,19 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	for i := range c.procs {
 		apps = append(apps, cs.start(fmt.Sprintf("app%d", i), "app", c.roleArgs("app", i, endpoints, prefix, ackDir)...))
 	}
-	failed := make(chan error, c.procs+1)
+	// An application process ends only when asked to: before that, its end is a failure.
+	appDone := make(chan error, c.procs)
 	for _, a := range apps {
 		go func() {
-			if err := <-a.finished; err != nil {
-				failed <- err
+			err := <-a.finished
+			if err == nil && !cs.isStopped() {
+				err = fmt.Errorf("%s: exited with status 0 before it was asked to stop", a.name)
 			}
+			appDone <- err
 		}()
+	}
+	failed := func(err error) error {
+		return fmt.Errorf("an application process ended during the run: %w", err)
 	}
 	time.Sleep(c.idle) // idle latencies: no migration yet
 	mover := cs.start("mover", "mover", append(c.roleArgs("mover", 0, endpoints, prefix, ackDir), "-wait")...)
@@ -155,9 +161,9 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	case err := <-mover.finished:
 		cs.killAll()
 		return fmt.Errorf("the mover stopped before it was elected: %w", err)
-	case err := <-failed:
+	case err := <-appDone:
 		cs.killAll()
-		return err
+		return failed(err)
 	}
 
 	stopKills := make(chan struct{})
@@ -173,20 +179,17 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 				return
 			case <-time.After(c.killEvery/2 + time.Duration(r.Int64N(int64(c.killEvery)))):
 			}
-			// The mover half the time: its death in the middle of a move tests the most.
-			roles := []string{"app"}
-			if r.IntN(2) == 0 {
-				roles = []string{"mover"}
-			}
-			if victim := cs.killRandom(r, roles...); victim != "" {
+			if victim := cs.killRandom(r); victim != "" {
 				cs.out.printf("[parent] SIGKILL %s\n", victim)
 			}
 		}
 	}()
 	var runErr error
+	appsLeft := len(apps)
 	select {
 	case runErr = <-mover.finished:
-	case runErr = <-failed:
+	case err := <-appDone:
+		runErr, appsLeft = failed(err), appsLeft-1
 	}
 	close(stopKills)
 	<-killsDone
@@ -196,13 +199,8 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	}
 	time.Sleep(c.idle) // idle latencies again, on the final placement
 	cs.stopApps()
-	for _, a := range apps {
-		select {
-		case err := <-a.finished:
-			runErr = errors.Join(runErr, err)
-		case err := <-failed:
-			runErr = errors.Join(runErr, err)
-		}
+	for range appsLeft {
+		runErr = errors.Join(runErr, <-appDone)
 	}
 	if runErr != nil {
 		return runErr
