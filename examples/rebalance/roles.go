@@ -68,10 +68,20 @@ var messagesTable = sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key:
 
 // openDBs opens the -data or -pg databases of every shard of the run.
 func openDBs(c config) (*dbs, error) {
-	if c.pg != "" {
-		return openPostgres(c.dsns())
+	if c.pg == "" {
+		return openSQLite(c.data, max(c.shards, c.grow))
 	}
-	return openSQLite(c.data, max(c.shards, c.grow))
+	d, err := openPostgres(c.dsns())
+	if err != nil {
+		return nil, err
+	}
+	// Keep connections for the goroutines that use a shard at once (database/sql keeps 2
+	// and would open a connection for most transactions), but not 8 a shard in each of
+	// five processes: PostgreSQL's default max_connections is 100.
+	for _, db := range d.shards {
+		db.SetMaxIdleConns(4)
+	}
+	return d, nil
 }
 
 // openStore opens the shared store over d and checks its tables.
