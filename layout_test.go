@@ -37,6 +37,7 @@ var layers = map[string]int{
 	"cmd":        5, // the shard command
 	"examples":   5, // runnable programs
 	"benchmarks": 5, // nested modules that compare with other libraries
+	"coord":      5, // nested module: the placement record in etcd
 }
 
 // listedPackage is the part of `go list -json` this file reads.

@@ -176,8 +176,10 @@ func Open(ctx context.Context, endpoints []string, prefix string, opts Options) 
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          timeout,
-		DialKeepAliveTime:    ttl / 3,
-		DialKeepAliveTimeout: ttl / 3,
+		// gRPC pings find a connection that died silently, so that the client dials again
+		// after a partition; etcd refuses pings more often than every 5 s by default.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
 		TLS:                  opts.TLS,
 		Username:             opts.Username,
 		Password:             opts.Password,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shardkit/shard/coord"
 	"github.com/shardkit/shard/coord/embedded"
+	"github.com/shardkit/shard/coord/internal/blackhole"
 )
 
 // The tests share one in-process etcd server and, when Debian's etcd-server is installed,
@@ -175,3 +177,22 @@ func moverChild(t *testing.T, endpoints []string, pfx string) (*exec.Cmd, uint64
 }
 
 var errNotYet = errors.New("not yet")
+
+// testProxy is a blackhole proxy in front of a test server, closed at the test's end.
+type testProxy struct{ *blackhole.Proxy }
+
+func proxy(t *testing.T, endpoints []string) testProxy {
+	t.Helper()
+	u, err := url.Parse(endpoints[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := blackhole.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return testProxy{p}
+}
+
+func (p testProxy) endpoints() []string { return []string{"http://" + p.Addr()} }

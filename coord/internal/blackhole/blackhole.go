@@ -1,23 +1,22 @@
 // Package blackhole is a TCP proxy on 127.0.0.1 that can cut the network between a client
-// and a server the way a real partition does: while cut, the bytes sent either way are read
-// and dropped, so both ends see silence (no reset, no error) until their own timeouts fire.
-// Healing closes the connections that lost data, so that the client dials again through
-// the proxy. The tests of package coord use it to partition an etcd client from its server.
+// and a server the way a real partition does: while cut, nothing crosses in either
+// direction and neither end sees an error (no reset, no close) until its own timeouts fire;
+// bytes already sent wait, as TCP keeps retransmitting them, and flow again when the cut
+// heals. The tests of package coord use it to partition an etcd client from its server.
 package blackhole
 
 import (
-	"io"
 	"net"
 	"sync"
 )
 
-// Proxy forwards connections on Addr to a target address, or drops their bytes while cut.
+// Proxy forwards connections on Addr to a target address, or holds them while cut.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu     sync.Mutex
-	cut    bool
+	healed chan struct{} // closed while the network is whole
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -28,7 +27,9 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	healed := make(chan struct{})
+	close(healed)
+	p := &Proxy{ln: ln, target: target, healed: healed, conns: map[net.Conn]struct{}{}}
 	go p.accept()
 	return p, nil
 }
@@ -36,24 +37,40 @@ func Start(target string) (*Proxy, error) {
 // Addr returns the proxy's address, "127.0.0.1:PORT".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Cut starts dropping every byte, on the open connections and on new ones.
+// Cut stops every byte from crossing, on the open connections and on new ones.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
-	p.cut = true
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.healed:
+		p.healed = make(chan struct{})
+	default: // already cut
+	}
 }
 
-// Heal stops dropping bytes: the connections that were open while cut are closed (their
-// streams lost data), new ones are forwarded again.
+// Heal lets the held bytes and new ones cross again: the partition is over and the open
+// connections go on.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.cut = false
+	defer p.mu.Unlock()
+	select {
+	case <-p.healed:
+	default:
+		close(p.healed)
+	}
+}
+
+// Reset closes every open connection and heals: both ends lose their connections, as when
+// a server restarts, and the client must dial again.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
 	conns := p.conns
 	p.conns = map[net.Conn]struct{}{}
 	p.mu.Unlock()
 	for c := range conns {
 		c.Close()
 	}
+	p.Heal()
 }
 
 // Close stops the proxy and closes every connection.
@@ -62,7 +79,7 @@ func (p *Proxy) Close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.ln.Close()
-	p.Heal()
+	p.Reset()
 }
 
 func (p *Proxy) track(c net.Conn) bool {
@@ -75,10 +92,12 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) isCut() bool {
+// wait returns once the network is whole.
+func (p *Proxy) wait() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cut
+	healed := p.healed
+	p.mu.Unlock()
+	<-healed
 }
 
 func (p *Proxy) accept() {
@@ -97,10 +116,7 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(in net.Conn) {
 	defer in.Close()
-	if p.isCut() {
-		io.Copy(io.Discard, in) // a connection made during the cut never reaches the server
-		return
-	}
+	p.wait() // a connection made during the cut reaches the server only once it heals
 	out, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
@@ -115,12 +131,13 @@ func (p *Proxy) serve(in net.Conn) {
 	<-done // one side ended: close both (deferred), which ends the other
 }
 
-// pipe copies from src to dst, dropping what it reads while the proxy is cut.
+// pipe copies from src to dst, holding what it read while the proxy is cut.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.isCut() {
+		if n > 0 {
+			p.wait()
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
