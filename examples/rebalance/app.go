@@ -46,6 +46,11 @@ type appWorkload struct {
 // once the dead one's lease expires, resumes the move.
 const maxFencedRetries = 600
 
+// appPause is the pause of each writer and reader between two accesses: the application
+// processes load the databases the way a service would, not flat out, so that the
+// latencies measure the migration's effect rather than the queue of a saturated machine.
+const appPause = 2 * time.Millisecond
+
 func (a *appWorkload) run(ctx context.Context, writers, readers int) {
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -54,7 +59,7 @@ func (a *appWorkload) run(ctx context.Context, writers, readers int) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				a.write(clock, r, 1+r.Int64N(int64(a.users)))
-				time.Sleep(time.Millisecond) // an application, not a benchmark
+				time.Sleep(appPause) // an application, not a benchmark
 			}
 		})
 	}
@@ -63,7 +68,7 @@ func (a *appWorkload) run(ctx context.Context, writers, readers int) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				a.read(1 + r.Int64N(int64(a.users)))
-				time.Sleep(time.Millisecond)
+				time.Sleep(appPause)
 			}
 		})
 	}

@@ -161,6 +161,12 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 		if !set["messages"] {
 			c.messages = procsMessages
 		}
+		if !set["writers"] {
+			c.writers = procsWriters
+		}
+		if !set["readers"] {
+			c.readers = procsReaders
+		}
 		if c.rows > 0 {
 			c.messages = c.rows / c.users
 		}

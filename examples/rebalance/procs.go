@@ -30,6 +30,8 @@ import (
 const (
 	procsUsers    = 400
 	procsMessages = 100
+	procsWriters  = 2 // in each application process
+	procsReaders  = 2
 )
 
 // roleArgs are the flags that the parent passes to every child: the databases, the sizes,

@@ -121,25 +121,17 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if earlier {
+	if earlier { // the messages emptied, sqlstore's tables dropped: Init makes them anew
 		for i, db := range d.shards {
-			for _, t := range []string{"messages", "rebalance_fence", "rebalance_epoch"} {
-				if has, err := d.hasTable(ctx, db, t); err != nil {
+			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch"} {
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
 					return nil, d.shard(i, err)
-				} else if has {
-					if _, err := db.ExecContext(ctx, "DELETE FROM "+t); err != nil {
-						return nil, d.shard(i, err)
-					}
 				}
 			}
 		}
-		for _, t := range []string{"rebalance_marks", "rebalance_epoch"} {
-			if has, err := d.hasTable(ctx, d.control, t); err != nil {
+		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch"} {
+			if _, err := d.control.ExecContext(ctx, stmt); err != nil {
 				return nil, err
-			} else if has {
-				if _, err := d.control.ExecContext(ctx, "DELETE FROM "+t); err != nil {
-					return nil, err
-				}
 			}
 		}
 	} else if err := checkFresh(ctx, d); err != nil {
