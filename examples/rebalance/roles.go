@@ -378,10 +378,7 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 			return err
 		}
 		start := time.Now()
-		if err := m.Run(ctx, owners(c.users)); err != nil {
-			return err
-		}
-		if err := m.Finish(ctx, owners(c.users)); err != nil {
+		if err := moveWithRetries(ctx, m, c.users, out); err != nil {
 			return err
 		}
 		done := next.Clone()
@@ -436,4 +433,28 @@ func plannedRows(ctx context.Context, store *sqlstore.Store, before, after userS
 		moving++
 	}
 	return rows, moving, nil
+}
+
+// moverRetries is how many times the mover runs a step again after an error that may pass
+// (a database restarted, a connection cut): every step of a move is idempotent, so running
+// again resumes. A refusal by a fence (a newer mover's epoch) or the loss of the election
+// ends the mover at once.
+const moverRetries = 5
+
+func moveWithRetries(ctx context.Context, m *rebalance.Shared[*sql.Tx], users int, out io.Writer) error {
+	for try := 0; ; try++ {
+		err := m.Run(ctx, owners(users))
+		if err == nil {
+			err = m.Finish(ctx, owners(users))
+		}
+		if err == nil || try == moverRetries || ctx.Err() != nil || errors.Is(err, rebalance.ErrFenced) {
+			return err
+		}
+		fmt.Fprintf(out, "run again in 1 s after: %v\n", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
