@@ -167,15 +167,24 @@ func (cs *children) notePeak(role string, hwm int64) {
 
 // killRandom sends SIGKILL to one child chosen with r among those at work (started and
 // said so: a mover elected, an application process working), and returns its name, or ""
-// if none is.
+// if none is. The mover is chosen a third of the time when it is at work: its death in the
+// middle of a move is the case that tests the most.
 func (cs *children) killRandom(r *rand.Rand) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	var running []*child
+	var apps, movers []*child
 	for _, c := range cs.all {
 		if c.cmd != nil && c.ready && !c.killing && !cs.stopped {
-			running = append(running, c)
+			if c.role == "mover" {
+				movers = append(movers, c)
+			} else {
+				apps = append(apps, c)
+			}
 		}
+	}
+	running := apps
+	if len(movers) > 0 && (len(apps) == 0 || r.IntN(3) == 0) {
+		running = movers
 	}
 	if len(running) == 0 {
 		return ""
