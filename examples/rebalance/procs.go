@@ -84,7 +84,11 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	}
 
 	endpoints := c.endpoints()
-	if len(endpoints) == 0 {
+	parentRole := "parent"
+	if len(endpoints) > 0 {
+		fmt.Fprintf(out, "etcd: %s (-etcd)\n", strings.Join(endpoints, ","))
+	} else {
+		parentRole = "parent with etcd"
 		eps, stop, err := embedded.Start(filepath.Join(work, "etcd"))
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
@@ -229,7 +233,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		v.lost, v.duplicate, v.misplaced, rows, float64(rows)/max(took.Seconds(), 1e-9),
 		v.rows, v.loaded, v.acked, v.unacked, v.unknown, nkills, verdict)
 	fmt.Fprintf(out, "kills: %s\n", kills)
-	printFigures(out, stats, cs, steps)
+	printFigures(out, stats, cs, steps, parentRole)
 	if !v.ok() {
 		return errVerify
 	}
@@ -308,7 +312,7 @@ func parseStats(role, s string) map[string]string {
 
 // printFigures prints the foreground latencies of the application processes that stopped
 // normally, by class, and the peak RSS of each role.
-func printFigures(out io.Writer, stats []map[string]string, cs *children, steps *stepClock) {
+func printFigures(out io.Writer, stats []map[string]string, cs *children, steps *stepClock, parentRole string) {
 	var all latencies
 	var writes, reads, retries int64
 	for _, s := range stats {
@@ -333,7 +337,7 @@ func printFigures(out io.Writer, stats []map[string]string, cs *children, steps 
 			round(all.reads[c].percentile(0.5)), round(all.reads[c].percentile(0.99)), all.reads[c].n,
 			round(all.writes[c].percentile(0.5)), round(all.writes[c].percentile(0.99)), all.writes[c].n)
 	}
-	cs.notePeak("parent", vmHWM(os.Getpid()))
+	cs.notePeak(parentRole, vmHWM(os.Getpid()))
 	cs.mu.Lock()
 	var roles []string
 	for role, b := range cs.peak {
@@ -341,7 +345,7 @@ func printFigures(out io.Writer, stats []map[string]string, cs *children, steps 
 	}
 	cs.mu.Unlock()
 	slices.Sort(roles)
-	fmt.Fprintf(out, "peak RSS (VmHWM, the highest incarnation of each role; the parent holds embedded etcd and the verifier): %s\n", strings.Join(roles, ", "))
+	fmt.Fprintf(out, "peak RSS (VmHWM, the highest incarnation of each role; the parent verifies): %s\n", strings.Join(roles, ", "))
 	steps.mu.Lock()
 	for _, l := range steps.lines {
 		fmt.Fprintf(out, "mover: %s\n", l)

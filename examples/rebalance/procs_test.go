@@ -189,7 +189,7 @@ func TestProcs(t *testing.T) {
 	}
 	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
-		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent \d+\.\d MiB`,
+		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,
 		`migrating, owner moving: +reads p50 .* p99 `} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matches %q in:\n%s", want, out.String())
