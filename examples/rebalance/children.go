@@ -169,7 +169,11 @@ func (cs *children) notePeak(role string, hwm int64) {
 // said so: a mover elected, an application process working), and returns its name, or ""
 // if none is. The mover is chosen a third of the time when it is at work: its death in the
 // middle of a move is the case that tests the most.
-func (cs *children) killRandom(r *rand.Rand) string {
+func (cs *children) killRandom(r *rand.Rand) string { return cs.kill(r, r.IntN(3) == 0) }
+
+// kill sends SIGKILL to a child at work: the mover if mover is true and it is at work, else
+// a random application process.
+func (cs *children) kill(r *rand.Rand, mover bool) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	var apps, movers []*child
@@ -183,7 +187,7 @@ func (cs *children) killRandom(r *rand.Rand) string {
 		}
 	}
 	running := apps
-	if len(movers) > 0 && (len(apps) == 0 || r.IntN(3) == 0) {
+	if len(movers) > 0 && (len(apps) == 0 || mover) {
 		running = movers
 	}
 	if len(running) == 0 {

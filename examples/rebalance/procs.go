@@ -41,7 +41,7 @@ func (c config) roleArgs(role string, proc int, endpoints []string, prefix, ackD
 		"-prefix", prefix, "-ledger", ackDir, "-shards", strconv.Itoa(c.shards), "-grow", strconv.Itoa(c.grow),
 		"-users", strconv.Itoa(c.users), "-messages", strconv.Itoa(c.messages),
 		"-writers", strconv.Itoa(c.writers), "-readers", strconv.Itoa(c.readers), "-movers", strconv.Itoa(c.movers),
-		"-ttl", c.ttl.String()}
+		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String()}
 	if c.pg != "" {
 		args = append(args, "-pg", c.pg)
 	} else {
@@ -174,6 +174,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 
 	stopKills := make(chan struct{})
 	killsDone := make(chan struct{})
+	moverKilled := map[int]bool{}
 	go func() {
 		defer close(killsDone)
 		if !c.kill {
@@ -185,7 +186,17 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 				return
 			case <-time.After(c.killEvery/2 + time.Duration(r.Int64N(int64(c.killEvery)))):
 			}
-			if victim := cs.killRandom(r); victim != "" {
+			// The first kill of each step is the mover's, once it is at work on the step:
+			// every run then kills it in the middle of both migrations, if they last.
+			victim := ""
+			if n, running := steps.current(); running && !moverKilled[n] {
+				if victim = cs.kill(r, true); strings.HasPrefix(victim, "mover") {
+					moverKilled[n] = true
+				}
+			} else {
+				victim = cs.killRandom(r)
+			}
+			if victim != "" {
 				cs.out.printf("[parent] SIGKILL %s\n", victim)
 			}
 		}
@@ -285,6 +296,17 @@ func (s *stepClock) see(line string) {
 		s.end[n] = time.Now()
 		s.lines = append(s.lines, line)
 	}
+}
+
+// current returns the last step started, and whether it is under way.
+func (s *stepClock) current() (n int, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.start {
+		n = max(n, k)
+	}
+	_, ended := s.end[n]
+	return n, n > 0 && !ended
 }
 
 func (s *stepClock) total() (rows int64, took time.Duration) {

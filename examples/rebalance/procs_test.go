@@ -97,7 +97,7 @@ func TestIDClock(t *testing.T) {
 // procsConfig is a small -procs run on SQLite files in dir.
 func procsConfig(dir string) config {
 	c, err := parseFlags([]string{"-procs", "2", "-data", dir, "-users", "40", "-messages", "5", "-writers", "2", "-readers", "2",
-		"-idle", "300ms", "-kill-every", "700ms"}, new(bytes.Buffer))
+		"-idle", "300ms", "-kill-every", "500ms", "-movers", "1", "-mover-pace", "60ms"}, new(bytes.Buffer))
 	if err != nil {
 		panic(err)
 	}
@@ -190,7 +190,9 @@ func TestProcs(t *testing.T) {
 	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
 		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,
-		`migrating, owner moving: +reads p50 .* p99 `} {
+		`migrating, owner moving: +reads p50 .* p99 `,
+		`(?m)^kills: .*mover [1-9]`, // the first kill of each step is the mover's
+		`(?m)^\[mover\] step [12]: resuming migration procs-step[12]`} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matches %q in:\n%s", want, out.String())
 		}

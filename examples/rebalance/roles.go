@@ -29,8 +29,8 @@ func (c config) checkProcs() error {
 		return fmt.Errorf("-role app needs -ledger: the directory of the -procs run's ledgers")
 	case c.writers > 16:
 		return fmt.Errorf("-writers %d: want at most 16 (message IDs hold 16 writers per process)", c.writers)
-	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second:
-		return fmt.Errorf("-kill-every %v -idle %v -ttl %v: want > 0, >= 0, >= 1s", c.killEvery, c.idle, c.ttl)
+	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second || c.moverPace < 0:
+		return fmt.Errorf("-kill-every %v -idle %v -ttl %v -mover-pace %v: want > 0, >= 0, >= 1s, >= 0", c.killEvery, c.idle, c.ttl, c.moverPace)
 	case c.rows < 0 || c.rows > 0 && (c.rows/c.users < 1 || c.rows/c.users > 100_000):
 		return fmt.Errorf("-rows %d -users %d: want rows / users in [1, 100000]", c.rows, c.users)
 	}
@@ -373,7 +373,7 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 			return err
 		}
 		m, err := rebalance.NewShared(id, before, after, store,
-			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000})
+			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000, Progress: pace(c.moverPace)})
 		if err != nil {
 			return err
 		}
@@ -457,4 +457,13 @@ func moveWithRetries(ctx context.Context, m *rebalance.Shared[*sql.Tx], users in
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// pace is a Progress callback that sleeps d after each owner moved (Run's movers wait for
+// it), or nil for no pause.
+func pace(d time.Duration) func(rebalance.Progress) {
+	if d <= 0 {
+		return nil
+	}
+	return func(rebalance.Progress) { time.Sleep(d) }
 }
