@@ -67,6 +67,7 @@ func TestOpenUnreachable(t *testing.T) {
 			if !errors.Is(err, coord.ErrUnavailable) || !strings.Contains(err.Error(), ep) {
 				t.Fatalf("Open of %s: %v, want ErrUnavailable naming the endpoint", ep, err)
 			}
+			t.Log(err)
 		})
 	}
 }

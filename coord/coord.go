@@ -48,6 +48,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Sentinels that every error of this package wraps, for errors.Is.
@@ -123,8 +125,9 @@ type Client struct {
 	notifyM sync.Mutex
 	notify  chan struct{} // closed and replaced on every published view
 
-	moverMu sync.Mutex
-	mover   *Mover // the live Mover of this client, if any
+	moverMu     sync.Mutex
+	mover       *Mover // the live Mover of this client, if any
+	campaigning bool   // a Campaign of this client waits
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -174,16 +177,22 @@ func Open(ctx context.Context, endpoints []string, prefix string, opts Options) 
 		logger = zap.NewNop()
 	}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          timeout,
+		Endpoints:   endpoints,
+		DialTimeout: timeout,
 		// gRPC pings find a connection that died silently, so that the client dials again
 		// after a partition; etcd refuses pings more often than every 5 s by default.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
-		TLS:                  opts.TLS,
-		Username:             opts.Username,
-		Password:             opts.Password,
-		Logger:               logger,
+		// Dial again soon after etcd comes back: gRPC's default backoff grows to 120 s,
+		// far longer than a session lives.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: max(time.Second, ttl/3)},
+			MinConnectTimeout: timeout,
+		})},
+		TLS:      opts.TLS,
+		Username: opts.Username,
+		Password: opts.Password,
+		Logger:   logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("coord: connect to etcd %v: %v: %w", endpoints, err, ErrUnavailable)

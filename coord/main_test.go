@@ -134,7 +134,7 @@ func runRole(role string) int {
 	case "mover":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := coord.Open(ctx, strings.Split(os.Getenv(endpointsEnv), ","), os.Getenv(prefixEnv), coord.Options{TTL: 2 * time.Second})
+		c, err := coord.Open(ctx, strings.Split(os.Getenv(endpointsEnv), ","), os.Getenv(prefixEnv), coord.Options{TTL: 3 * time.Second})
 		if err != nil {
 			fmt.Println("error", err)
 			return 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -50,8 +51,8 @@ func (c *Client) TryMover(ctx context.Context) (*Mover, error) {
 	}
 	c.moverMu.Lock()
 	defer c.moverMu.Unlock()
-	if c.mover != nil {
-		return nil, &BusyError{Holder: c.identity + " (this client)", Epoch: c.mover.epoch}
+	if err := c.moverInUse(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := c.requestCtx(ctx)
 	defer cancel()
@@ -68,11 +69,11 @@ func (c *Client) TryMover(ctx context.Context) (*Mover, error) {
 	}
 	owner := r.Responses[len(r.Responses)-1].GetResponseRange().Kvs[0]
 	if string(owner.Key) != key {
-		if r.Succeeded {
-			dctx, dcancel := context.WithTimeout(context.Background(), c.timeout)
-			c.etcd.Delete(dctx, key)
-			dcancel()
-		}
+		// Our key waits behind the holder's: take it back (no campaign of this client
+		// runs, so a key left over from an abandoned one goes too).
+		dctx, dcancel := context.WithTimeout(context.Background(), c.timeout)
+		c.etcd.Delete(dctx, key)
+		dcancel()
 		return nil, &BusyError{Holder: string(owner.Value), Epoch: uint64(owner.CreateRevision)}
 	}
 	e := concurrency.ResumeElection(s.s, c.moverPrefix(), key, owner.CreateRevision)
@@ -87,29 +88,54 @@ func (c *Client) Campaign(ctx context.Context) (*Mover, error) {
 		return nil, err
 	}
 	c.moverMu.Lock()
-	defer c.moverMu.Unlock()
-	if c.mover != nil {
-		return nil, &BusyError{Holder: c.identity + " (this client)", Epoch: c.mover.epoch}
+	if err := c.moverInUse(); err != nil {
+		c.moverMu.Unlock()
+		return nil, err
 	}
+	c.campaigning = true
+	c.moverMu.Unlock()
+	defer func() {
+		c.moverMu.Lock()
+		c.campaigning = false
+		c.moverMu.Unlock()
+	}()
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-s.lost:
-			cancel()
+		case <-c.ctx.Done():
 		case <-ctx.Done():
 		}
+		cancel()
 	}()
 	e := concurrency.NewElection(s.s, c.moverPrefix())
 	if err := e.Campaign(ctx, c.identity); err != nil {
 		select {
 		case <-s.lost:
 			return nil, fmt.Errorf("coord: campaign for mover: session lost: %w", ErrLeaseExpired)
+		case <-c.ctx.Done():
+			return nil, fmt.Errorf("coord: campaign for mover: %w", ErrClosed)
 		default:
 		}
 		return nil, fmt.Errorf("coord: campaign for mover: %w", err)
 	}
+	c.moverMu.Lock()
+	defer c.moverMu.Unlock()
 	return c.startMover(s, e, e.Key(), e.Rev()), nil
+}
+
+// moverInUse fails when this client already holds or seeks the election. Called with
+// moverMu held.
+func (c *Client) moverInUse() error {
+	if c.mover != nil {
+		return &BusyError{Holder: c.identity + " (this client)", Epoch: c.mover.epoch}
+	}
+	if c.campaigning {
+		return &BusyError{Holder: c.identity + " (this client, campaigning)"}
+	}
+	return nil
 }
 
 func (c *Client) moverSession() (*session, error) {
@@ -129,31 +155,54 @@ func (c *Client) startMover(s *session, e *concurrency.Election, key string, rev
 	ctx, stop := context.WithCancel(c.ctx)
 	m := &Mover{c: c, s: s, e: e, key: key, epoch: uint64(rev), done: make(chan struct{}), stop: stop}
 	c.mover = m
-	wch := c.etcd.Watch(ctx, key, clientv3.WithRev(rev))
-	go func() {
+	go m.watch(ctx)
+	return m
+}
+
+// watch closes Done when the session is lost, the mover stops, or its election key is
+// deleted or replaced.
+func (m *Mover) watch(ctx context.Context) {
+	c, key := m.c, m.key
+	from := int64(m.epoch)
+	for {
+		wch := c.etcd.Watch(ctx, key, clientv3.WithRev(from))
+	events:
 		for {
 			select {
-			case <-s.lost:
+			case <-m.s.lost:
 				m.lose(fmt.Errorf("coord: mover epoch %d: this process's lease expired: %w", m.epoch, ErrNotMover))
 				return
 			case <-ctx.Done():
 				m.lose(fmt.Errorf("coord: mover epoch %d: resigned or client closed: %w", m.epoch, ErrNotMover))
 				return
 			case r, ok := <-wch:
-				if !ok {
-					wch = c.etcd.Watch(ctx, key, clientv3.WithRev(rev))
-					continue
+				if !ok || r.Err() != nil {
+					break events // compacted, canceled: look at the key itself, then watch on
 				}
 				for _, ev := range r.Events {
-					if ev.Type == clientv3.EventTypeDelete {
+					if ev.Type == clientv3.EventTypeDelete || ev.Kv.CreateRevision != int64(m.epoch) {
 						m.lose(fmt.Errorf("coord: mover epoch %d: election key %s was deleted: %w", m.epoch, key, ErrNotMover))
 						return
 					}
 				}
 			}
 		}
-	}()
-	return m
+		gctx, cancel := context.WithTimeout(ctx, c.timeout)
+		r, err := c.etcd.Get(gctx, key)
+		cancel()
+		switch {
+		case err != nil:
+			select { // etcd unreachable: the session's deadline decides
+			case <-ctx.Done():
+			case <-time.After(c.ttl / 10):
+			}
+		case len(r.Kvs) == 0 || r.Kvs[0].CreateRevision != int64(m.epoch):
+			m.lose(fmt.Errorf("coord: mover epoch %d: election key %s is gone: %w", m.epoch, key, ErrNotMover))
+			return
+		default:
+			from = r.Header.Revision + 1
+		}
+	}
 }
 
 func (m *Mover) lose(err error) {

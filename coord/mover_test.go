@@ -33,6 +33,7 @@ func TestMoverOneAtATime(t *testing.T) {
 		if be.Holder != "mover-a" || be.Epoch != ma.Epoch() || !strings.Contains(err.Error(), "mover-a") {
 			t.Errorf("busy error %q names %q at %d, want mover-a at %d", err, be.Holder, be.Epoch, ma.Epoch())
 		}
+		t.Log(err)
 		if _, err := a.TryMover(ctx); !errors.Is(err, coord.ErrBusy) {
 			t.Errorf("a's second TryMover: %v, want ErrBusy", err)
 		}
@@ -120,12 +121,13 @@ func TestMoverKilledTakenOver(t *testing.T) {
 		ctx := ctxT(t)
 		pfx := prefix(t)
 		child, epoch, identity := moverChild(t, eps, pfx)
-		c := open(t, eps, pfx, coord.Options{TTL: 2 * time.Second})
+		c := open(t, eps, pfx, coord.Options{TTL: 3 * time.Second})
 		_, err := c.TryMover(ctx)
 		var be *coord.BusyError
 		if !errors.As(err, &be) || be.Holder != identity || be.Epoch != epoch {
 			t.Fatalf("TryMover while the child moves: %v, want ErrBusy naming %s at %d", err, identity, epoch)
 		}
+		t.Log(err)
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -137,5 +139,43 @@ func TestMoverKilledTakenOver(t *testing.T) {
 		if m.Epoch() <= epoch {
 			t.Errorf("new epoch %d is not above the killed mover's %d", m.Epoch(), epoch)
 		}
+		t.Logf("killed mover's epoch %d, the new mover's %d", epoch, m.Epoch())
 	})
+}
+
+// TestCloseEndsCampaign: closing a client whose campaign waits ends the campaign with
+// ErrClosed, and its queued key goes with its lease.
+func TestCloseEndsCampaign(t *testing.T) {
+	eps := servers[0].endpoints
+	ctx := ctxT(t)
+	pfx := prefix(t)
+	a := open(t, eps, pfx, coord.Options{Identity: "holder"})
+	if _, err := a.TryMover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := coord.Open(ctx, eps, pfx, coord.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Campaign(ctx)
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // let it queue (the test holds either way)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, coord.ErrClosed) {
+			t.Errorf("campaign of a closed client: %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the campaign still waits after Close")
+	}
+	r, err := a.Etcd().Get(ctx, a.Prefix()+"mover/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "holder" {
+		t.Errorf("election keys after Close: %v, %v; want the holder's alone", r.Kvs, err)
+	}
 }

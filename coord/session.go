@@ -119,7 +119,10 @@ func (c *Client) keepAlive(s *session) {
 			s.markLost()
 			return
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, c.ttl/3)
+		// A slow answer still helps while the lease is trusted: on a loaded machine a
+		// round trip can take longer than the interval between keepalives.
+		wait := max(c.ttl/3, time.Duration(s.until.Load())-sent)
+		ctx, cancel := context.WithTimeout(c.ctx, wait)
 		_, err := c.etcd.KeepAliveOnce(ctx, s.lease)
 		cancel()
 		switch {

@@ -14,7 +14,7 @@ import (
 // loses the mover election, another process becomes the mover, and after the partition
 // heals it makes a new session, reads the record written meanwhile, and answers again.
 func TestPartitionExpiresLease(t *testing.T) {
-	const ttl = 2 * time.Second
+	const ttl = 3 * time.Second
 	forEachServer(t, func(t *testing.T, eps []string) {
 		ctx := ctxT(t)
 		pfx := prefix(t)
@@ -45,6 +45,7 @@ func TestPartitionExpiresLease(t *testing.T) {
 		eventually(t, 5*ttl, "partitioned client refuses its view", func() error {
 			_, _, err := cut.Current()
 			if errors.Is(err, coord.ErrLeaseExpired) {
+				t.Log(err)
 				return nil
 			}
 			return fmt.Errorf("Current: %v", err)

@@ -3,12 +3,14 @@ package coord_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardkit/shard/coord"
+	"github.com/shardkit/shard/coord/embedded"
 )
 
 func jump(n int) coord.Placement {
@@ -38,6 +40,7 @@ func TestUpdateCompareAndSwap(t *testing.T) {
 		if ce.Current != rev1 || ce.Writer != "operator-a" || !strings.Contains(err.Error(), "operator-a") {
 			t.Errorf("conflict %+v (%q): want current revision %d written by operator-a", ce, err, rev1)
 		}
+		t.Log(err)
 
 		rev2, err := b.Update(ctx, rev1, jump(7))
 		if err != nil {
@@ -46,6 +49,8 @@ func TestUpdateCompareAndSwap(t *testing.T) {
 		// A stale revision loses, nothing is written.
 		if _, err := a.Update(ctx, rev1, jump(8)); !errors.Is(err, coord.ErrConflict) {
 			t.Fatalf("update at stale revision %d: %v, want ErrConflict", rev1, err)
+		} else {
+			t.Log(err)
 		}
 		// An invalid placement is refused before anything is sent.
 		if _, err := a.Update(ctx, rev2, jump(0)); !errors.Is(err, coord.ErrInput) {
@@ -181,6 +186,8 @@ func TestStoredRecordRefused(t *testing.T) {
 			}
 			if p, got, err := v.Current(); !errors.Is(err, bad.want) || got != rev || p.Layout.Strategy != "" {
 				t.Fatalf("view of %s: %+v at %d, %v; want %v at %d", bad.record, p, got, err, bad.want, rev)
+			} else {
+				t.Log(err)
 			}
 			if _, _, err := c.Get(ctx); !errors.Is(err, bad.want) {
 				t.Fatalf("Get of %s: %v, want %v", bad.record, err, bad.want)
@@ -252,4 +259,56 @@ func TestWatchAfterCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestServerRestart stops the etcd server and starts it again on the same endpoint and
+// data: the clients reconnect, the view follows the record again, and a change made after
+// the restart reaches it.
+func TestServerRestart(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	eps, stop, err := embedded.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() }) // after the clients close: a server with clients takes 7 s to stop
+	pfx := prefix(t)
+	follower := open(t, eps, pfx, coord.Options{TTL: 2 * time.Second, DialTimeout: 2 * time.Second})
+	writer := open(t, eps, pfx, coord.Options{TTL: 2 * time.Second, DialTimeout: 2 * time.Second})
+	rev, err := writer.Update(ctx, 0, jump(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follower.Wait(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	stop()
+	t.Logf("stopped %v", time.Since(t0))
+	u, _ := url.Parse(eps[0])
+	if _, stop, err = embedded.StartAt(dir, u.Host); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted %v", time.Since(t0))
+	var rev2 int64
+	eventually(t, 30*time.Second, "the writer updates after the restart", func() error {
+		_, r, err := writer.Get(ctx)
+		if err != nil {
+			return err
+		}
+		rev2, err = writer.Update(ctx, r, jump(4))
+		return err
+	})
+	t.Logf("updated %v", time.Since(t0))
+	eventually(t, 30*time.Second, "the follower sees the update", func() error {
+		p, got, err := follower.Current()
+		if err != nil {
+			return err
+		}
+		if got != rev2 || p.Layout.Shards != 4 {
+			return fmt.Errorf("view %+v at %d, want 4 shards at %d", p.Layout, got, rev2)
+		}
+		return nil
+	})
+	t.Logf("seen %v", time.Since(t0))
 }

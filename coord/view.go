@@ -34,7 +34,7 @@ func (v *View) Current() (Placement, int64, error) {
 	}
 	s := c.sess.Load()
 	if s == nil || s.gen != v.gen || !s.trusted(c.now()) {
-		return Placement{}, 0, fmt.Errorf("coord: placement not trusted: no keepalive of this process's lease was answered within its TTL of %v (etcd %v unreachable?): %w", c.ttl, c.endpoints, ErrLeaseExpired)
+		return Placement{}, 0, fmt.Errorf("coord: placement not trusted: no keepalive of this process's lease was answered within its TTL of %v (etcd %v unreachable?), or the view is from an expired session: %w", c.ttl, c.endpoints, ErrLeaseExpired)
 	}
 	if v.err != nil {
 		return Placement{}, v.modRev, v.err

@@ -48,6 +48,13 @@ func (f FenceState) String() string {
 	return fmt.Sprintf("fence(%d)", uint8(f))
 }
 
+// Fence is what a shard says of one owner: its state, and the migration that set it (empty
+// for Serving).
+type Fence struct {
+	State     FenceState
+	Migration string
+}
+
 // FenceError is the error of an access refused by a shard's fence, or of a mover refused
 // for a stale fencing token. errors.Is(err, ErrFenced) is true of it.
 type FenceError struct {
@@ -109,8 +116,9 @@ type SharedStore[Tx any] interface {
 	// returns that error.
 	Access(ctx context.Context, owner string, shard int, fn func(tx Tx) error) error
 	// Fences returns the fence of each of owners on shard, in the order of owners.
-	Fences(ctx context.Context, owners []string, shard int) ([]FenceState, error)
-	// SetFence sets the fence of owners on shard to state, in one transaction that holds each
+	Fences(ctx context.Context, owners []string, shard int) ([]Fence, error)
+	// SetFence sets the fence of owners on shard to state, set by migration (Serving
+	// removes the fence), in one transaction that holds each
 	// owner exclusive against Access on that shard, so that no access that read the old
 	// fence is still running when the new one is visible. It records token as the newest
 	// token of migration on shard, and refuses (a *FenceError) a token older than the newest
@@ -313,6 +321,9 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		return nil
 	}
 	if err := m.store.Claim(ctx, m.id, m.opts.Token); err != nil {
+		if fe := (*FenceError)(nil); errors.As(err, &fe) {
+			return err // it says which migration and which tokens
+		}
 		return fmt.Errorf("rebalance: migration %q: claim with token %d: %w", m.id, m.opts.Token, err)
 	}
 	var (
@@ -452,8 +463,9 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		return err
 	}
 	one := []string{owner}
+	mine := func(f Fence) bool { return f.Migration == m.id }
 	switch {
-	case fa == Moved && fb == Serving:
+	case fa.State == Moved && mine(fa) && fb.State == Serving:
 		// Committed by an earlier Run: only the old copy is left to delete, once B is seen to
 		// hold at least as many rows as remain of it.
 		old, err := m.store.Count(ctx, owner, a)
@@ -469,10 +481,12 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 				return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", b, n, a, old, b, ErrCopyLost))
 			}
 		}
-	case fa == Serving && fb != Moved, fa == Moved && fb == Importing:
+	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
+		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
+		// replaced by Importing, as the fence always says the current truth.
 		var cur Cursor
-		if fa == Serving {
-			if fb != Importing {
+		if fa.State == Serving {
+			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
 					return err
 				}
@@ -510,22 +524,30 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		}
 		m.moved.Add(1)
 	default:
-		return step("read fences", fmt.Errorf("shard %d says %v and shard %d says %v: only a move of this owner in another migration leaves that, nothing changed: %w", a, fa, b, fb, ErrFenced))
+		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
 	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, owner, a))
 }
 
-func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (FenceState, error) {
+func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, error) {
 	f, err := m.store.Fences(ctx, []string{owner}, s)
 	switch {
 	case err != nil:
-		return 0, err
+		return Fence{}, err
 	case len(f) != 1:
-		return 0, fmt.Errorf("store returned %d fences for 1 owner", len(f))
-	case f[0] > Moved:
-		return 0, fmt.Errorf("store returned %v: %w", f[0], ErrMark)
+		return Fence{}, fmt.Errorf("store returned %d fences for 1 owner", len(f))
+	case f[0].State > Moved:
+		return Fence{}, fmt.Errorf("store returned %v: %w", f[0].State, ErrMark)
 	}
 	return f[0], nil
+}
+
+// String returns the state, and the migration that set it: "moved by \"grow-5-10\"".
+func (f Fence) String() string {
+	if f.Migration == "" {
+		return f.State.String()
+	}
+	return fmt.Sprintf("%v by %q", f.State, f.Migration)
 }
 
 // copyFrom copies owner's rows after cur from a to b chunk by chunk, and returns the cursor

@@ -70,31 +70,31 @@ func (s *Store) Access(ctx context.Context, owner string, shard int, fn func(tx 
 }
 
 // Fences returns the fence of each of owners on shard.
-func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebalance.FenceState, error) {
+func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebalance.Fence, error) {
 	db, err := s.shard(shard)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]rebalance.FenceState, len(owners))
+	out := make([]rebalance.Fence, len(owners))
 	at := make(map[string][]int, len(owners))
 	for i, o := range owners {
 		at[o] = append(at[o], i)
 	}
 	for batch := range slices.Chunk(owners, 500) {
-		q, args := "SELECT owner, state FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
 		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, s.wrap(shard, "read fences", err)
 		}
 		for rows.Next() {
-			var o string
+			var o, m string
 			var f int64
-			if err := rows.Scan(&o, &f); err != nil {
+			if err := rows.Scan(&o, &f, &m); err != nil {
 				rows.Close()
 				return nil, s.wrap(shard, "read fences", err)
 			}
 			for _, i := range at[o] {
-				out[i] = rebalance.FenceState(f)
+				out[i] = rebalance.Fence{State: rebalance.FenceState(f), Migration: m}
 			}
 		}
 		if err := rows.Close(); err != nil {
@@ -141,15 +141,16 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
 		} else {
 			var b strings.Builder
-			b.WriteString("INSERT INTO rebalance_fence (owner, state, token) VALUES ")
+			b.WriteString("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ")
+			args = append(args, migration)
 			for i, o := range batch {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				fmt.Fprintf(&b, "($%d, %d, %d)", i+1, state, int64(token))
+				fmt.Fprintf(&b, "($%d, %d, $1, %d)", i+2, state, int64(token))
 				args = append(args, o)
 			}
-			b.WriteString(" ON CONFLICT (owner) DO UPDATE SET state = excluded.state, token = excluded.token")
+			b.WriteString(" ON CONFLICT (owner) DO UPDATE SET state = excluded.state, migration = excluded.migration, token = excluded.token")
 			q = b.String()
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {

@@ -5,7 +5,7 @@
 //
 // # What holds across processes, and why
 //
-// Each shard holds a table rebalance_fence (owner, state, token) and rebalance_epoch
+// Each shard holds a table rebalance_fence (owner, state, migration, token) and rebalance_epoch
 // (migration, token); the control database holds rebalance_marks (migration, owner, mark), the
 // table examples/rebalance already uses, and its own rebalance_epoch. [Store.Access] reads the
 // owner's fence in the transaction that runs the application's statements, after taking the
@@ -215,9 +215,10 @@ func (s *Store) ownerArg(owner string) (any, error) {
 
 const shardSchema = `
 CREATE TABLE IF NOT EXISTS rebalance_fence (
-	owner TEXT PRIMARY KEY,
-	state INTEGER NOT NULL,
-	token BIGINT NOT NULL
+	owner     TEXT PRIMARY KEY,
+	state     INTEGER NOT NULL,
+	migration TEXT NOT NULL,
+	token     BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rebalance_epoch (
 	migration TEXT PRIMARY KEY,

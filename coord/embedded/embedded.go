@@ -38,7 +38,7 @@ const attempts = 5
 // down and waits for it. Stop does not remove dir.
 func Start(dir string) (endpoints []string, stop func(), err error) {
 	for range attempts {
-		endpoints, stop, err = start(dir)
+		endpoints, stop, err = start(dir, "")
 		if err == nil || !isAddrInUse(err) {
 			return endpoints, stop, err
 		}
@@ -46,10 +46,30 @@ func Start(dir string) (endpoints []string, stop func(), err error) {
 	return nil, nil, err
 }
 
-func start(dir string) ([]string, func(), error) {
+// StartAt is Start with the client endpoint on a given address, "127.0.0.1:PORT": to
+// restart a server stopped a moment ago on the endpoint its clients know.
+func StartAt(dir, clientAddr string) (endpoints []string, stop func(), err error) {
+	host, _, err := net.SplitHostPort(clientAddr)
+	if err != nil || host != "127.0.0.1" {
+		return nil, nil, fmt.Errorf("embedded: client address %q is not 127.0.0.1:PORT: %w", clientAddr, ErrStart)
+	}
+	for range attempts {
+		endpoints, stop, err = start(dir, clientAddr)
+		if err == nil || !isAddrInUse(err) {
+			return endpoints, stop, err
+		}
+		time.Sleep(100 * time.Millisecond) // the port may still be held by the old server
+	}
+	return nil, nil, err
+}
+
+func start(dir, clientAddr string) ([]string, func(), error) {
 	cu, pu, err := freeURLs()
 	if err != nil {
 		return nil, nil, err
+	}
+	if clientAddr != "" {
+		cu.Host = clientAddr
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "coord"

@@ -58,3 +58,24 @@ func TestStartProcessMissingBinary(t *testing.T) {
 		t.Fatalf("StartProcess(%s): %v, want ErrStart", missing, err)
 	}
 }
+
+func TestStartAtRestarts(t *testing.T) {
+	dir := t.TempDir()
+	eps, stop, err := embedded.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	u, _ := url.Parse(eps[0])
+	eps2, stop, err := embedded.StartAt(dir, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if eps2[0] != eps[0] {
+		t.Errorf("restarted on %s, want %s", eps2[0], eps[0])
+	}
+	if _, _, err := embedded.StartAt(dir, "0.0.0.0:1"); !errors.Is(err, embedded.ErrStart) {
+		t.Errorf("StartAt on 0.0.0.0: %v, want ErrStart", err)
+	}
+}

@@ -1,0 +1,334 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedWorld is a MemShared loaded with rows on the before shards, and the rows each owner
+// was acknowledged, by key.
+type sharedWorld struct {
+	before, after shard.Sharder
+	owners        []string
+	store         *MemShared
+	mu            sync.Mutex
+	acked         map[string]map[int]string
+}
+
+func newSharedWorld(t testing.TB, owners, rows, from, to int) *sharedWorld {
+	t.Helper()
+	before, err := shard.NewModulo(from)
+	require.NoError(t, err)
+	after, err := shard.NewModulo(to)
+	require.NoError(t, err)
+	w := &sharedWorld{before: before, after: after, store: NewMemShared(max(from, to)), acked: map[string]map[int]string{}}
+	for i := range owners {
+		o := "user" + strconv.Itoa(i)
+		w.owners = append(w.owners, o)
+		w.acked[o] = map[int]string{}
+		s := before.Locate(o)
+		w.store.rows[s][o] = map[int]string{}
+		for k := range rows {
+			w.store.rows[s][o][k] = fmt.Sprint(o, "/", k)
+			w.acked[o][k] = fmt.Sprint(o, "/", k)
+		}
+	}
+	return w
+}
+
+// oneMoving keeps only the first owner whose shard changes (the others stay, unlisted).
+func (w *sharedWorld) oneMoving(t testing.TB) *sharedWorld {
+	for _, o := range w.owners {
+		if w.before.Locate(o) != w.after.Locate(o) {
+			w.owners = []string{o}
+			return w
+		}
+	}
+	t.Fatal("no owner changes shard")
+	return nil
+}
+
+func (w *sharedWorld) shared(t testing.TB, id string, store SharedStore[*MemTx], opts SharedOptions) *Shared[*MemTx] {
+	t.Helper()
+	m, err := NewShared(id, w.before, w.after, store, opts)
+	require.NoError(t, err)
+	return m
+}
+
+// write adds row key to owner through m and records it once acknowledged.
+func (w *sharedWorld) write(ctx context.Context, m *Shared[*MemTx], owner string, key int) error {
+	row := fmt.Sprint(owner, "/", key)
+	err := m.Do(ctx, owner, func(tx *MemTx, _ int) error {
+		tx.Put(key, row)
+		return nil
+	})
+	if err == nil {
+		w.mu.Lock()
+		w.acked[owner][key] = row
+		w.mu.Unlock()
+	}
+	return err
+}
+
+// check finds every acknowledged row once, on the owner's shard (before or after, as
+// moved says), and no other row.
+func (w *sharedWorld) check(t *testing.T, moved bool) {
+	t.Helper()
+	where := w.store.where()
+	for _, o := range w.owners {
+		want := w.before.Locate(o)
+		if moved {
+			want = w.after.Locate(o)
+		}
+		require.Equal(t, []int{want}, where[o], "owner %s: shards holding rows", o)
+		require.Equal(t, w.acked[o], w.store.rows[want][o], "owner %s: rows", o)
+	}
+}
+
+func TestSharedMovesEveryOwnerUnderWrites(t *testing.T) {
+	for _, sizes := range [][2]int{{5, 10}, {10, 5}} {
+		t.Run(fmt.Sprintf("%d->%d", sizes[0], sizes[1]), func(t *testing.T) {
+			w := newSharedWorld(t, 200, 25, sizes[0], sizes[1])
+			ctx := context.Background()
+			var seen atomic.Int64
+			mover := w.shared(t, "m1", w.store, SharedOptions{Token: 1, Concurrency: 4, ChunkRows: 7,
+				Progress: func(Progress) { seen.Add(1) }})
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			var writes atomic.Int64
+			for g := range 4 {
+				app := w.shared(t, "m1", w.store, SharedOptions{}) // another process
+				wg.Go(func() {
+					for i := 0; !stop.Load(); i++ {
+						o := w.owners[(i*7+g*13)%len(w.owners)]
+						if err := w.write(ctx, app, o, 1000+g*1_000_000+i); err != nil {
+							t.Error(err)
+							return
+						}
+						writes.Add(1)
+					}
+				})
+			}
+			require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
+			stop.Store(true)
+			wg.Wait()
+			w.check(t, true)
+			changing := 0
+			for _, o := range w.owners {
+				if w.before.Locate(o) != w.after.Locate(o) {
+					changing++
+				}
+			}
+			assert.Equal(t, int64(changing), seen.Load())
+			assert.Equal(t, int64(changing), mover.Stats().Moved)
+			require.NoError(t, mover.Finish(ctx, slices.Values(w.owners)))
+			t.Logf("%d writes during the move, longest exclusive %v", writes.Load(), mover.Stats().MaxExclusive)
+		})
+	}
+}
+
+// TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
+// a whole migration, with the write done or not, while writers keep writing; a new Shared
+// (another process) then resumes, and nothing is lost, duplicated or misplaced.
+func TestSharedCrashAndResume(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		for n := 1; ; n++ {
+			w := newSharedWorld(t, 6, 9, 2, 3)
+			ctx := context.Background()
+			crash := &crashShared{MemShared: w.store, n: n, after: after}
+			first := w.shared(t, "m", crash, SharedOptions{Token: 1, ChunkRows: 4, Batch: 2})
+			app := w.shared(t, "m", w.store, SharedOptions{FenceWait: time.Millisecond})
+			err := first.Run(ctx, slices.Values(w.owners))
+			if err == nil {
+				require.Greater(t, n, 20, "a whole migration has more than 20 writes")
+				break
+			}
+			require.ErrorIs(t, err, errCrash)
+			// Stopped: every owner is served by one shard, or waits (between fence and commit).
+			for i, o := range w.owners {
+				if err := w.write(ctx, app, o, 100+n*10+i); err != nil {
+					require.ErrorIs(t, err, ErrFenced, "after crash at %s", crash.at)
+				}
+			}
+			second := w.shared(t, "m", w.store, SharedOptions{Token: 2, ChunkRows: 4})
+			require.NoError(t, second.Run(ctx, slices.Values(w.owners)), "resume after crash %d at %s", n, crash.at)
+			w.check(t, true)
+			require.NoError(t, second.Finish(ctx, slices.Values(w.owners)))
+			// And the first mover, stale now, is refused.
+			crash.n = 0
+			err = first.Run(ctx, slices.Values(w.owners))
+			var fe *FenceError
+			require.ErrorAs(t, err, &fe, "stale mover after crash %d", n)
+			require.Equal(t, uint64(1), fe.Token)
+			require.Equal(t, uint64(2), fe.Newest)
+		}
+	}
+}
+
+// TestSharedStaleViewIsFenced: a process that still routes by the old placement cannot write
+// an owner into the shard it left, nor can it read stale rows there.
+func TestSharedStaleViewIsFenced(t *testing.T) {
+	w := newSharedWorld(t, 50, 3, 5, 10)
+	ctx := context.Background()
+	m := w.shared(t, "m", w.store, SharedOptions{Token: 7})
+	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+	moved := 0
+	for _, o := range w.owners {
+		from := w.before.Locate(o)
+		err := w.store.Access(ctx, o, from, func(tx *MemTx) error {
+			tx.Put(99, "stale")
+			return nil
+		})
+		if from == w.after.Locate(o) {
+			require.NoError(t, err)
+			w.acked[o][99] = "stale"
+			continue
+		}
+		moved++
+		var fe *FenceError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, FenceError{Owner: o, Shard: from, State: Moved}, *fe)
+		require.ErrorIs(t, err, ErrFenced)
+		require.Contains(t, err.Error(), "no longer serves it (moved)")
+	}
+	require.Positive(t, moved)
+	w.check(t, true)
+
+	// A mover of an older token is refused before it changes anything.
+	old := w.shared(t, "m", w.store, SharedOptions{Token: 6})
+	err := old.Run(ctx, slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrFenced)
+	require.Contains(t, err.Error(), "stale mover epoch 6 < 7")
+}
+
+// TestSharedDoWaitsForTheCommit: while a move is stopped between its fence on the old shard
+// and its commit on the new one, Do waits FenceWait and then says so; once a mover resumes, Do
+// goes to the new shard.
+func TestSharedDoWaitsForTheCommit(t *testing.T) {
+	w := newSharedWorld(t, 10, 3, 1, 2).oneMoving(t)
+	ctx := context.Background()
+	o := w.owners[0]
+	a, b := w.before.Locate(o), w.after.Locate(o)
+	require.NotEqual(t, a, b)
+	require.NoError(t, w.store.SetFence(ctx, "m", []string{o}, b, Importing, 1))
+	require.NoError(t, w.store.SetFence(ctx, "m", []string{o}, a, Moved, 1))
+	app := w.shared(t, "m", w.store, SharedOptions{FenceWait: 20 * time.Millisecond})
+	err := w.write(ctx, app, o, 50)
+	require.ErrorIs(t, err, ErrFenced)
+	require.Contains(t, err.Error(), "neither serves it")
+
+	done := make(chan error)
+	go func() {
+		slow := w.shared(t, "m", w.store, SharedOptions{FenceWait: 10 * time.Second})
+		done <- w.write(ctx, slow, o, 51)
+	}()
+	mover := w.shared(t, "m", w.store, SharedOptions{Token: 1})
+	require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, <-done)
+	w.check(t, true)
+}
+
+// TestSharedCopyMismatch: a store that loses rows in the copy leaves the owner on its old
+// shard, served again, with ErrCopyMismatch.
+func TestSharedCopyMismatch(t *testing.T) {
+	w := newSharedWorld(t, 10, 10, 1, 2).oneMoving(t)
+	ctx := context.Background()
+	lossy := &lossyShared{MemShared: w.store}
+	m := w.shared(t, "m", lossy, SharedOptions{Token: 1, ChunkRows: 3})
+	err := m.Run(ctx, slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrCopyMismatch)
+	o := w.owners[0]
+	a, b := w.before.Locate(o), w.after.Locate(o)
+	require.Equal(t, w.acked[o], w.store.rows[a][o], "the old shard keeps every row")
+	f, err := w.store.Fences(ctx, []string{o, o}, b)
+	require.NoError(t, err)
+	require.Equal(t, []Fence{{Importing, "m"}, {Importing, "m"}}, f, "the new shard's partial copy is fenced: nobody sees it")
+	f, err = w.store.Fences(ctx, []string{o}, a)
+	require.NoError(t, err)
+	require.Equal(t, []Fence{{}}, f, "the old shard serves the owner again")
+	require.NoError(t, w.write(ctx, w.shared(t, "m", w.store, SharedOptions{}), o, 77))
+	require.Equal(t, w.acked[o], w.store.rows[a][o])
+}
+
+// lossyShared drops the last row of every chunk and of every whole copy.
+type lossyShared struct{ *MemShared }
+
+func (l *lossyShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+	next, n, done, err := l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+	if n > 0 {
+		k, _ := strconv.Atoi(string(next))
+		l.mu.Lock()
+		delete(l.rows[to][owner], k)
+		l.mu.Unlock()
+	}
+	return next, n, done, err
+}
+
+func (l *lossyShared) Copy(ctx context.Context, owner string, from, to int) error {
+	err := l.MemShared.Copy(ctx, owner, from, to)
+	l.mu.Lock()
+	for k := range l.rows[to][owner] {
+		delete(l.rows[to][owner], k)
+		break
+	}
+	l.mu.Unlock()
+	return err
+}
+
+func TestSharedBadInput(t *testing.T) {
+	w := newSharedWorld(t, 1, 1, 2, 3)
+	for _, tc := range []struct {
+		name string
+		opts SharedOptions
+		id   string
+	}{
+		{"empty id", SharedOptions{}, ""},
+		{"concurrency", SharedOptions{Concurrency: MaxConcurrency + 1}, "m"},
+		{"chunk", SharedOptions{ChunkRows: -1}, "m"},
+		{"batch", SharedOptions{Batch: MaxBatch + 1}, "m"},
+		{"wait", SharedOptions{FenceWait: -time.Second}, "m"},
+	} {
+		_, err := NewShared(tc.id, w.before, w.after, SharedStore[*MemTx](w.store), tc.opts)
+		require.ErrorIs(t, err, ErrConfig, tc.name)
+		require.Contains(t, err.Error(), "rebalance: ", tc.name)
+	}
+	_, err := NewShared("m", w.before, w.before, SharedStore[*MemTx](w.store), SharedOptions{})
+	require.ErrorIs(t, err, ErrConfig)
+	_, err = NewShared[*MemTx]("m", w.before, w.after, nil, SharedOptions{})
+	require.ErrorIs(t, err, ErrConfig)
+	m := w.shared(t, "m", w.store, SharedOptions{})
+	require.ErrorIs(t, m.Run(context.Background(), nil), ErrConfig)
+	require.ErrorIs(t, m.Finish(context.Background(), nil), ErrConfig)
+
+	// Finish before the moves: an UnfinishedError naming the owner.
+	err = m.Finish(context.Background(), slices.Values(w.owners))
+	if w.before.Locate(w.owners[0]) != w.after.Locate(w.owners[0]) {
+		require.ErrorIs(t, err, ErrUnfinished)
+	}
+	// A lost shard is an error that names it, and nothing is deleted.
+	w2 := newSharedWorld(t, 20, 2, 2, 3)
+	w2.store.lost[2] = true
+	err = w2.shared(t, "m", w2.store, SharedOptions{}).Run(context.Background(), slices.Values(w2.owners))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "shard 2 is gone")
+	w2.store.lost[2] = false
+	for o, shards := range w2.store.where() {
+		require.Len(t, shards, 1, "owner %s", o)
+		require.Equal(t, w2.acked[o], w2.store.rows[shards[0]][o], "owner %s", o)
+		if w2.after.Locate(o) == 2 {
+			require.Equal(t, w2.before.Locate(o), shards[0], "owner %s", o)
+		}
+	}
+	require.False(t, errors.Is(err, ErrFenced))
+}

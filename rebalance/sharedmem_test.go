@@ -1,0 +1,371 @@
+package rebalance
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// MemShared is a SharedStore over Go maps, for the tests and examples of this package: each
+// shard a map of owners to their rows by key, a fence map and a token map per shard, and the
+// marks. Its locking is the real thing in miniature: Access holds the owner's per-shard
+// RWMutex shared for the whole transaction and SetFence holds it exclusive, as the sqlstore
+// module does with PostgreSQL's advisory locks; a transaction's writes apply at its commit.
+// The sqlstore module's tests, on SQLite and PostgreSQL, are the proof across processes.
+type MemShared struct {
+	mu     sync.Mutex
+	rows   []map[string]map[int]string // shard -> owner -> key -> row
+	fences []map[string]Fence          // shard -> owner -> fence (absent: Serving)
+	tokens []map[string]uint64         // shard -> migration -> newest token; the last is the control's
+	marks  map[[2]string]Mark          // {migration, owner}
+	locks  []map[string]*sync.RWMutex  // shard -> owner -> fence lock
+	lost   []bool                      // a shard that is gone answers every call with an error
+}
+
+// NewMemShared returns a MemShared of n empty shards.
+func NewMemShared(n int) *MemShared {
+	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n)}
+	for range n {
+		s.rows = append(s.rows, map[string]map[int]string{})
+		s.fences = append(s.fences, map[string]Fence{})
+		s.tokens = append(s.tokens, map[string]uint64{})
+		s.locks = append(s.locks, map[string]*sync.RWMutex{})
+	}
+	s.tokens = append(s.tokens, map[string]uint64{})
+	return s
+}
+
+// MemTx is a MemShared transaction on one shard, of one owner.
+type MemTx struct {
+	s      *MemShared
+	shard  int
+	owner  string
+	writes map[int]string
+}
+
+// Put writes a row of the transaction's owner; it is visible to others at commit.
+func (tx *MemTx) Put(key int, row string) { tx.writes[key] = row }
+
+// Rows returns the owner's committed rows on the shard, and the transaction's own writes.
+func (tx *MemTx) Rows() map[int]string {
+	tx.s.mu.Lock()
+	defer tx.s.mu.Unlock()
+	out := maps.Clone(tx.s.rows[tx.shard][tx.owner])
+	if out == nil {
+		out = map[int]string{}
+	}
+	maps.Copy(out, tx.writes)
+	return out
+}
+
+func (s *MemShared) check(shard int) error {
+	if shard < 0 || shard >= len(s.rows) {
+		return fmt.Errorf("memshared: shard %d out of range: %w", shard, ErrConfig)
+	}
+	if s.lost[shard] {
+		return fmt.Errorf("memshared: shard %d is gone", shard)
+	}
+	return nil
+}
+
+func (s *MemShared) lock(owner string, shard int) *sync.RWMutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.locks[shard][owner]
+	if l == nil {
+		l = new(sync.RWMutex)
+		s.locks[shard][owner] = l
+	}
+	return l
+}
+
+// token records token for migration in tokens[i], or refuses an older one. s.mu is held.
+func (s *MemShared) token(migration string, token uint64, i int) error {
+	if newest := s.tokens[i][migration]; newest > token {
+		shard := i
+		if i == len(s.rows) {
+			shard = -1
+		}
+		return &FenceError{Shard: shard, Migration: migration, Token: token, Newest: newest}
+	}
+	s.tokens[i][migration] = token
+	return nil
+}
+
+func (s *MemShared) Claim(_ context.Context, migration string, token uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.tokens {
+		if err := s.token(migration, token, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *MemShared) Access(_ context.Context, owner string, shard int, fn func(tx *MemTx) error) error {
+	if err := s.check(shard); err != nil {
+		return err
+	}
+	l := s.lock(owner, shard)
+	l.RLock()
+	defer l.RUnlock()
+	s.mu.Lock()
+	f := s.fences[shard][owner].State
+	s.mu.Unlock()
+	if f != Serving {
+		return &FenceError{Owner: owner, Shard: shard, State: f}
+	}
+	tx := &MemTx{s: s, shard: shard, owner: owner, writes: map[int]string{}}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(tx.writes) > 0 && s.rows[shard][owner] == nil {
+		s.rows[shard][owner] = map[int]string{}
+	}
+	maps.Copy(s.rows[shard][owner], tx.writes)
+	return nil
+}
+
+func (s *MemShared) Fences(_ context.Context, owners []string, shard int) ([]Fence, error) {
+	if err := s.check(shard); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Fence, len(owners))
+	for i, o := range owners {
+		out[i] = s.fences[shard][o]
+	}
+	return out, nil
+}
+
+func (s *MemShared) SetFence(_ context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
+	if err := s.check(shard); err != nil {
+		return err
+	}
+	sorted := slices.Compact(slices.Sorted(slices.Values(owners)))
+	for _, o := range sorted {
+		l := s.lock(o, shard)
+		l.Lock()
+		defer l.Unlock()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.token(migration, token, shard); err != nil {
+		return err
+	}
+	for _, o := range sorted {
+		if state == Serving {
+			delete(s.fences[shard], o)
+		} else {
+			s.fences[shard][o] = Fence{State: state, Migration: migration}
+		}
+	}
+	return nil
+}
+
+func (s *MemShared) CopyChunk(_ context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
+		return after, 0, false, err
+	}
+	start := -1 << 62
+	if after != "" {
+		n, err := strconv.Atoi(string(after))
+		if err != nil {
+			return after, 0, false, fmt.Errorf("memshared: bad cursor %q", after)
+		}
+		start = n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []int
+	for k := range s.rows[from][owner] {
+		if k > start {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if len(keys) > limit {
+		keys = keys[:limit]
+	}
+	if len(keys) == 0 {
+		return after, 0, true, nil
+	}
+	if s.rows[to][owner] == nil {
+		s.rows[to][owner] = map[int]string{}
+	}
+	for _, k := range keys {
+		s.rows[to][owner][k] = s.rows[from][owner][k]
+	}
+	return Cursor(strconv.Itoa(keys[len(keys)-1])), len(keys), len(keys) < limit, nil
+}
+
+func (s *MemShared) DeleteChunk(_ context.Context, owner string, shard int, limit int) (int, error) {
+	if err := s.check(shard); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.rows[shard][owner] {
+		if n == limit {
+			break
+		}
+		delete(s.rows[shard][owner], k)
+		n++
+	}
+	return n, nil
+}
+
+func (s *MemShared) Copy(_ context.Context, owner string, from, to int) error {
+	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows[to][owner] = maps.Clone(s.rows[from][owner])
+	return nil
+}
+
+func (s *MemShared) Count(_ context.Context, owner string, shard int) (int64, error) {
+	if err := s.check(shard); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.rows[shard][owner])), nil
+}
+
+func (s *MemShared) Delete(_ context.Context, owner string, shard int) error {
+	if err := s.check(shard); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rows[shard], owner)
+	return nil
+}
+
+func (s *MemShared) Mark(_ context.Context, migration, owner string) (Mark, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marks[[2]string{migration, owner}], nil
+}
+
+func (s *MemShared) SetMark(_ context.Context, migration, owner string, m Mark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{migration, owner}
+	s.marks[k] = max(s.marks[k], m)
+	return nil
+}
+
+func (s *MemShared) Marks(_ context.Context, migration string, owners []string) ([]Mark, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Mark, len(owners))
+	for i, o := range owners {
+		out[i] = s.marks[[2]string{migration, o}]
+	}
+	return out, nil
+}
+
+func (s *MemShared) SetMarks(_ context.Context, migration string, owners []string, m Mark, token uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.token(migration, token, len(s.rows)); err != nil {
+		return err
+	}
+	for _, o := range owners {
+		k := [2]string{migration, o}
+		s.marks[k] = max(s.marks[k], m)
+	}
+	return nil
+}
+
+// where returns, for each owner with rows, the shards that hold them (a test helper).
+func (s *MemShared) where() map[string][]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string][]int{}
+	for i, shard := range s.rows {
+		for o, rows := range shard {
+			if len(rows) > 0 {
+				out[o] = append(out[o], i)
+			}
+		}
+	}
+	return out
+}
+
+// crashShared fails the nth mutating call of a MemShared (SetFence, CopyChunk, DeleteChunk,
+// Copy, SetMarks, Claim), after doing it when half is set (a crash after the write, before
+// the caller heard of it).
+type crashShared struct {
+	*MemShared
+	mu    sync.Mutex
+	n     int
+	calls int
+	after bool
+	at    string
+}
+
+func (c *crashShared) hit(op string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.calls == c.n {
+		c.at = op
+		return true
+	}
+	return false
+}
+
+func (c *crashShared) do(op string, f func() error) error {
+	if !c.hit(op) {
+		return f()
+	}
+	if c.after {
+		f()
+	}
+	return fmt.Errorf("%s: %w", op, errCrash)
+}
+
+func (c *crashShared) Claim(ctx context.Context, migration string, token uint64) error {
+	return c.do("claim", func() error { return c.MemShared.Claim(ctx, migration, token) })
+}
+
+func (c *crashShared) SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
+	return c.do("fence "+state.String(), func() error { return c.MemShared.SetFence(ctx, migration, owners, shard, state, token) })
+}
+
+func (c *crashShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, n int, done bool, err error) {
+	err = c.do("copy chunk", func() (err error) {
+		next, n, done, err = c.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+		return err
+	})
+	return
+}
+
+func (c *crashShared) DeleteChunk(ctx context.Context, owner string, shard int, limit int) (n int, err error) {
+	err = c.do("delete chunk", func() (err error) {
+		n, err = c.MemShared.DeleteChunk(ctx, owner, shard, limit)
+		return err
+	})
+	return
+}
+
+func (c *crashShared) Copy(ctx context.Context, owner string, from, to int) error {
+	return c.do("copy", func() error { return c.MemShared.Copy(ctx, owner, from, to) })
+}
+
+func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
+	return c.do("marks", func() error { return c.MemShared.SetMarks(ctx, migration, owners, m, token) })
+}
