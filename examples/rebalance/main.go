@@ -140,7 +140,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&c.proc, "proc", 0, "hidden: the number of an application process")
 	fs.StringVar(&c.prefix, "prefix", "", "hidden: the placement record's etcd key prefix")
 	fs.StringVar(&c.ledger, "ledger", "", "hidden: the directory of the application processes' ledgers")
-	fs.BoolVar(&c.wait, "wait", false, "hidden: a mover waits for the election instead of failing with ErrBusy")
+	fs.BoolVar(&c.wait, "wait", false, "hidden: a mover started by the -procs parent: it waits for the election instead of failing with ErrBusy, and stops when its stdin ends")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err

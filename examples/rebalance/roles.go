@@ -220,6 +220,19 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 		return err // no record, a newer format, an unreadable one: nothing is touched
 	}
 	if c.role == "mover" {
+		if c.wait { // started by the parent: it stops when the parent's pipe closes
+			stop := untilClosed(os.Stdin)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-stop.Done():
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		}
 		return runMover(ctx, c, cl, store, out)
 	}
 	return runApp(c, cl, store, out)
