@@ -159,10 +159,11 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	mover := cs.start("mover", "mover", append(c.roleArgs("mover", 0, endpoints, prefix, ackDir), "-wait")...)
 
 	// A second mover while the first holds the election must be refused.
-	var second string
+	var refused bool
 	select {
 	case <-elected:
-		second = secondMover(exe, c.roleArgs("mover", 1, endpoints, prefix, ackDir))
+		var second string
+		second, refused = secondMover(exe, c.roleArgs("mover", 1, endpoints, prefix, ackDir))
 		fmt.Fprintln(out, second)
 	case err := <-mover.finished:
 		cs.killAll()
@@ -251,21 +252,24 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if err := checkApps(stats); err != nil {
 		return err
 	}
+	if !refused {
+		return fmt.Errorf("a second mover was not refused while the first held the election: %w", errChild)
+	}
 	keep = false
 	return nil
 }
 
 // secondMover starts a mover without -wait while one holds the election, and says what
 // happened: it must exit 1 with coord's ErrBusy error.
-func secondMover(exe string, args []string) string {
+func secondMover(exe string, args []string) (string, bool) {
 	cmd := exec.Command(exe, args...)
 	b, err := cmd.CombinedOutput()
 	msg := strings.TrimSpace(string(b))
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 1 && strings.Contains(msg, "a mover already runs") {
-		return "second mover: refused, exit status 1: " + msg
+		return "second mover: refused, exit status 1: " + msg, true
 	}
-	return fmt.Sprintf("second mover: NOT refused as it should be (%v): %s", err, msg)
+	return fmt.Sprintf("second mover: NOT refused as it should be (%v): %s", err, msg), false
 }
 
 // stepClock follows the mover's "step N: ..." and "step N done" lines across its
