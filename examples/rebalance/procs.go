@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -291,14 +292,30 @@ func (s *stepClock) see(line string) {
 	if s.start == nil {
 		s.start, s.end, s.rows = map[int]time.Time{}, map[int]time.Time{}, map[int]int64{}
 	}
-	if k, err := fmt.Sscanf(line, "step %d: plan %d rows", &n, &rows); err == nil && k == 2 {
-		if _, ok := s.start[n]; !ok {
-			s.start[n], s.rows[n] = time.Now(), rows
+	now := time.Now()
+	// A step ends with its "done" line, or, when the mover that recorded it done was killed
+	// before it could print the line, when the next step starts or all are done.
+	closeBefore := func(n int) {
+		for k := range s.start {
+			if _, ok := s.end[k]; !ok && k < n {
+				s.end[k] = now
+			}
 		}
 	}
+	if k, err := fmt.Sscanf(line, "step %d: plan %d rows", &n, &rows); err == nil && k == 2 {
+		if _, ok := s.start[n]; !ok {
+			s.start[n], s.rows[n] = now, rows
+		}
+		closeBefore(n)
+	}
 	if k, err := fmt.Sscanf(line, "step %d done", &n); err == nil && k == 1 {
-		s.end[n] = time.Now()
+		if _, ok := s.end[n]; !ok {
+			s.end[n] = now
+		}
 		s.lines = append(s.lines, line)
+	}
+	if line == "all steps done" {
+		closeBefore(math.MaxInt)
 	}
 }
 
