@@ -263,3 +263,21 @@ func TestProcsBadRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestStepClock checks that a step counts in rows/s even when the mover that finished it was
+// killed before printing so.
+func TestStepClock(t *testing.T) {
+	var s stepClock
+	for _, line := range []string{"elected mover, epoch 3", "step 1: plan 100 rows of 10 users, 5 -> 10 shards",
+		"step 1: resuming migration procs-step1-5-to-10", "step 2: plan 50 rows of 10 users, 10 -> 5 shards",
+		"step 2: plan 70 rows of 10 users, 10 -> 5 shards", "step 2 done: ..."} {
+		s.see(line)
+		time.Sleep(time.Millisecond)
+	}
+	if rows, took := s.total(); rows != 150 || took <= 0 {
+		t.Errorf("total() = %d rows in %v, want 150 rows (the first plan of each step) in > 0", rows, took)
+	}
+	if n, running := s.current(); n != 2 || running {
+		t.Errorf("current() = %d, %v; want step 2, ended", n, running)
+	}
+}
