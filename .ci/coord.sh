@@ -12,10 +12,12 @@ if [[ ! -x /usr/bin/etcd ]]; then
 	# Debian's package starts a service on the default ports; the tests need none of it.
 	systemctl stop etcd 2>/dev/null || service etcd stop 2>/dev/null || true
 fi
-/usr/bin/etcd --version | head -1
+version=$(/usr/bin/etcd --version)
+echo "${version%%$'\n'*}"
 
 # The root module must not depend on etcd: coord is a module of its own.
-if go list -m all | grep -q '^go.etcd.io/'; then
+modules=$(go list -m all)
+if grep -q '^go.etcd.io/' <<<"$modules"; then
 	echo "FAIL: the root module depends on etcd" >&2
 	exit 1
 fi

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,9 +80,11 @@ func forEachServer(t *testing.T, f func(t *testing.T, endpoints []string)) {
 	}
 }
 
-// prefix returns a key prefix of the test's own.
+var prefixes atomic.Int64
+
+// prefix returns a key prefix of the test's own, new on every run (-count).
 func prefix(t *testing.T) string {
-	return "/coord-test/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+	return fmt.Sprintf("/coord-test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
 }
 
 // open opens a client that the test closes at its end.

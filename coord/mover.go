@@ -67,7 +67,11 @@ func (c *Client) TryMover(ctx context.Context) (*Mover, error) {
 	if err != nil {
 		return nil, c.unavailable("mover election", err)
 	}
-	owner := r.Responses[len(r.Responses)-1].GetResponseRange().Kvs[0]
+	kvs := r.Responses[len(r.Responses)-1].GetResponseRange().Kvs
+	if len(kvs) == 0 { // cannot happen: our key is there, put or found, in the same transaction
+		return nil, fmt.Errorf("coord: mover election: no key under %s after the transaction: %w", pfx, ErrUnavailable)
+	}
+	owner := kvs[0]
 	if string(owner.Key) != key {
 		// Our key waits behind the holder's: take it back (no campaign of this client
 		// runs, so a key left over from an abandoned one goes too).
