@@ -165,14 +165,9 @@ func (cs *children) notePeak(role string, hwm int64) {
 	cs.peak[role] = max(cs.peak[role], hwm)
 }
 
-// killRandom sends SIGKILL to one child chosen with r among those at work (started and
-// said so: a mover elected, an application process working), and returns its name, or ""
-// if none is. The mover is chosen a third of the time when it is at work: its death in the
-// middle of a move is the case that tests the most.
-func (cs *children) killRandom(r *rand.Rand) string { return cs.kill(r, r.IntN(3) == 0) }
-
-// kill sends SIGKILL to a child at work: the mover if mover is true and it is at work, else
-// a random application process.
+// kill sends SIGKILL to a child at work (started and said so: a mover elected, an
+// application process working): the mover if mover is true and it is at work, else an
+// application process chosen with r. It returns the victim's name, or "" if none is at work.
 func (cs *children) kill(r *rand.Rand, mover bool) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -187,7 +182,7 @@ func (cs *children) kill(r *rand.Rand, mover bool) string {
 		}
 	}
 	running := apps
-	if len(movers) > 0 && (len(apps) == 0 || mover) {
+	if mover && len(movers) > 0 {
 		running = movers
 	}
 	if len(running) == 0 {

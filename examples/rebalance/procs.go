@@ -176,7 +176,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 
 	stopKills := make(chan struct{})
 	killsDone := make(chan struct{})
-	moverKilled := map[int]bool{}
+	moverKills := map[int]int{} // by step
 	go func() {
 		defer close(killsDone)
 		if !c.kill {
@@ -189,14 +189,20 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 			case <-time.After(c.killEvery/2 + time.Duration(r.Int64N(int64(c.killEvery)))):
 			}
 			// The first kill of each step is the mover's, once it is at work on the step:
-			// every run then kills it in the middle of both migrations, if they last.
-			victim := ""
-			if n, running := steps.current(); running && !moverKilled[n] {
-				if victim = cs.kill(r, true); strings.HasPrefix(victim, "mover") {
-					moverKilled[n] = true
-				}
-			} else {
-				victim = cs.killRandom(r)
+			// every run then kills it in the middle of both migrations, if they last. After
+			// maxMoverKills in a step only application processes die, so that a slow
+			// machine's mover, killed again and again before it gets far, still finishes.
+			n, running := steps.current()
+			var mover bool
+			switch {
+			case running && moverKills[n] == 0:
+				mover = true
+			case moverKills[n] < maxMoverKills:
+				mover = r.IntN(3) == 0
+			}
+			victim := cs.kill(r, mover)
+			if strings.HasPrefix(victim, "mover") {
+				moverKills[n]++
 			}
 			if victim != "" {
 				cs.out.printf("[parent] SIGKILL %s\n", victim)
@@ -259,6 +265,9 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	keep = false
 	return nil
 }
+
+// maxMoverKills bounds the kills of the mover in one step of a -kill run.
+const maxMoverKills = 3
 
 // secondMover starts a mover without -wait while one holds the election, and says what
 // happened: it must exit 1 with coord's ErrBusy error.
