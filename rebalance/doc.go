@@ -69,9 +69,44 @@
 // time". Never delete them earlier: an unmarked owner is read from its old shard, and moving
 // it again would copy the empty old shard over its data.
 //
-// The per-owner locks are in-process: every process that reads or writes owners being moved
-// must do so through the same Migration, or the application must serialize owners itself.
+// The per-owner locks of a Migration are in-process: every process that reads or writes
+// owners being moved must do so through the same Migration value. For many processes, use
+// [Shared].
+//
+// # Across processes
+//
+// A [Shared] migration holds when application processes and a mover share nothing but the
+// databases (Redis Cluster's MIGRATING/IMPORTING slots and ASK redirects [redis cluster spec],
+// with the check moved into the database transaction). Locks in a process, or in a control
+// database, cannot protect a write from a process that does not hold them: a process that was
+// partitioned away, routes by an old placement or lost its lease still holds a connection to
+// the shard. So the state that decides whether a shard serves an owner now, its [Fence]
+// (Serving, Importing, Moved), is kept on that shard, and a [SharedStore] reads it in the
+// transaction that reads or writes the owner's rows, holding the owner shared against a
+// fence change on that shard (an advisory lock on PostgreSQL, the write lock on SQLite); the
+// mover changes a fence holding the owner exclusive, so the change waits for the accesses
+// under way and every later access sees it. What holds, whatever the processes believe:
+//
+//   - a write lands only on a shard whose fence serves the owner, and the old shard is fenced
+//     Moved before the tail of the copy is read, so no acknowledged write is left behind;
+//   - the new shard serves the owner only after its copy was counted against the fenced old
+//     shard, and the old copy is deleted only after that;
+//   - [Shared.Do] routes by the fences alone, reading no mark: moved on the old shard sends it
+//     to the new one, and while neither serves the owner (the tail, a few ms) it waits up to
+//     a bound, then says so;
+//   - every fence change and mark carries the mover's fencing token (its election epoch), and
+//     a store refuses a token older than one it has seen ([ErrFenced]), so a mover that lost
+//     its election changes nothing once a newer one has claimed the migration;
+//   - the copy goes in chunks, each its own short transaction, while the old shard serves the
+//     owner, so an owner is served by no shard only for the tail, whatever its size.
+//
+// Electing one mover and publishing the placement are left to a coordinator (the coord
+// module keeps both in etcd); the fences make a wrong or late coordinator cost availability,
+// never data. The sqlstore module implements SharedStore over database/sql for SQLite and
+// PostgreSQL.
 //
 // [004], the rebalancing post, is «Ребалансировка данных при шардинге», a Russian blog post;
 // package shard's documentation lists the sources.
+//
+// [redis cluster spec]: https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/
 package rebalance

@@ -17,7 +17,8 @@ import (
 var (
 	// ErrConfig reports an argument that cannot work: given to New, an empty ID, a nil
 	// sharder or store, one sharder (or two wrappers of one) before and after, an option out
-	// of range or an unknown Mode; given to Run or Finish, a nil owners sequence.
+	// of range or an unknown Mode; given to Run or Finish, a nil owners sequence; found by a
+	// Shared Run, an owner whose rows its before sharder does not place.
 	ErrConfig = errors.New("invalid migration")
 	// ErrMark reports a mark that a Store returned outside Unmoved, Copied and Done.
 	ErrMark = errors.New("invalid mark")

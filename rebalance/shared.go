@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,11 @@ type SharedStore[Tx any] interface {
 	// replaced. It returns the cursor of the last row copied, how many rows it copied, and
 	// done when no row is left after it. It leaves from unchanged.
 	CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, rows int, done bool, err error)
+	// Counts returns how many rows each of owners has on shard, in the order of owners.
+	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
+	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
+	// order. The mover uses it to find where rows committed out of key order are missing.
+	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
 	// DeleteChunk deletes up to limit of owner's rows on shard in one short transaction and
 	// returns how many it deleted: 0 when none is left.
 	DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error)
@@ -162,6 +168,11 @@ type SharedOptions struct {
 	// Batch is how many owners' marks one statement reads or writes, in [0, MaxBatch]. Zero
 	// means 256.
 	Batch int
+	// Group is how many owners of one pair of shards Run moves together, in [0, MaxBatch]:
+	// their fences change in one transaction per step and their rows are counted in one
+	// statement, and they are served by no shard over one window (their tails). Zero means 16;
+	// 1 moves owners one by one.
+	Group int
 	// FenceWait bounds how long Do waits for an owner that is between its fence on the old
 	// shard and its commit on the new one (a few ms, unless the mover stopped there), in [0,
 	// MaxFenceWait]. Zero means 10 s.
@@ -214,14 +225,15 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d: want [0, %d]: %w", id, opts.Concurrency, MaxConcurrency, ErrConfig)
 	case opts.ChunkRows < 0 || opts.ChunkRows > MaxChunkRows:
 		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d: want [0, %d]: %w", id, opts.ChunkRows, MaxChunkRows, ErrConfig)
-	case opts.Batch < 0 || opts.Batch > MaxBatch:
-		return nil, fmt.Errorf("rebalance: migration %q: Batch %d: want [0, %d]: %w", id, opts.Batch, MaxBatch, ErrConfig)
+	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
+		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
 	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
 		return nil, fmt.Errorf("rebalance: migration %q: FenceWait %v: want [0, %v]: %w", id, opts.FenceWait, MaxFenceWait, ErrConfig)
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
 	opts.Batch = cmp.Or(opts.Batch, 256)
+	opts.Group = cmp.Or(opts.Group, 16)
 	opts.FenceWait = cmp.Or(opts.FenceWait, 10*time.Second)
 	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts, locks: make([]sync.Mutex, 1024)}, nil
 }
@@ -289,13 +301,15 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 // count, then to move) and holds only a batch of them at a time. For each owner, from its
 // old shard A to its new shard B:
 //
-//  1. fence B importing, and delete what a stopped copy left of the owner there;
+//  1. fence B importing, and delete what a stopped copy left of the owner there (if B
+//     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
 //  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
 //     serves the owner and the application keeps writing there;
 //  3. fence A moved: the owner is served by no shard from here to step 5;
-//  4. copy the tail (the rows written since their chunk was copied) and check that A and B
-//     hold as many rows; if not, copy the owner whole again; if still not, fence A serving
-//     again and stop with ErrCopyMismatch;
+//  4. copy the tail (the rows written since their chunk was copied: after the last row
+//     copied, and, if B holds fewer rows than A, from the chunk end before which the
+//     missing rows lie) and check that A and B hold as many rows; if not, copy the owner
+//     whole again; if still not, fence A serving again and stop with ErrCopyMismatch;
 //  5. fence B serving: the commit point, B serves the owner from now on;
 //  6. delete the owner's rows on A in chunks (A stays fenced moved);
 //  7. mark the owner Done, in a batch with others.
@@ -332,7 +346,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		done     int
 		firstErr error
 		finished []string // owners moved, whose Done marks are not written yet
-		work     = make(chan string)
+		work     = make(chan []string)
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -361,25 +375,28 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
-			for o := range work {
-				l := &m.locks[keyhash.XXH64(o)%uint64(len(m.locks))]
-				l.Lock() // an owner listed twice is moved once at a time
-				err := m.move(ctx, o, m.before.Locate(o), m.after.Locate(o))
-				l.Unlock()
+			for group := range work {
+				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
+				moved, err := m.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
+				unlock()
 				if err != nil {
 					fail(err)
-					continue
 				}
 				mu.Lock()
-				finished = append(finished, o)
-				if done++; m.opts.Progress != nil {
-					m.opts.Progress(Progress{Done: done, Total: total})
+				finished = append(finished, moved...)
+				for range moved {
+					if done++; m.opts.Progress != nil {
+						m.opts.Progress(Progress{Done: done, Total: total})
+					}
 				}
 				mu.Unlock()
 				flush(false)
 			}
 		})
 	}
+	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
+	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
+	groups := map[[2]int][]string{}
 	batch := make([]string, 0, m.opts.Batch)
 	feed := func() bool {
 		defer func() { batch = batch[:0] }()
@@ -404,10 +421,15 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				mu.Unlock()
 				continue
 			}
-			if ctx.Err() != nil || failed() {
-				return false
+			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			groups[pair] = append(groups[pair], o)
+			if g := groups[pair]; len(g) == m.opts.Group {
+				if ctx.Err() != nil || failed() {
+					return false
+				}
+				work <- g
+				delete(groups, pair)
 			}
-			work <- o
 		}
 		return true
 	}
@@ -421,6 +443,12 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	if len(batch) > 0 && ctx.Err() == nil && !failed() {
 		feed()
+	}
+	for _, g := range groups {
+		if ctx.Err() != nil || failed() {
+			break
+		}
+		work <- g
 	}
 	close(work)
 	wg.Wait()
@@ -441,6 +469,143 @@ func (m *Shared[Tx]) changed(owners iter.Seq[string]) iter.Seq[string] {
 			if m.before.Locate(o) != m.after.Locate(o) && !yield(o) {
 				return
 			}
+		}
+	}
+}
+
+// lockOwners locks the mover's stripes of owners, in order, and returns the unlock.
+func (m *Shared[Tx]) lockOwners(owners []string) func() {
+	stripes := make([]int, len(owners))
+	for i, o := range owners {
+		stripes[i] = int(keyhash.XXH64(o) % uint64(len(m.locks)))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		m.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			m.locks[i].Unlock()
+		}
+	}
+}
+
+// moveGroup moves owners, all from shard a to shard b, and returns those it moved (up to
+// the deletion of their old copies). Owners that start fresh go through the steps together;
+// an owner a stop left part way is resumed on its own (move).
+func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: %d owners: %s (shard %d -> %d): %w", m.id, len(owners), what, a, b, err)
+		}
+		return nil
+	}
+	fas, err := m.fences(ctx, owners, a)
+	if err := step(fmt.Sprintf("read fences on shard %d", a), err); err != nil {
+		return nil, err
+	}
+	fbs, err := m.fences(ctx, owners, b)
+	if err := step(fmt.Sprintf("read fences on shard %d", b), err); err != nil {
+		return nil, err
+	}
+	var fresh []string // both shards serving: not begun
+	for i, o := range owners {
+		if fas[i].State == Serving && fbs[i].State == Serving {
+			fresh = append(fresh, o)
+			continue
+		}
+		if err := m.move(ctx, o, a, b); err != nil {
+			return moved, err
+		}
+		moved = append(moved, o)
+	}
+	if len(fresh) == 0 {
+		return moved, nil
+	}
+	// B serves these owners as far as B knows: rows there are an owner's data, not a stopped
+	// copy, and the before sharder does not say where the owner is.
+	nb, err := m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if nb[i] > 0 {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
+		}
+	}
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	copiers := make([]copier, len(fresh))
+	for i, o := range fresh {
+		if _, _, err := m.catchUp(ctx, o, a, b, &copiers[i], false); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	// From the fence on A to the commit on B, no shard serves these owners: Do waits.
+	start := time.Now()
+	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if err := m.copyFrom(ctx, o, a, b, &copiers[i], copiers[i].cur, true); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err)
+		}
+	}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
+	}
+	nb, err = m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	commit := fresh[:0:0]
+	var mismatch error
+	for i, o := range fresh {
+		if na[i] != nb[i] {
+			// Rows committed behind the cursor, or deleted: the owner's own tail.
+			if err := m.tail(ctx, o, a, b, &copiers[i]); err != nil {
+				if errors.Is(err, ErrCopyMismatch) {
+					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
+						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+					}
+				}
+				mismatch = cmp.Or(mismatch, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err))
+				continue
+			}
+		}
+		commit = append(commit, o)
+	}
+	if len(commit) > 0 {
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.opts.Token)); err != nil {
+			return moved, err
+		}
+		m.noteExclusive(time.Since(start))
+		m.moved.Add(int64(len(commit)))
+	}
+	for _, o := range commit {
+		if err := m.deleteAll(ctx, o, a); err != nil {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: delete old copy on shard %d (shard %d -> %d): %w", m.id, o, a, a, b, err)
+		}
+		moved = append(moved, o)
+	}
+	return moved, mismatch
+}
+
+func countsErr(n []int64, owners []string, err error) error {
+	if err == nil && len(n) != len(owners) {
+		return fmt.Errorf("store returned %d counts for %d owners", len(n), len(owners))
+	}
+	return err
+}
+
+func (m *Shared[Tx]) noteExclusive(held time.Duration) {
+	for {
+		old := m.maxExclusive.Load()
+		if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
+			return
 		}
 	}
 }
@@ -484,17 +649,33 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
-		var cur Cursor
+		var c copier
 		if fa.State == Serving {
+			if fb.State == Serving {
+				// B serves the owner as far as B knows: rows there are the owner's data, not a
+				// stopped copy, and the before sharder does not say where the owner is.
+				n, err := m.store.Count(ctx, owner, b)
+				if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+					return err
+				}
+				if n > 0 {
+					return step("check the new shard", fmt.Errorf("shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", b, n, a, ErrConfig))
+				}
+			}
 			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
 					return err
 				}
 			}
-			if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
-				return err
+			if fb.State != Serving {
+				// A stopped copy of this migration, or an old copy a move away from B left.
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
+					return err
+				}
 			}
-			if cur, err = m.copyFrom(ctx, owner, a, b, ""); err != nil {
+			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
+			// left for the exclusive window is what arrives during the fence.
+			if _, _, err := m.catchUp(ctx, owner, a, b, &c, false); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -503,7 +684,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
 			return err
 		}
-		if err := m.tail(ctx, owner, a, b, cur); err != nil {
+		if err := m.tail(ctx, owner, a, b, &c); err != nil {
 			if errors.Is(err, ErrCopyMismatch) {
 				// The old shard keeps every row: let it serve the owner again.
 				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
@@ -515,18 +696,29 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.opts.Token)); err != nil {
 			return err
 		}
-		held := time.Since(start)
-		for {
-			old := m.maxExclusive.Load()
-			if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
-				break
-			}
-		}
+		m.noteExclusive(time.Since(start))
 		m.moved.Add(1)
 	default:
 		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
 	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, owner, a))
+}
+
+// fences reads the fences of owners on shard s and checks what the store returned.
+func (m *Shared[Tx]) fences(ctx context.Context, owners []string, s int) ([]Fence, error) {
+	f, err := m.store.Fences(ctx, owners, s)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(f) != len(owners):
+		return nil, fmt.Errorf("store returned %d fences for %d owners", len(f), len(owners))
+	}
+	for _, x := range f {
+		if x.State > Moved {
+			return nil, fmt.Errorf("store returned %v: %w", x.State, ErrMark)
+		}
+	}
+	return f, nil
 }
 
 func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, error) {
@@ -550,73 +742,114 @@ func (f Fence) String() string {
 	return fmt.Sprintf("%v by %q", f.State, f.Migration)
 }
 
-// copyFrom copies owner's rows after cur from a to b chunk by chunk, and returns the cursor
-// of the last row.
-func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, cur Cursor) (Cursor, error) {
+// copier is how far one owner's copy has gone: the cursor after its last row copied, and
+// the cursor at the end of each chunk, where rows committed out of key order are looked for.
+type copier struct {
+	cur  Cursor
+	ends []Cursor
+}
+
+// copyFrom copies owner's rows after from, from a to b chunk by chunk. If advance, the
+// chunks continue the copier's (from is its cursor) and their ends are recorded.
+func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, c *copier, from Cursor, advance bool) error {
 	for {
-		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, cur, m.opts.ChunkRows)
+		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, from, m.opts.ChunkRows)
 		if err != nil {
-			return cur, err
+			return err
 		}
 		m.rows.Add(int64(n))
 		if n > 0 {
-			cur = next
+			from = next
+			if advance {
+				c.cur, c.ends = next, append(c.ends, next)
+			}
 		}
 		if done {
-			return cur, nil
+			return nil
 		}
 		if n == 0 {
-			return cur, fmt.Errorf("store copied no row after cursor %q and said more are left", cur)
+			return fmt.Errorf("store copied no row after cursor %q and said more are left", from)
 		}
 	}
 }
 
-// tail copies what owner's rows on a gained since the chunks were copied (a is fenced moved,
-// b importing: nothing writes either), and checks that both hold as many rows. Rows
-// committed out of key order, or changed after their chunk was copied, make a second copy of
-// the whole owner (each row replaced by key); rows deleted after their chunk leave b with
-// more rows, and the owner is copied whole in one transaction (Store.Copy).
-func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, cur Cursor) error {
-	counts := func() (int64, int64, error) {
-		na, err := m.store.Count(ctx, owner, a)
+// catchUp copies what owner's rows on a gained after the copier's cursor, then, if b holds
+// fewer rows than a, copies again from the last chunk end before which the missing rows
+// lie: rows committed out of key order (an ID taken before a transaction that committed
+// after a later one) land behind the cursor, near it. It returns the counts of a and b.
+//
+// Before the fence (not exact), a owner of one chunk is not counted: nothing would be
+// gained before the exact count after the fence.
+func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier, exact bool) (na, nb int64, err error) {
+	if err := m.copyFrom(ctx, owner, a, b, c, c.cur, true); err != nil {
+		return 0, 0, err
+	}
+	if !exact && len(c.ends) < 2 {
+		return 0, 0, nil // one chunk: the exact catch-up after the fence costs no more
+	}
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
+		return na, nb, err
+	}
+	// Walk back over the chunk ends, 1, 2, 4, ... chunks, to one after which all the
+	// missing rows lie.
+	from := Cursor("")
+	for back := 1; back <= len(c.ends); back *= 2 {
+		end := c.ends[len(c.ends)-back]
+		ca, err := m.store.CountAfter(ctx, owner, a, end)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
 		}
-		nb, err := m.store.Count(ctx, owner, b)
+		cb, err := m.store.CountAfter(ctx, owner, b, end)
 		if err != nil {
 			return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
 		}
-		return na, nb, nil
+		if ca-cb >= na-nb {
+			from = end
+			break
+		}
 	}
-	if _, err := m.copyFrom(ctx, owner, a, b, cur); err != nil {
-		return err
+	if err := m.copyFrom(ctx, owner, a, b, c, from, false); err != nil {
+		return 0, 0, err
 	}
-	na, nb, err := counts()
+	return m.counts(ctx, owner, a, b)
+}
+
+func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
+	na, err := m.store.Count(ctx, owner, a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
+	}
+	nb, err := m.store.Count(ctx, owner, b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
+	}
+	return na, nb, nil
+}
+
+// tail copies what owner's rows on a gained since the copier's cursor (a is fenced moved,
+// b importing: nothing writes either) and checks that both hold as many rows; see catchUp.
+// Rows deleted after their chunk was copied leave b with more rows, and the owner is then
+// copied whole in one transaction (Store.Copy).
+func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier) error {
+	na, nb, err := m.catchUp(ctx, owner, a, b, c, true)
 	if err != nil || na == nb {
 		return err
-	}
-	if nb < na {
-		if _, err := m.copyFrom(ctx, owner, a, b, ""); err != nil {
-			return err
-		}
-		if na, nb, err = counts(); err != nil || na == nb {
-			return err
-		}
 	}
 	if err := m.store.Copy(ctx, owner, a, b); err != nil {
 		return fmt.Errorf("copy whole: %w", err)
 	}
-	if na, nb, err = counts(); err != nil || na == nb {
+	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || na == nb {
 		return err
 	}
 	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)
 }
 
-// deleteAll deletes owner's rows on shard s chunk by chunk.
+// deleteAll deletes owner's rows on shard s chunk by chunk, on a shard that does not serve
+// owner (nothing adds rows there): a chunk short of the limit was the last.
 func (m *Shared[Tx]) deleteAll(ctx context.Context, owner string, s int) error {
 	for {
 		n, err := m.store.DeleteChunk(ctx, owner, s, m.opts.ChunkRows)
-		if err != nil || n == 0 {
+		if err != nil || n < m.opts.ChunkRows {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -331,4 +332,92 @@ func TestSharedBadInput(t *testing.T) {
 		}
 	}
 	require.False(t, errors.Is(err, ErrFenced))
+}
+
+// lateShared commits a row behind the copy's cursor (a key taken before a transaction that
+// committed after a later one) during the 3rd chunk, and counts whole copies.
+type lateShared struct {
+	*MemShared
+	chunks, wholes int
+	late           func()
+}
+
+func (l *lateShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+	if l.chunks++; l.chunks == 3 {
+		l.late()
+	}
+	return l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+}
+
+func (l *lateShared) Copy(ctx context.Context, owner string, from, to int) error {
+	l.wholes++
+	return l.MemShared.Copy(ctx, owner, from, to)
+}
+
+// TestSharedLateCommitsBehindTheCursor: rows that land behind the copy's cursor are found
+// by walking back over the chunk ends, not by copying the owner whole.
+func TestSharedLateCommitsBehindTheCursor(t *testing.T) {
+	w := newSharedWorld(t, 10, 40, 1, 2).oneMoving(t)
+	ctx := context.Background()
+	o := w.owners[0]
+	app := w.shared(t, "m", w.store, SharedOptions{})
+	late := &lateShared{MemShared: w.store, late: func() {
+		for _, k := range []int{-5, 3, 38} { // before the first chunk, inside the copied ones
+			k += 1000
+			require.NoError(t, w.write(ctx, app, o, k))
+		}
+	}}
+	// The late keys are 995, 1003 and 1038: give the owner keys 1000.. so that they sort
+	// among the copied ones.
+	rows := map[int]string{}
+	for k, v := range w.store.rows[w.before.Locate(o)][o] {
+		rows[k+1000] = v
+	}
+	w.store.rows[w.before.Locate(o)][o] = rows
+	w.acked[o] = maps.Clone(rows)
+	m := w.shared(t, "m", late, SharedOptions{Token: 1, ChunkRows: 4})
+	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+	w.check(t, true)
+	require.Zero(t, late.wholes, "the owner was copied whole")
+}
+
+// TestSharedPlanMismatch: a migration whose before sharder does not say where an owner is
+// (it moved in another migration) stops with a clear error and changes nothing.
+func TestSharedPlanMismatch(t *testing.T) {
+	w := newSharedWorld(t, 30, 3, 1, 2)
+	three, err := shard.NewModulo(3)
+	require.NoError(t, err)
+	for _, o := range w.owners {
+		if w.before.Locate(o) != w.after.Locate(o) && three.Locate(o) == 2 {
+			w.owners = []string{o}
+			break
+		}
+	}
+	require.Len(t, w.owners, 1, "no owner goes 0 -> 1 under 2 shards and to 2 under 3")
+	w.store = w.store.grow(3)
+	ctx := context.Background()
+	require.NoError(t, w.shared(t, "grow", w.store, SharedOptions{Token: 1}).Run(ctx, slices.Values(w.owners)))
+	// A stale plan: the owner is on w.after now, the plan says w.before.
+	stale, err := NewShared("stale", w.before, three, SharedStore[*MemTx](w.store), SharedOptions{Token: 1})
+	require.NoError(t, err)
+	err = stale.Run(ctx, slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrFenced)
+	require.Contains(t, err.Error(), `says moved by "grow"`)
+	w.check(t, true)
+}
+
+// TestSharedRefusesDataOnTheNewShard: an owner whose rows are on the shard the migration
+// moves it to, served there, is not cleared as a stopped copy: the plan is wrong.
+func TestSharedRefusesDataOnTheNewShard(t *testing.T) {
+	w := newSharedWorld(t, 10, 5, 1, 2).oneMoving(t)
+	o := w.owners[0]
+	a, b := w.before.Locate(o), w.after.Locate(o)
+	w.store.rows[b][o], w.store.rows[a][o] = w.store.rows[a][o], nil
+	err := w.shared(t, "m", w.store, SharedOptions{Token: 1}).Run(context.Background(), slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrConfig)
+	require.Contains(t, err.Error(), "the plan does not match where the owner is")
+	require.Equal(t, w.acked[o], w.store.rows[b][o])
+	f, err := w.store.Fences(context.Background(), []string{o}, b)
+	require.NoError(t, err)
+	require.Equal(t, Serving, f[0].State)
 }

@@ -39,6 +39,18 @@ func NewMemShared(n int) *MemShared {
 	return s
 }
 
+// grow adds empty shards up to n.
+func (s *MemShared) grow(n int) *MemShared {
+	for len(s.rows) < n {
+		s.rows = append(s.rows, map[string]map[int]string{})
+		s.fences = append(s.fences, map[string]Fence{})
+		s.tokens = slices.Insert(s.tokens, len(s.tokens)-1, map[string]uint64{})
+		s.locks = append(s.locks, map[string]*sync.RWMutex{})
+		s.lost = append(s.lost, false)
+	}
+	return s
+}
+
 // MemTx is a MemShared transaction on one shard, of one owner.
 type MemTx struct {
 	s      *MemShared
@@ -205,6 +217,42 @@ func (s *MemShared) CopyChunk(_ context.Context, owner string, from, to int, aft
 		s.rows[to][owner][k] = s.rows[from][owner][k]
 	}
 	return Cursor(strconv.Itoa(keys[len(keys)-1])), len(keys), len(keys) < limit, nil
+}
+
+func (s *MemShared) Counts(_ context.Context, owners []string, shard int) ([]int64, error) {
+	if err := s.check(shard); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, len(owners))
+	for i, o := range owners {
+		out[i] = int64(len(s.rows[shard][o]))
+	}
+	return out, nil
+}
+
+func (s *MemShared) CountAfter(_ context.Context, owner string, shard int, after Cursor) (int64, error) {
+	if err := s.check(shard); err != nil {
+		return 0, err
+	}
+	start := -1 << 62
+	if after != "" {
+		n, err := strconv.Atoi(string(after))
+		if err != nil {
+			return 0, fmt.Errorf("memshared: bad cursor %q", after)
+		}
+		start = n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for k := range s.rows[shard][owner] {
+		if k > start {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *MemShared) DeleteChunk(_ context.Context, owner string, shard int, limit int) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,10 +81,18 @@ func (s *Store) readRows(ctx context.Context, owner string, shard int, cur rebal
 	return out, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), rows.Err())
 }
 
-// insertRows writes rows in tx, many per statement, replacing rows of the same key.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows [][]any) error {
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// perStatement is how many rows one INSERT carries.
+func (s *Store) perStatement() int { return maxParams / len(s.table.Columns) }
+
+// insertRows writes rows, many per statement, replacing rows of the same key.
+func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 	ncol := len(s.table.Columns)
-	per := maxParams / ncol
+	per := s.perStatement()
 	var b strings.Builder
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), per)]
@@ -95,7 +104,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows [][]any) error 
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(" + placeholders(i*ncol+1, ncol) + ")")
+			b.WriteString("(" + s.placeholders(i*ncol+1, ncol) + ")")
 			args = append(args, r...)
 		}
 		b.WriteString(s.insertTail)
@@ -119,6 +128,14 @@ func (s *Store) CopyChunk(ctx context.Context, owner string, from, to int, after
 	next, err := encodeCursor(rows[len(rows)-1][s.key])
 	if err != nil {
 		return after, 0, false, s.wrap(from, "read key", err)
+	}
+	if len(rows) <= s.perStatement() {
+		// One statement is a transaction of its own: two round trips fewer than BEGIN/COMMIT.
+		db, _ := s.shard(to)
+		if err := s.insertRows(ctx, db, rows); err != nil {
+			return after, 0, false, s.wrap(to, fmt.Sprintf("write %d rows of owner %q", len(rows), owner), err)
+		}
+		return next, len(rows), len(rows) < limit, nil
 	}
 	tx, err := s.begin(ctx, to)
 	if err != nil {
@@ -183,6 +200,81 @@ func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, erro
 	}
 	var n int64
 	err = db.QueryRowContext(ctx, s.count, o).Scan(&n)
+	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
+}
+
+// Counts returns how many rows each of owners has on shard, a statement per 500 owners.
+func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(owners))
+	at := make(map[string][]int, len(owners))
+	args := make([]any, 0, min(len(owners), 500))
+	for i, o := range owners {
+		arg, err := s.ownerArg(o)
+		if err != nil {
+			return nil, err
+		}
+		// The owner column's value comes back in its own form: key the map by it.
+		k := fmt.Sprint(arg)
+		at[k] = append(at[k], i)
+	}
+	for batch := range slices.Chunk(owners, 500) {
+		args = args[:0]
+		for _, o := range batch {
+			arg, _ := s.ownerArg(o)
+			args = append(args, arg)
+		}
+		q := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s",
+			s.table.Owner, s.table.Table, s.table.Owner, s.placeholders(1, len(batch)), s.table.Owner)
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, s.wrap(shard, fmt.Sprintf("count rows of %d owners", len(batch)), err)
+		}
+		for rows.Next() {
+			var o any
+			var n int64
+			if err := rows.Scan(&o, &n); err != nil {
+				rows.Close()
+				return nil, s.wrap(shard, "count rows", err)
+			}
+			if b, ok := o.([]byte); ok {
+				o = string(b)
+			}
+			for _, i := range at[fmt.Sprint(o)] {
+				out[i] = n
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, s.wrap(shard, "count rows", err)
+		}
+	}
+	return out, nil
+}
+
+// CountAfter returns how many of owner's rows on shard come after the cursor.
+func (s *Store) CountAfter(ctx context.Context, owner string, shard int, after rebalance.Cursor) (int64, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return 0, err
+	}
+	o, err := s.ownerArg(owner)
+	if err != nil {
+		return 0, err
+	}
+	k, err := decodeCursor(after)
+	if err != nil {
+		return 0, err
+	}
+	q, args := s.countAfter, []any{o, k}
+	if k == nil {
+		q, args = s.count, args[:1]
+	}
+	var n int64
+	err = db.QueryRowContext(ctx, q, args...).Scan(&n)
 	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
 }
 

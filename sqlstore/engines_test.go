@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,6 +119,7 @@ func startPostgres() (*pgServer, error) {
 		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=400 -c shared_buffers=256MB", p.port, dir)
 		out, err := asPostgres(filepath.Join(p.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o", opts, "start").CombinedOutput()
 		if err == nil {
+			p.watch()
 			return p, nil
 		}
 		if !strings.Contains(string(out)+readFile(filepath.Join(dir, "log")), "in use") {
@@ -127,6 +129,28 @@ func startPostgres() (*pgServer, error) {
 	}
 	os.RemoveAll(dir)
 	return nil, errors.New("pg_ctl start: no free port")
+}
+
+// watch starts a shell, in a session of its own, that stops the server and removes its
+// directory once this process is gone however it ends (a test timeout's panic, a kill -9),
+// so that no server outlives the tests.
+func (p *pgServer) watch() {
+	stop := asPostgres(filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "-w", "stop")
+	script := fmt.Sprintf("while kill -0 %d 2>/dev/null; do sleep 1; done; %s >/dev/null 2>&1; rm -rf %s",
+		os.Getpid(), shellQuote(stop.Args), shellQuote([]string{p.dir}))
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		go cmd.Wait()
+	}
+}
+
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 func readFile(path string) string { b, _ := os.ReadFile(path); return string(b) }

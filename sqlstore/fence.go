@@ -81,7 +81,7 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 		at[o] = append(at[o], i)
 	}
 	for batch := range slices.Chunk(owners, 500) {
-		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
 		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, s.wrap(shard, "read fences", err)
@@ -118,37 +118,43 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 		return err
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, shard); err != nil {
-		return err
-	}
 	if s.dialect == PostgreSQL {
-		// Locks in key order, so that two fence changes of overlapping owners cannot deadlock.
+		// One statement takes the migration's token lock shared (see checkToken) and the
+		// owners exclusive, in key order, so that two fence changes of overlapping owners
+		// cannot deadlock.
 		keys := make([]int32, len(owners))
 		for i, o := range owners {
 			keys[i] = lockKey(o)
 		}
 		slices.Sort(keys)
+		var q strings.Builder
+		q.WriteString("SELECT pg_advisory_xact_lock_shared($1, $2)")
+		args := []any{epochNS, lockKey(migration), s.ns}
 		for _, k := range slices.Compact(keys) {
-			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", s.ns, k); err != nil {
-				return s.wrap(shard, "lock owners for a fence change", err)
-			}
+			args = append(args, k)
+			fmt.Fprintf(&q, ", pg_advisory_xact_lock($3, $%d)", len(args))
 		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return s.wrap(shard, "lock owners for a fence change", err)
+		}
+	}
+	if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
+		return err
 	}
 	for batch := range slices.Chunk(owners, 500) {
 		var q string
 		var args []any
 		if state == rebalance.Serving {
-			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+placeholders(1, len(batch))+")", toAny(batch)
+			q, args = "DELETE FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
 		} else {
 			var b strings.Builder
 			b.WriteString("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ")
-			args = append(args, migration)
 			for i, o := range batch {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				fmt.Fprintf(&b, "($%d, %d, $1, %d)", i+2, state, int64(token))
-				args = append(args, o)
+				fmt.Fprintf(&b, "(%s, %d, %s, %d)", s.placeholders(2*i+1, 1), state, s.placeholders(2*i+2, 1), int64(token))
+				args = append(args, o, migration)
 			}
 			b.WriteString(" ON CONFLICT (owner) DO UPDATE SET state = excluded.state, migration = excluded.migration, token = excluded.token")
 			q = b.String()
@@ -168,7 +174,7 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 		if err != nil {
 			return err
 		}
-		err = s.checkToken(ctx, tx, migration, token, i)
+		err = s.checkToken(ctx, tx, migration, token, i, tokenExclusive)
 		if err == nil {
 			err = s.wrap(i, "commit claim", tx.Commit())
 		}
@@ -182,7 +188,7 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 		return fmt.Errorf("sqlstore: control database: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+	if err := s.checkToken(ctx, tx, migration, token, -1, tokenExclusive); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -191,12 +197,29 @@ func (s *Store) Claim(ctx context.Context, migration string, token uint64) error
 	return nil
 }
 
-// checkToken is the first statement of a mover's transaction on shard (-1: the control
+// epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).
+var epochNS = func() int32 {
+	h := fnv.New32a()
+	h.Write([]byte("shardkit/rebalance-epoch"))
+	return int32(h.Sum32())
+}()
+
+// How checkToken takes the migration's token lock on PostgreSQL.
+const (
+	tokenHeld      = iota // the caller took it shared
+	tokenShared           // a mover's step: many at once
+	tokenExclusive        // a claim: waits for the steps under way
+)
+
+// checkToken is the first step of a mover's transaction on shard (-1: the control
 // database): it records token as the newest of migration there, or returns a
-// *rebalance.FenceError if a newer one was recorded. The row stays locked (shared when the
-// token is already the newest) until the transaction ends, so a newer mover's claim waits
-// for this transaction and then refuses the older mover everything.
-func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, token uint64, shard int) error {
+// *rebalance.FenceError if a newer one was recorded. On PostgreSQL a step holds the
+// migration's token lock shared until it commits and a claim holds it exclusive, so a newer
+// mover's claim waits for the steps under way and then refuses the older mover everything
+// (an advisory lock rather than FOR SHARE on the token row, which makes a MultiXact for every
+// concurrent step). On SQLite the transaction's first statement writes, which serializes it
+// with everything else on that database.
+func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, token uint64, shard int, lock int) error {
 	where := func(err error) error {
 		if shard < 0 {
 			return fmt.Errorf("sqlstore: control database: check mover token: %w", err)
@@ -208,7 +231,13 @@ func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, to
 	}
 	var newest int64
 	if s.dialect == PostgreSQL {
-		err := tx.QueryRowContext(ctx, "SELECT token FROM rebalance_epoch WHERE migration = $1 FOR SHARE", migration).Scan(&newest)
+		if lock != tokenHeld {
+			fn := map[int]string{tokenShared: "pg_advisory_xact_lock_shared", tokenExclusive: "pg_advisory_xact_lock"}[lock]
+			if _, err := tx.ExecContext(ctx, "SELECT "+fn+"($1, $2)", epochNS, lockKey(migration)); err != nil {
+				return where(err)
+			}
+		}
+		err := tx.QueryRowContext(ctx, "SELECT token FROM rebalance_epoch WHERE migration = $1", migration).Scan(&newest)
 		switch {
 		case err == nil && newest == int64(token):
 			return nil
@@ -233,14 +262,22 @@ func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, to
 	return nil
 }
 
-// placeholders returns "$first, ..., $(first+n-1)".
-func placeholders(first, n int) string {
+// placeholders returns n parameters from the first: "$first, ..., $(first+n-1)" on
+// PostgreSQL, "?, ..., ?" on SQLite, where modernc.org/sqlite binds numbered parameters
+// ($n, ?n) by name, which takes 100-200 ms for a statement of 5,000 of them against 3 ms for
+// plain ones (measured here). Statements of many parameters take their arguments in the
+// order the parameters appear.
+func (s *Store) placeholders(first, n int) string {
 	var b strings.Builder
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "$%d", first+i)
+		if s.dialect == SQLite {
+			b.WriteByte('?')
+		} else {
+			fmt.Fprintf(&b, "$%d", first+i)
+		}
 	}
 	return b.String()
 }

@@ -35,7 +35,16 @@ func (s *Store) SetMark(ctx context.Context, migration, owner string, mark rebal
 	return nil
 }
 
-// upsertMarks is the statement that sets n owners ($2...) of migration $1 to mark.
+// markArgs are the arguments of upsertMarks.
+func markArgs(migration string, owners []string) []any {
+	args := make([]any, 0, 2*len(owners))
+	for _, o := range owners {
+		args = append(args, migration, o)
+	}
+	return args
+}
+
+// upsertMarks is the statement that sets n owners to mark: its arguments are markArgs.
 func (s *Store) upsertMarks(n int, mark rebalance.Mark) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO rebalance_marks (migration, owner, mark) VALUES ")
@@ -43,7 +52,7 @@ func (s *Store) upsertMarks(n int, mark rebalance.Mark) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "($1, $%d, %d)", i+2, mark)
+		fmt.Fprintf(&b, "(%s, %d)", s.placeholders(2*i+1, 2), mark)
 	}
 	greatest := "max"
 	if s.dialect == PostgreSQL {
@@ -61,7 +70,7 @@ func (s *Store) Marks(ctx context.Context, migration string, owners []string) ([
 		at[o] = append(at[o], i)
 	}
 	for batch := range slices.Chunk(owners, 500) {
-		q := "SELECT owner, mark FROM rebalance_marks WHERE migration = $1 AND owner IN (" + placeholders(2, len(batch)) + ")"
+		q := "SELECT owner, mark FROM rebalance_marks WHERE migration = " + s.placeholders(1, 1) + " AND owner IN (" + s.placeholders(2, len(batch)) + ")"
 		rows, err := s.control.QueryContext(ctx, q, append([]any{migration}, toAny(batch)...)...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlstore: control database: read marks: %w", err)
@@ -95,11 +104,11 @@ func (s *Store) SetMarks(ctx context.Context, migration string, owners []string,
 		return fmt.Errorf("sqlstore: control database: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1); err != nil {
+	if err := s.checkToken(ctx, tx, migration, token, -1, tokenShared); err != nil {
 		return err
 	}
 	for batch := range slices.Chunk(owners, 1000) {
-		if _, err := tx.ExecContext(ctx, s.upsertMarks(len(batch), mark), append([]any{migration}, toAny(batch)...)...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.upsertMarks(len(batch), mark), markArgs(migration, batch)...); err != nil {
 			return fmt.Errorf("sqlstore: control database: mark %d owners %v: %w", len(batch), mark, err)
 		}
 	}

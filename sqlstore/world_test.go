@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
 
 // nextID hands out message IDs, unique across the goroutines of this process; a child
@@ -87,7 +88,11 @@ func (w *world) load(t testing.TB, p *proc, users []int, rows int) {
 				if i > 0 {
 					q.WriteString(", ")
 				}
-				fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d)", 5*i+1, 5*i+2, 5*i+3, 5*i+4, 5*i+5)
+				if w.e.dialect == sqlstore.SQLite { // numbered parameters are slow there: see placeholders
+					q.WriteString("(?, ?, ?, ?, ?)")
+				} else {
+					fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d)", 5*i+1, 5*i+2, 5*i+3, 5*i+4, 5*i+5)
+				}
 				args = append(args, r...)
 			}
 			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
@@ -165,9 +170,9 @@ func (w *world) read(ctx context.Context, m *rebalance.Shared[*sql.Tx], user str
 }
 
 // traffic runs writers goroutines, each a process of its own (its own pools, Store and
-// Shared), writing and reading random users until stop is called; stop returns the first
-// error and the operation count.
-func (w *world) traffic(t *testing.T, id string, writers int) (stop func() (int64, error)) {
+// Shared), writing and reading random users, pace apart, until stop is called; stop returns
+// the first error and the operation count.
+func (w *world) traffic(t *testing.T, id string, writers int, pace time.Duration) (stop func() (int64, error)) {
 	var (
 		done  atomic.Bool
 		wg    sync.WaitGroup
@@ -191,6 +196,7 @@ func (w *world) traffic(t *testing.T, id string, writers int) (stop func() (int6
 					return
 				}
 				ops.Add(2)
+				time.Sleep(pace)
 			}
 		})
 	}
