@@ -116,11 +116,12 @@ func (c *Client) Campaign(ctx context.Context) (*Mover, error) {
 	}()
 	e := concurrency.NewElection(s.s, c.moverPrefix())
 	if err := e.Campaign(ctx, c.identity); err != nil {
+		if c.ctx.Err() != nil { // before the session: Close also ends the session
+			return nil, fmt.Errorf("coord: campaign for mover: %w", ErrClosed)
+		}
 		select {
 		case <-s.lost:
 			return nil, fmt.Errorf("coord: campaign for mover: session lost: %w", ErrLeaseExpired)
-		case <-c.ctx.Done():
-			return nil, fmt.Errorf("coord: campaign for mover: %w", ErrClosed)
 		default:
 		}
 		return nil, fmt.Errorf("coord: campaign for mover: %w", err)

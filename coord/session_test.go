@@ -107,3 +107,45 @@ func TestPartitionExpiresLease(t *testing.T) {
 		}
 	})
 }
+
+// TestLongPartitionRecovers cuts a client off for longer than gRPC's keepalive needs to
+// give up its connection (10 s without an answer, then 5 s for the ping), so that the
+// client dials again into a network that is still cut: once it heals, the client makes a
+// new session and follows the record again. Against the embedded server only, for time.
+func TestLongPartitionRecovers(t *testing.T) {
+	const ttl = 3 * time.Second
+	eps := servers[0].endpoints
+	ctx := ctxT(t)
+	pfx := prefix(t)
+	px := proxy(t, eps)
+	cut := open(t, px.endpoints(), pfx, coord.Options{TTL: ttl, DialTimeout: 2 * time.Second})
+	other := open(t, eps, pfx, coord.Options{TTL: ttl})
+	rev, err := other.Update(ctx, 0, jump(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cut.Wait(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	px.Cut()
+	if rev, err = other.Update(ctx, rev, jump(6)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(17 * time.Second)
+	if _, _, err := cut.Current(); !errors.Is(err, coord.ErrLeaseExpired) {
+		t.Fatalf("after 17 s cut off: %v, want ErrLeaseExpired", err)
+	}
+	px.Heal()
+	start := time.Now()
+	eventually(t, 30*time.Second, "the healed client follows the record", func() error {
+		p, got, err := cut.Current()
+		if err != nil {
+			return err
+		}
+		if got != rev || p.Layout.Shards != 6 {
+			return fmt.Errorf("view %+v at %d, want 6 shards at %d", p.Layout, got, rev)
+		}
+		return nil
+	})
+	t.Logf("answered again %v after the network healed", time.Since(start).Round(time.Millisecond))
+}
