@@ -140,6 +140,13 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 	if err := d.createSchema(ctx); err != nil {
 		return nil, err
 	}
+	// sqlstore copies an owner's rows in chunks by key: an index on (owner, key) serves
+	// them in order.
+	for i, db := range d.shards {
+		if _, err := db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS messages_user_id_id ON messages (user_id, id)"); err != nil {
+			return nil, d.shard(i, err)
+		}
+	}
 	if _, err := d.control.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS example_procs (users BIGINT NOT NULL, messages BIGINT NOT NULL)"); err != nil {
 		return nil, err
 	}
