@@ -182,17 +182,27 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		if !c.kill {
 			return
 		}
+		between := func() time.Duration { return c.killEvery/2 + time.Duration(r.Int64N(int64(c.killEvery))) }
+		next, seen := time.Now().Add(between()), 0
 		for {
 			select {
 			case <-stopKills:
 				return
-			case <-time.After(c.killEvery/2 + time.Duration(r.Int64N(int64(c.killEvery)))):
+			case <-time.After(10 * time.Millisecond):
 			}
-			// The first kill of each step is the mover's, once it is at work on the step:
-			// every run then kills it in the middle of both migrations, if they last. After
-			// maxMoverKills in a step only application processes die, so that a slow
-			// machine's mover, killed again and again before it gets far, still finishes.
+			// The first kill of each step is the mover's, at a random moment of the step's
+			// first half second: every run then kills it in the middle of both migrations,
+			// however fast they are. After maxMoverKills in a step only application
+			// processes die, so that a slow machine's mover, killed again and again before
+			// it gets far, still finishes.
 			n, running := steps.current()
+			if running && n > seen {
+				seen, next = n, time.Now().Add(time.Duration(r.Int64N(int64(500*time.Millisecond))))
+			}
+			if time.Now().Before(next) {
+				continue
+			}
+			next = time.Now().Add(between())
 			var mover bool
 			switch {
 			case running && moverKills[n] == 0:
