@@ -251,6 +251,7 @@ func TestProcsBadRecord(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("%s, %s: still running after 20 s", tc.name, role)
 			}
+			t.Logf("%s, %s: %v", tc.name, role, err)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
 				t.Errorf("%s, %s: %v, want an error wrapping %v that says %q", tc.name, role, err, tc.want, tc.text)
 			}
