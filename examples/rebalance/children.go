@@ -79,6 +79,11 @@ func (cs *children) supervise(c *child) error {
 		killed := c.killing
 		c.killing, c.ready, c.cmd, c.stdin = false, false, nil, nil
 		cs.mu.Unlock()
+		var ee *exec.ExitError
+		if c.role == "mover" && errors.As(err, &ee) && ee.ExitCode() == exitLostElection {
+			cs.out.printf("[parent] the mover lost its election: starting another\n")
+			killed = true
+		}
 		if !killed {
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)

@@ -100,6 +100,9 @@ func main() {
 	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "rebalance example:", err)
+		if errors.Is(err, errLostElection) {
+			os.Exit(exitLostElection)
+		}
 		os.Exit(1)
 	}
 }

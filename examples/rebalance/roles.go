@@ -358,10 +358,19 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		}
 	}()
 	steps := procsSteps(c)
+	// An error after the leadership was lost (a lease not renewed in time on a loaded
+	// machine: the context is cancelled, an Update refused) ends this mover with
+	// errLostElection: the parent starts another, which campaigns and resumes.
+	lost := func(err error) error {
+		if lerr := mv.Err(); err != nil && lerr != nil {
+			return fmt.Errorf("%w: %w (then: %v)", errLostElection, lerr, err)
+		}
+		return err
+	}
 	for {
 		p, rev, err := cl.Current()
 		if err != nil {
-			return err
+			return lost(err)
 		}
 		i, resume, err := nextStep(p, c)
 		if err != nil {
@@ -387,10 +396,10 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		next.Migration = &coord.Migration{ID: id, Before: userLayout(step[0]), After: userLayout(step[1]),
 			Phase: coord.PhaseMoving, Epoch: mv.Epoch()}
 		if rev, err = mv.Update(ctx, rev, next); err != nil {
-			return err
+			return lost(err)
 		}
 		if _, err := cl.Wait(ctx, rev); err != nil {
-			return err
+			return lost(err)
 		}
 		m, err := rebalance.NewShared(id, before, after, store,
 			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000, Progress: pace(c.moverPace)})
@@ -399,16 +408,16 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		}
 		start := time.Now()
 		if err := moveWithRetries(ctx, m, c.users, out); err != nil {
-			return err
+			return lost(err)
 		}
 		done := next.Clone()
 		done.Layout = userLayout(step[1])
 		done.Migration.Phase = coord.PhaseDone
 		if rev, err = mv.Update(ctx, rev, done); err != nil {
-			return err
+			return lost(err)
 		}
 		if _, err := cl.Wait(ctx, rev); err != nil {
-			return err
+			return lost(err)
 		}
 		st := m.Stats()
 		fmt.Fprintf(out, "step %d done: this incarnation moved %d users, %d rows in %v; longest time an owner was served by no shard %v\n",
@@ -454,6 +463,13 @@ func plannedRows(ctx context.Context, store *sqlstore.Store, before, after userS
 	}
 	return rows, moving, nil
 }
+
+// errLostElection ends a mover that lost its leadership; it exits with exitLostElection.
+var errLostElection = errors.New("lost the mover election")
+
+// exitLostElection is the exit status of a mover that lost its leadership: its supervisor
+// (the -procs parent) starts another.
+const exitLostElection = 3
 
 // moverRetries is how many times the mover runs a step again after an error that may pass
 // (a database restarted, a connection cut): every step of a move is idempotent, so running
