@@ -80,6 +80,21 @@ expect 2 "$bin" -shards 5 -grow 5
 expect 2 "$bin" -pg 'postgres://x@127.0.0.1:1/a,postgres://x@127.0.0.1:1/b'
 expect 1 "$bin" -shards 1 -grow 2 -pg 'postgres://nobody@127.0.0.1:1/a?sslmode=disable&connect_timeout=2,postgres://nobody@127.0.0.1:1/b?sslmode=disable'
 
+step "SQLite, -procs 3 -kill: 3 application processes and a mover process, kill -9 at random, etcd embedded"
+start=$SECONDS
+expect 0 "$bin" -procs 3 -kill
+grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
+grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
+grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
+echo "verified in $((SECONDS - start)) s: a second mover refused, nothing lost, duplicated or misplaced after the kills above"
+
+step "-procs: unreachable etcd and a wrong DSN are refused before any data is touched"
+expect 1 "$bin" -procs 2 -etcd 127.0.0.1:1 -data "$work/procs-refused"
+grep -q 'coord: open: etcd at \[127.0.0.1:1\] did not answer' "$work/out" || fail "the etcd error"
+[[ ! -e $work/procs-refused ]] || fail "the refused run created its databases"
+expect 1 "$bin" -procs 2 -shards 1 -grow 2 -pg 'postgres://nobody@127.0.0.1:1/a?sslmode=disable&connect_timeout=2,postgres://nobody@127.0.0.1:1/b?sslmode=disable'
+grep -q 'shard 0 (DSN #1): does not connect' "$work/out" || fail "the DSN error"
+
 step "PostgreSQL: install, init and start on 127.0.0.1"
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
 	apt-get update -qq
@@ -103,12 +118,15 @@ for p in $(shuf -i 20000-60000 -n 100); do # a free random port: nothing answers
 done
 [[ $port != 0 ]] || fail "no free port among 100 random ones in 20000-60000"
 as_pg "$pgctl" -D "$pgdata" -l "$pgdata/log" -w \
-	-o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c fsync=off" start >/dev/null
+	-o "-c listen_addresses=127.0.0.1 -p $port -k $pgdata -c fsync=off -c max_connections=300" start >/dev/null
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
 dsns=""
+procsdsns="" # databases of their own for -procs, which refuses the one-process mode's
 for i in $(seq 0 9); do
 	as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U postgres "shard$i"
+	as_pg "$pgbin/createdb" -h 127.0.0.1 -p "$port" -U postgres "procs$i"
 	dsns+="${dsns:+,}postgres://postgres@127.0.0.1:$port/shard$i?sslmode=disable"
+	procsdsns+="${procsdsns:+,}postgres://postgres@127.0.0.1:$port/procs$i?sslmode=disable"
 done
 
 step "PostgreSQL: the same round on 10 databases"
@@ -127,5 +145,13 @@ expect 0 "$bin" -pg "$dsns"
 grep -q 'resuming after a stop' "$work/out" || fail "the run did not resume"
 [[ $(grep -c FAILED "$work/out" || true) == 0 ]] || fail "verification"
 echo "verified on PostgreSQL: a full round, a crash resumed, foreign marks refused"
+
+step "PostgreSQL, -procs 3 -kill: the same with the shards in PostgreSQL, etcd embedded"
+start=$SECONDS
+expect 0 "$bin" -procs 3 -kill -pg "$procsdsns"
+grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
+grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
+grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
+echo "verified on PostgreSQL in $((SECONDS - start)) s: a second mover refused, nothing lost, duplicated or misplaced"
 
 step "rebalance example: all checks passed"

@@ -40,6 +40,14 @@ blog post; the README's Sources section describes it.
 The shards are SQLite files in -data (created on the first run), or with -pg one PostgreSQL
 database per shard. Progress bars go to stderr when it is a terminal.
 
+With -procs N (or -kill, which means -procs 3) it runs 5 -> 10 -> 5 across processes: N
+application processes and one mover process (this program, started again) share only the
+databases and a placement record in etcd (run inside this process, or the cluster -etcd
+names); -kill kills random ones with SIGKILL and restarts them. It loads fresh data each
+time (400 users of 100 messages, 2 writers and 2 readers a process, unless given; SQLite in
+a temporary directory unless -data is given) and ends with one line: the rows lost,
+duplicated and misplaced, and the rows moved per second.
+
 Flags:
 `
 
@@ -52,6 +60,19 @@ type config struct {
 	work                time.Duration
 	crashAfter          int64
 	crashPoint          string
+	dataSet             bool // -data was given: -procs keeps its SQLite files there
+
+	// -procs mode (procs.go) and its children's hidden flags (roles.go).
+	procs                int
+	kill                 bool
+	seed                 uint64
+	etcd                 string
+	rows                 int
+	killEvery, idle, ttl time.Duration
+	moverPace            time.Duration
+	role, prefix, ledger string
+	proc                 int
+	wait                 bool
 	// progress, if not nil, is where progress bars are drawn: stderr when it is a terminal.
 	progress io.Writer
 }
@@ -70,8 +91,18 @@ func main() {
 	if isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd()) {
 		c.progress = os.Stderr
 	}
+	run := run
+	switch {
+	case c.role != "":
+		run = runRole
+	case c.procs > 0:
+		run = parent
+	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "rebalance example:", err)
+		if errors.Is(err, errLostElection) {
+			os.Exit(exitLostElection)
+		}
 		os.Exit(1)
 	}
 }
@@ -83,9 +114,17 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("rebalance", flag.ContinueOnError)
 	fs.SetOutput(output)
+	hidden := map[string]bool{"role": true, "proc": true, "prefix": true, "ledger": true, "wait": true}
 	fs.Usage = func() {
 		fmt.Fprint(output, usage)
-		fs.PrintDefaults()
+		all := flag.NewFlagSet("rebalance", flag.ContinueOnError) // the flags without the hidden ones
+		all.SetOutput(output)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !hidden[f.Name] {
+				all.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		all.PrintDefaults()
 	}
 	fs.StringVar(&c.data, "data", "data", "directory of the SQLite shard files (ignored with -pg); its parent must exist")
 	fs.StringVar(&c.pg, "pg", "", "comma-separated PostgreSQL DSNs, one per shard, max(-shards, -grow) of them; the control tables go to the first")
@@ -99,6 +138,20 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.DurationVar(&c.work, "work", 300*time.Millisecond, "in lazy mode, how long the workload runs (moving users on first access) before the mover sweeps the rest")
 	fs.Int64Var(&c.crashAfter, "crash-after", 0, "if N > 0, kill this process (SIGKILL, no cleanup) the (N+1)th time this run reaches -crash-point")
 	fs.StringVar(&c.crashPoint, "crash-point", pointCopied, "where to kill: a move's copy, copied, marked or deleted point, or written: a message inserted on its shard, not yet in the ledger")
+	fs.IntVar(&c.procs, "procs", 0, "if N > 0, run N application processes and a mover process (this program, started again) that share the databases through etcd; -kill alone means -procs 3")
+	fs.BoolVar(&c.kill, "kill", false, "with -procs: kill random processes, the mover included, with SIGKILL at random moments and restart them")
+	fs.Uint64Var(&c.seed, "seed", 0, "with -kill: the seed of the kills' schedule (0: from the clock; the run prints it)")
+	fs.DurationVar(&c.killEvery, "kill-every", time.Second, "with -kill: the mean time between two kills (uniform in [d/2, 3d/2])")
+	fs.StringVar(&c.etcd, "etcd", "", "with -procs: comma-separated endpoints of an etcd cluster for the placement record (default: an etcd embedded in this process on 127.0.0.1)")
+	fs.IntVar(&c.rows, "rows", 0, fmt.Sprintf("with -procs: messages loaded in all, -messages = rows / -users (default %d users x %d messages)", procsUsers, procsMessages))
+	fs.DurationVar(&c.idle, "idle", time.Second, "with -procs: how long the application processes run before the mover starts and after it ends (the idle latencies)")
+	fs.DurationVar(&c.ttl, "ttl", 2*time.Second, "with -procs: the etcd session lease of each process; a killed mover is replaced about this long after its death")
+	fs.DurationVar(&c.moverPace, "mover-pace", 0, "with -procs: the mover pauses this long after each user it moves, so that the kills of a small run land in the middle of its moves")
+	fs.StringVar(&c.role, "role", "", "hidden: app or mover, a child process of -procs")
+	fs.IntVar(&c.proc, "proc", 0, "hidden: the number of an application process")
+	fs.StringVar(&c.prefix, "prefix", "", "hidden: the placement record's etcd key prefix")
+	fs.StringVar(&c.ledger, "ledger", "", "hidden: the directory of the application processes' ledgers")
+	fs.BoolVar(&c.wait, "wait", false, "hidden: a mover started by the -procs parent: it waits for the election instead of failing with ErrBusy, and stops when its stdin ends")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -107,6 +160,29 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.dataSet = set["data"]
+	if c.kill && c.procs == 0 {
+		c.procs = 3
+	}
+	if c.procs > 0 && c.role == "" {
+		if !set["users"] {
+			c.users = procsUsers
+		}
+		if !set["messages"] {
+			c.messages = procsMessages
+		}
+		if !set["writers"] {
+			c.writers = procsWriters
+		}
+		if !set["readers"] {
+			c.readers = procsReaders
+		}
+		if c.rows > 0 {
+			c.messages = c.rows / c.users
+		}
 	}
 	return c, c.check()
 }
@@ -141,6 +217,9 @@ func (c config) check() error {
 	}
 	if c.work < 0 {
 		return fmt.Errorf("-work %v: want >= 0", c.work)
+	}
+	if err := c.checkProcs(); err != nil {
+		return err
 	}
 	if c.pg != "" {
 		if n := len(c.dsns()); n != max(c.shards, c.grow) {

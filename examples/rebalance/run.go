@@ -115,16 +115,13 @@ func load(ctx context.Context, c config, d *dbs, out io.Writer) (*state, error) 
 		}
 	}
 	layout := newUserSharder(c.shards)
-	base := time.Date(2024, 11, 21, 0, 0, 0, 0, time.UTC).UnixNano()
 	bar := newProgress(c.progress, "loading", "users")
 	for user := int64(1); user <= int64(c.users); user++ {
 		bar.show(int(user-1), c.users)
 		msgs := make([]message, c.messages)
 		a := &account{}
 		for i := range msgs {
-			n := int64(i + 1)
-			msgs[i] = message{ID: messageID(user, n), UserID: user, Time: base + n*int64(time.Minute),
-				Message: fmt.Sprintf("message %d of user %d", n, user), Sender: 1 + (user*7+n)%int64(c.users)}
+			msgs[i] = loadedMessage(user, int64(i+1), c.users)
 		}
 		shard := layout.Locate(strconv.FormatInt(user, 10))
 		if err := insertMessages(ctx, d.shards[shard], msgs); err != nil {

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard/coord"
+	"github.com/shardkit/shard/coord/embedded"
+)
+
+func TestHistogramPercentiles(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
+		got := h.percentile(c.q)
+		// An upper bound of the bucket: never below, at most 1/32 above.
+		if got < c.want || float64(got) > float64(c.want)*(1+1.0/subBuckets)+1 {
+			t.Errorf("percentile(%v) = %v, want %v to %v", c.q, got, c.want, time.Duration(float64(c.want)*(1+1.0/subBuckets)))
+		}
+	}
+	back, err := decodeHistogram(h.encode())
+	if err != nil || back.n != h.n || back.percentile(0.99) != h.percentile(0.99) {
+		t.Errorf("decode(encode) = %d samples, p99 %v, %v; want %d, %v", back.n, back.percentile(0.99), err, h.n, h.percentile(0.99))
+	}
+	for b := 1; b < 64*subBuckets-1; b++ {
+		if lowest(b) >= lowest(b+1) || bucketOf(lowest(b)) != b {
+			t.Fatalf("bucket %d: lowest %v, next %v, bucketOf(lowest) %d", b, lowest(b), lowest(b+1), bucketOf(lowest(b)))
+		}
+		if lowest(b+1) > 1<<62 {
+			break
+		}
+	}
+}
+
+func TestAckLogs(t *testing.T) {
+	dir := t.TempDir()
+	l, err := createAckLog(dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := message{ID: 5 << 40, UserID: 7, Message: "a"}
+	pending := message{ID: 6 << 40, UserID: 8, Message: "b"}
+	for _, err := range []error{l.intend(acked), l.ack(acked.ID), l.intend(pending), l.close()} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A torn last line (no newline) acknowledges nothing.
+	f, _ := os.OpenFile(ackName(dir, 2, os.Getpid()), os.O_WRONLY|os.O_APPEND, 0)
+	fmt.Fprintf(f, "A %d", pending.ID)
+	f.Close()
+	got, err := readAckLogs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[acked.ID].acked || got[pending.ID].acked || got[acked.ID].user != 7 || got[acked.ID].sum != checksum(acked) {
+		t.Errorf("read %+v %+v, want message %d acked and %d pending", got[acked.ID], got[pending.ID], acked.ID, pending.ID)
+	}
+	os.WriteFile(filepath.Join(dir, "app9-pid1.log"), []byte("A 12345\n"), 0o644)
+	if _, err := readAckLogs(dir); err == nil || !strings.Contains(err.Error(), `line 1 "A 12345"`) {
+		t.Errorf("an ack without its intent: %v, want an error naming the line", err)
+	}
+}
+
+func TestIDClock(t *testing.T) {
+	a, b := &idClock{slot: 3}, &idClock{slot: 4}
+	seen := map[int64]bool{}
+	last := int64(0)
+	for range 10000 {
+		for _, c := range []*idClock{a, b} {
+			id := c.next()
+			if seen[id] || id <= messageID(1_000_000, 999_999) {
+				t.Fatalf("id %d repeated or in the loaded range", id)
+			}
+			seen[id] = true
+		}
+		if a.last <= last {
+			t.Fatalf("ids of one writer do not grow: %d after %d", a.last, last)
+		}
+		last = a.last
+	}
+}
+
+// procsConfig is a small -procs run on SQLite files in dir.
+func procsConfig(dir string) config {
+	c, err := parseFlags([]string{"-procs", "2", "-data", dir, "-users", "40", "-messages", "5", "-writers", "2", "-readers", "2",
+		"-idle", "300ms", "-kill-every", "500ms", "-movers", "1", "-mover-pace", "60ms"}, new(bytes.Buffer))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// TestVerifyProcs checks that the verifier counts every kind of damage: it must be able to
+// fail.
+func TestVerifyProcs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := procsConfig(filepath.Join(dir, "data"))
+	d, err := prepareProcs(ctx, c, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	ledgers := filepath.Join(dir, "ledger")
+	os.Mkdir(ledgers, 0o755)
+	l, err := createAckLog(ledgers, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &idClock{slot: 1}
+	write := func(user int64, ack bool) message {
+		m := message{ID: clock.next(), UserID: user, Time: 1, Message: "m", Sender: 2}
+		l.intend(m)
+		if err := insertMessages(ctx, d.shards[user%5], []message{m}); err != nil {
+			t.Fatal(err)
+		}
+		if ack {
+			l.ack(m.ID)
+		}
+		return m
+	}
+	acked := write(7, true)
+	write(8, false) // committed, its ack lost to a kill: allowed
+	l.intend(message{ID: clock.next(), UserID: 9, Message: "never committed"})
+	l.close()
+
+	check := func(what string, want procsVerification) {
+		t.Helper()
+		v, err := verifyProcs(ctx, d, newUserSharder(5), c.users, c.messages, ledgers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := procsVerification{lost: v.lost, duplicate: v.duplicate, misplaced: v.misplaced, unknown: v.unknown, unacked: v.unacked}
+		if got != want {
+			t.Errorf("%s: lost %d, duplicated %d, misplaced %d, unknown %d, unacked %d; want %d, %d, %d, %d, %d", what,
+				got.lost, got.duplicate, got.misplaced, got.unknown, got.unacked, want.lost, want.duplicate, want.misplaced, want.unknown, want.unacked)
+		}
+	}
+	check("intact", procsVerification{unacked: 1})
+	exec := func(shard int, q string, args ...any) {
+		t.Helper()
+		if _, err := d.shards[shard].Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(2, "DELETE FROM messages WHERE id = $1", messageID(2, 3)) // user 2 lives on shard 2
+	check("a loaded row deleted", procsVerification{lost: 1, unacked: 1})
+	exec(2, "DELETE FROM messages WHERE id = $1", acked.ID) // user 7 lives on shard 2
+	check("an acknowledged row deleted", procsVerification{lost: 2, unacked: 1})
+	msgs, err := readMessages(ctx, d.shards[2], 12)
+	if err != nil || len(msgs) != c.messages {
+		t.Fatalf("user 12 on shard 2: %d messages, %v", len(msgs), err)
+	}
+	if err := insertMessages(ctx, d.shards[7], msgs[:2]); err != nil { // and on shard 7 too
+		t.Fatal(err)
+	}
+	check("two rows copied to a wrong shard", procsVerification{lost: 2, duplicate: 2, misplaced: 2, unacked: 1})
+	exec(4, "UPDATE messages SET message = 'changed' WHERE id = $1", messageID(4, 1))
+	check("a loaded row changed", procsVerification{lost: 3, duplicate: 2, misplaced: 2, unknown: 1, unacked: 1})
+}
+
+// TestProcs runs the -procs scenario with kills on SQLite, end to end: the parent, two
+// application processes and the mover (this test binary, as main), embedded etcd.
+func TestProcs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes for about 20 s")
+	}
+	t.Setenv("REBALANCE_EXAMPLE_MAIN", "1") // the children run main (TestMain)
+	dir := t.TempDir()
+	c := procsConfig(filepath.Join(dir, "data"))
+	c.kill = true
+	var out bytes.Buffer
+	if err := parent(context.Background(), c, &out); err != nil {
+		t.Fatalf("parent: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
+		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
+		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,
+		`migrating, owner moving: +reads p50 .* p99 `,
+		`(?m)^kills: .*mover [1-9]`, // the first kill of each step is the mover's
+		`(?m)^\[mover\] step [12]: resuming migration procs-step[12]`} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line matches %q in:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestProcsBadRecord checks that a mover and an application process refuse a placement
+// record of a newer format, or one this run did not write, and change nothing.
+func TestProcsBadRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eps, stop, err := embedded.Start(filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	c := procsConfig(filepath.Join(dir, "data"))
+	d, err := prepareProcs(ctx, c, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	cl, err := coord.Open(ctx, eps, "/t/", coord.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c.etcd, c.prefix, c.ledger = strings.Join(eps, ","), "/t/", t.TempDir()
+	for _, tc := range []struct {
+		name, record string
+		want         error
+		text         string
+	}{
+		{"newer format", `{"format":99,"layout":{"strategy":"modulo","shards":5},"later":"field"}`, coord.ErrVersion, "format"},
+		{"other layout", `{"format":1,"layout":{"strategy":"jump","shards":5}}`, errState, "not this run's record"},
+		{"other migration", `{"format":1,"layout":{"strategy":"modulo","shards":5},"migration":{"id":"someone-else","before":{"strategy":"modulo","shards":5},"after":{"strategy":"modulo","shards":7},"phase":"moving"}}`, errState, `"someone-else"`},
+	} {
+		if _, err := cl.Etcd().Put(ctx, "/t/placement", tc.record); err != nil {
+			t.Fatal(err)
+		}
+		for _, role := range []string{"mover", "app"} {
+			if role == "app" && tc.want == errState {
+				continue // an application process refuses such a record on its first access, not at start
+			}
+			rc := c
+			rc.role = role
+			if _, err := cl.Wait(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // the watch delivers the record
+			errc := make(chan error, 1)
+			go func() { errc <- runRole(ctx, rc, new(bytes.Buffer)) }()
+			var err error
+			select {
+			case err = <-errc:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%s, %s: still running after 20 s", tc.name, role)
+			}
+			t.Logf("%s, %s: %v", tc.name, role, err)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Errorf("%s, %s: %v, want an error wrapping %v that says %q", tc.name, role, err, tc.want, tc.text)
+			}
+		}
+		var fences int
+		for i, db := range d.shards {
+			if err := db.QueryRow("SELECT COUNT(*) FROM rebalance_fence").Scan(&fences); err != nil || fences != 0 {
+				t.Errorf("%s: shard %d has %d fences (%v): something moved", tc.name, i, fences, err)
+			}
+		}
+	}
+}
+
+// TestStepClock checks that a step counts in rows/s even when the mover that finished it was
+// killed before printing so.
+func TestStepClock(t *testing.T) {
+	var s stepClock
+	for _, line := range []string{"elected mover, epoch 3", "step 1: plan 100 rows of 10 users, 5 -> 10 shards",
+		"step 1: resuming migration procs-step1-5-to-10", "step 2: plan 50 rows of 10 users, 10 -> 5 shards",
+		"step 2: plan 70 rows of 10 users, 10 -> 5 shards", "step 2 done: ..."} {
+		s.see(line)
+		time.Sleep(time.Millisecond)
+	}
+	if rows, took := s.total(); rows != 150 || took <= 0 {
+		t.Errorf("total() = %d rows in %v, want 150 rows (the first plan of each step) in > 0", rows, took)
+	}
+	if n, running := s.current(); n != 2 || running {
+		t.Errorf("current() = %d, %v; want step 2, ended", n, running)
+	}
+}

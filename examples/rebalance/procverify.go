@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/shardkit/shard"
+)
+
+// procsVerification is what the -procs verifier found: every row of every shard database
+// compared with the loaded messages (which it regenerates) and the application processes'
+// ledgers.
+type procsVerification struct {
+	rows      int64 // rows on the shard databases
+	loaded    int64 // messages loaded before the processes started
+	acked     int64 // messages the ledgers acknowledged
+	unacked   int64 // rows whose write a kill or an error left unacknowledged: allowed once each
+	lost      int64 // loaded or acknowledged messages not found, or found with other content
+	duplicate int64 // rows found a second (third...) time, on one shard or another
+	misplaced int64 // rows on a shard the final placement does not give their user
+	unknown   int64 // rows nobody wrote: neither loaded nor in any ledger's intents
+}
+
+func (v *procsVerification) ok() bool {
+	return v.lost == 0 && v.duplicate == 0 && v.misplaced == 0 && v.unknown == 0
+}
+
+// loadedMessage is message n of user as load writes it: the verifier regenerates the loaded
+// rows instead of keeping a ledger line for each.
+func loadedMessage(user, n int64, users int) message {
+	return message{ID: messageID(user, n), UserID: user, Time: loadBase + n*60_000_000_000,
+		Message: fmt.Sprintf("message %d of user %d", n, user), Sender: 1 + (user*7+n)%int64(users)}
+}
+
+// loadBase is the time of the loaded messages, 2024-11-21 UTC in Unix nanoseconds.
+const loadBase = 1732147200_000_000_000
+
+// verifyProcs reads every row of every shard database once, streaming, and checks it against
+// the loaded messages (a bitmap of users*messages bits says which were seen) and the ledgers
+// of ackDir. layout is the placement in force at the end.
+func verifyProcs(ctx context.Context, d *dbs, layout shard.Sharder, users, messages int, ackDir string) (*procsVerification, error) {
+	ledgers, err := readAckLogs(ackDir)
+	if err != nil {
+		return nil, err
+	}
+	v := &procsVerification{loaded: int64(users) * int64(messages)}
+	var seen big.Int // bit (user-1)*messages + n-1 of each loaded row found
+	for i, db := range d.shards {
+		rows, err := db.QueryContext(ctx, "SELECT id, user_id, time, message, sender FROM messages")
+		if err != nil {
+			return nil, d.shard(i, err)
+		}
+		for rows.Next() {
+			var m message
+			if err := rows.Scan(&m.ID, &m.UserID, &m.Time, &m.Message, &m.Sender); err != nil {
+				rows.Close()
+				return nil, d.shard(i, err)
+			}
+			v.rows++
+			if layout.Locate(fmt.Sprint(m.UserID)) != i {
+				v.misplaced++
+			}
+			if m.ID < messageID(1_000_001, 0) { // a loaded message's ID
+				user, n := m.ID/1_000_000, m.ID%1_000_000
+				if user < 1 || user > int64(users) || n < 1 || n > int64(messages) ||
+					checksum(m) != checksum(loadedMessage(user, n, users)) {
+					v.unknown++ // in the loaded range but not what load wrote
+					continue
+				}
+				bit := int((user-1)*int64(messages) + n - 1)
+				if seen.Bit(bit) == 1 {
+					v.duplicate++
+				}
+				seen.SetBit(&seen, bit, 1)
+				continue
+			}
+			w := ledgers[m.ID]
+			switch {
+			case w == nil || w.user != m.UserID || w.sum != checksum(m):
+				v.unknown++
+				continue
+			case w.seen > 0:
+				v.duplicate++
+			case !w.acked:
+				v.unacked++
+			}
+			w.seen++
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, d.shard(i, err)
+		}
+	}
+	for i := range users * messages {
+		if seen.Bit(i) == 0 {
+			v.lost++
+		}
+	}
+	for _, w := range ledgers {
+		if w.acked {
+			v.acked++
+			if w.seen == 0 {
+				v.lost++
+			}
+		}
+	}
+	return v, nil
+}
