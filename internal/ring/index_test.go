@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -106,23 +105,7 @@ func FuzzIndex(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 8, 0x40, 0x80, 0, 0, 0, 3, 0xc1}, uint64(math.MaxUint64))
 	f.Add([]byte{0x80, 0, 0, 0, 3, 1, 0x80, 0, 0, 0, 2, 2}, uint64(1<<63))
 	f.Fuzz(func(t *testing.T, data []byte, h uint64) {
-		var points []Point
-		for len(data) >= 6 && len(points) < 2000 {
-			raw := binary.BigEndian.Uint32(data)
-			var pos uint64
-			switch data[5] >> 6 { // spread, piled in the top bits, low, or shifted up
-			case 0:
-				pos = uint64(raw) * 0x9e3779b97f4a7c15
-			case 1:
-				pos = uint64(raw>>28) << 60
-			case 2:
-				pos = uint64(raw)
-			default:
-				pos = uint64(raw) << 32
-			}
-			points = append(points, Point{Pos: pos, Owner: int32(data[4]) * 4099 % MaxPoints, Rank: uint32(data[5] % 3)})
-			data = data[6:]
-		}
+		points := fuzzPoints(data, func(b byte) int32 { return int32(b) * 4099 % MaxPoints })
 		if len(points) == 0 {
 			return
 		}

@@ -441,23 +441,7 @@ func FuzzTable(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 1, 1, 1, 1}, uint64(math.MaxUint64))
 	f.Add([]byte{0x80, 0, 0, 0, 3, 1}, uint64(1<<63))
 	f.Fuzz(func(t *testing.T, data []byte, h uint64) {
-		var points []Point
-		for len(data) >= 6 && len(points) < 2000 {
-			raw := binary.BigEndian.Uint32(data)
-			var pos uint64
-			switch data[5] >> 6 { // spread, piled in the top bits, low, or shifted up
-			case 0:
-				pos = uint64(raw) * 0x9e3779b97f4a7c15
-			case 1:
-				pos = uint64(raw>>28) << 60
-			case 2:
-				pos = uint64(raw)
-			default:
-				pos = uint64(raw) << 32
-			}
-			points = append(points, Point{Pos: pos, Owner: int32(data[4] % 9), Rank: uint32(data[5] % 3)})
-			data = data[6:]
-		}
+		points := fuzzPoints(data, func(b byte) int32 { return int32(b % 9) })
 		if len(points) == 0 {
 			return
 		}
@@ -583,4 +567,28 @@ func BenchmarkSort(b *testing.B) {
 			})
 		}
 	}
+}
+
+// fuzzPoints decodes up to 2000 points from data, 6 bytes each: 4 bytes of position spread
+// over the ring, piled in its top bits, kept low or shifted up (by the top bits of byte 5),
+// an owner made by owner from byte 4, and a rank from byte 5.
+func fuzzPoints(data []byte, owner func(byte) int32) []Point {
+	var points []Point
+	for len(data) >= 6 && len(points) < 2000 {
+		raw := binary.BigEndian.Uint32(data)
+		var pos uint64
+		switch data[5] >> 6 {
+		case 0:
+			pos = uint64(raw) * 0x9e3779b97f4a7c15
+		case 1:
+			pos = uint64(raw>>28) << 60
+		case 2:
+			pos = uint64(raw)
+		default:
+			pos = uint64(raw) << 32
+		}
+		points = append(points, Point{Pos: pos, Owner: owner(data[4]), Rank: uint32(data[5] % 3)})
+		data = data[6:]
+	}
+	return points
 }
