@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 
@@ -47,50 +46,39 @@ func verifyProcs(ctx context.Context, d *dbs, layout shard.Sharder, users, messa
 	}
 	v := &procsVerification{loaded: int64(users) * int64(messages)}
 	var seen big.Int // bit (user-1)*messages + n-1 of each loaded row found
-	for i, db := range d.shards {
-		rows, err := db.QueryContext(ctx, "SELECT id, user_id, time, message, sender FROM messages")
-		if err != nil {
-			return nil, d.shard(i, err)
+	err = d.eachMessage(ctx, func(i int, m message) {
+		v.rows++
+		if layout.Locate(fmt.Sprint(m.UserID)) != i {
+			v.misplaced++
 		}
-		for rows.Next() {
-			var m message
-			if err := rows.Scan(&m.ID, &m.UserID, &m.Time, &m.Message, &m.Sender); err != nil {
-				rows.Close()
-				return nil, d.shard(i, err)
+		if m.ID < messageID(1_000_001, 0) { // a loaded message's ID
+			user, n := m.ID/1_000_000, m.ID%1_000_000
+			if user < 1 || user > int64(users) || n < 1 || n > int64(messages) ||
+				checksum(m) != checksum(loadedMessage(user, n, users)) {
+				v.unknown++ // in the loaded range but not what load wrote
+				return
 			}
-			v.rows++
-			if layout.Locate(fmt.Sprint(m.UserID)) != i {
-				v.misplaced++
-			}
-			if m.ID < messageID(1_000_001, 0) { // a loaded message's ID
-				user, n := m.ID/1_000_000, m.ID%1_000_000
-				if user < 1 || user > int64(users) || n < 1 || n > int64(messages) ||
-					checksum(m) != checksum(loadedMessage(user, n, users)) {
-					v.unknown++ // in the loaded range but not what load wrote
-					continue
-				}
-				bit := int((user-1)*int64(messages) + n - 1)
-				if seen.Bit(bit) == 1 {
-					v.duplicate++
-				}
-				seen.SetBit(&seen, bit, 1)
-				continue
-			}
-			w := ledgers[m.ID]
-			switch {
-			case w == nil || w.user != m.UserID || w.sum != checksum(m):
-				v.unknown++
-				continue
-			case w.seen > 0:
+			bit := int((user-1)*int64(messages) + n - 1)
+			if seen.Bit(bit) == 1 {
 				v.duplicate++
-			case !w.acked:
-				v.unacked++
 			}
-			w.seen++
+			seen.SetBit(&seen, bit, 1)
+			return
 		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, d.shard(i, err)
+		w := ledgers[m.ID]
+		switch {
+		case w == nil || w.user != m.UserID || w.sum != checksum(m):
+			v.unknown++
+			return
+		case w.seen > 0:
+			v.duplicate++
+		case !w.acked:
+			v.unacked++
 		}
+		w.seen++
+	})
+	if err != nil {
+		return nil, err
 	}
 	for i := range users * messages {
 		if seen.Bit(i) == 0 {

@@ -39,37 +39,26 @@ func verify(ctx context.Context, d *dbs, layout shard.Sharder, l *ledger, bar *p
 	for _, a := range l.users {
 		written += int(a.count)
 	}
-	for i, db := range d.shards {
-		rows, err := db.QueryContext(ctx, "SELECT id, user_id, time, message, sender FROM messages")
-		if err != nil {
-			return nil, d.shard(i, err)
+	err := d.eachMessage(ctx, func(i int, m message) {
+		read++
+		bar.show(read, written)
+		v.perShard[i]++
+		s := found[m.UserID]
+		if s == nil {
+			s = &seen{}
+			found[m.UserID] = s
 		}
-		for rows.Next() {
-			var m message
-			if err := rows.Scan(&m.ID, &m.UserID, &m.Time, &m.Message, &m.Sender); err != nil {
-				rows.Close()
-				return nil, d.shard(i, err)
-			}
-			read++
-			bar.show(read, written)
-			v.perShard[i]++
-			s := found[m.UserID]
-			if s == nil {
-				s = &seen{}
-				found[m.UserID] = s
-			}
-			s.count++
-			s.sum += checksum(m)
-			if !slices.Contains(s.shards, i) {
-				s.shards = append(s.shards, i)
-			}
-			if layout.Locate(fmt.Sprint(m.UserID)) != i {
-				v.misplaced++
-			}
+		s.count++
+		s.sum += checksum(m)
+		if !slices.Contains(s.shards, i) {
+			s.shards = append(s.shards, i)
 		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, d.shard(i, err)
+		if layout.Locate(fmt.Sprint(m.UserID)) != i {
+			v.misplaced++
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	bar.end(read, written)
 	for user, s := range found {
@@ -113,4 +102,27 @@ func (v *verification) print(w io.Writer, users int) {
 	} else {
 		fmt.Fprintln(w, "  FAILED")
 	}
+}
+
+// eachMessage calls fn with every message of every shard database and the shard it is on,
+// streaming; errors name the shard.
+func (d *dbs) eachMessage(ctx context.Context, fn func(shard int, m message)) error {
+	for i, db := range d.shards {
+		rows, err := db.QueryContext(ctx, "SELECT id, user_id, time, message, sender FROM messages")
+		if err != nil {
+			return d.shard(i, err)
+		}
+		for rows.Next() {
+			var m message
+			if err := rows.Scan(&m.ID, &m.UserID, &m.Time, &m.Message, &m.Sender); err != nil {
+				rows.Close()
+				return d.shard(i, err)
+			}
+			fn(i, m)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return d.shard(i, err)
+		}
+	}
+	return nil
 }
