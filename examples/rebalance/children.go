@@ -20,6 +20,7 @@ import (
 // also stop if the parent dies.
 type children struct {
 	exe string
+	env []string // of every child: the etcd password travels here, not in the arguments
 	out *lockedWriter
 	// onLine sees every stdout line of a child before it is printed; it returns false for
 	// lines not to print (STATS).
@@ -57,8 +58,8 @@ func (l *lockedWriter) printf(format string, args ...any) {
 	fmt.Fprintf(l.w, format, args...)
 }
 
-func newChildren(exe string, out io.Writer) *children {
-	return &children{exe: exe, out: &lockedWriter{w: out}, kills: map[string]int{}, peak: map[string]int64{}}
+func newChildren(exe string, env []string, out io.Writer) *children {
+	return &children{exe: exe, env: env, out: &lockedWriter{w: out}, kills: map[string]int{}, peak: map[string]int64{}}
 }
 
 // start starts a supervised child; its finished channel gets nil when it exits with status
@@ -100,6 +101,7 @@ const restartDelay = 150 * time.Millisecond
 
 func (cs *children) runOnce(c *child) error {
 	cmd := exec.Command(cs.exe, c.args...)
+	cmd.Env = cs.env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err

@@ -36,13 +36,15 @@ const (
 )
 
 // roleArgs are the flags that the parent passes to every child: the databases, the sizes,
-// the placement record's etcd and prefix.
+// the placement record's etcd, its TLS files and user name, and prefix. The etcd password
+// goes in the child's environment (childEnv), never on its command line.
 func (c config) roleArgs(role string, proc int, endpoints []string, prefix, ackDir string) []string {
 	args := []string{"-role", role, "-proc", strconv.Itoa(proc), "-etcd", strings.Join(endpoints, ","),
 		"-prefix", prefix, "-ledger", ackDir, "-shards", strconv.Itoa(c.shards), "-grow", strconv.Itoa(c.grow),
 		"-users", strconv.Itoa(c.users), "-messages", strconv.Itoa(c.messages),
 		"-writers", strconv.Itoa(c.writers), "-readers", strconv.Itoa(c.readers), "-movers", strconv.Itoa(c.movers),
 		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String()}
+	args = append(args, c.etcdArgs()...)
 	if c.pg != "" {
 		args = append(args, "-pg", c.pg)
 	} else {
@@ -99,7 +101,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		fmt.Fprintf(out, "etcd: embedded in this process at %s\n", strings.Join(endpoints, ","))
 	}
 	prefix := fmt.Sprintf("/shardkit/examples/rebalance/%d/", time.Now().UnixNano())
-	cl, err := coord.Open(ctx, endpoints, prefix, coord.Options{TTL: c.ttl, Identity: "parent"})
+	cl, err := coord.Open(ctx, endpoints, prefix, c.access.options(coord.Options{TTL: c.ttl, Identity: "parent"}))
 	if err != nil {
 		return err
 	}
@@ -117,7 +119,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "placement record %splacement: user_id %% %d\n", prefix, c.shards)
 
-	cs := newChildren(exe, out)
+	cs := newChildren(exe, c.childEnv(), out)
 	steps := &stepClock{}
 	var stats []map[string]string
 	var statsMu sync.Mutex
@@ -164,7 +166,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	select {
 	case <-elected:
 		var second string
-		second, refused = secondMover(exe, c.roleArgs("mover", 1, endpoints, prefix, ackDir))
+		second, refused = secondMover(exe, c.childEnv(), c.roleArgs("mover", 1, endpoints, prefix, ackDir))
 		fmt.Fprintln(out, second)
 	case err := <-mover.finished:
 		cs.killAll()
@@ -281,8 +283,9 @@ const maxMoverKills = 3
 
 // secondMover starts a mover without -wait while one holds the election, and says what
 // happened: it must exit 1 with coord's ErrBusy error.
-func secondMover(exe string, args []string) (string, bool) {
+func secondMover(exe string, env, args []string) (string, bool) {
 	cmd := exec.Command(exe, args...)
+	cmd.Env = env
 	b, err := cmd.CombinedOutput()
 	msg := strings.TrimSpace(string(b))
 	var ee *exec.ExitError

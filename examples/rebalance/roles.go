@@ -218,7 +218,7 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	id := fmt.Sprintf("%s%d/pid %d", c.role, c.proc, os.Getpid())
-	cl, err := coord.Open(ctx, c.endpoints(), c.prefix, coord.Options{TTL: c.ttl, Identity: id})
+	cl, err := coord.Open(ctx, c.endpoints(), c.prefix, c.access.options(coord.Options{TTL: c.ttl, Identity: id}))
 	if err != nil {
 		return err
 	}
