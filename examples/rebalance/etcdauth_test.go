@@ -200,10 +200,11 @@ func TestProcsEtcdTLS(t *testing.T) {
 	const password = "s3cret-Pa55"
 	enableAuth(t, endpoint, p, password)
 
+	// -mover-pace keeps the mover at work long enough for the second mover to be refused.
 	flags := func(data string, more ...string) config {
 		t.Helper()
 		c, err := parseFlags(append([]string{"-procs", "2", "-data", data, "-users", "20", "-messages", "5", "-writers", "1", "-readers", "1",
-			"-idle", "300ms", "-movers", "2", "-etcd", endpoint}, more...), new(bytes.Buffer))
+			"-idle", "300ms", "-movers", "1", "-mover-pace", "60ms", "-etcd", endpoint}, more...), new(bytes.Buffer))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,10 +247,16 @@ func TestProcsEtcdTLS(t *testing.T) {
 	for _, want := range []string{`(?m)^etcd: ` + regexp.QuoteMeta(endpoint) + ` \(-etcd\)$`,
 		`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
-		`(?m)^\[mover\] all steps done$`} {
+		`(?m)^\[mover\] all steps done$`,
+		`foreground \(all 2 incarnations of the 2 application processes; `} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matches %q in:\n%s", want, out.String())
 		}
+	} // No kill: every acknowledged write is in the figures.
+	acked := regexp.MustCompile(`(\d+) acknowledged writes`).FindStringSubmatch(out.String())
+	counted := regexp.MustCompile(`at most\): (\d+) writes`).FindStringSubmatch(out.String())
+	if acked == nil || counted == nil || acked[1] != counted[1] {
+		t.Errorf("acknowledged writes %v, writes in the figures %v: want equal\n%s", acked, counted, out.String())
 	}
 }
 

@@ -121,16 +121,8 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 
 	cs := newChildren(exe, c.childEnv(), out)
 	steps := &stepClock{}
-	var stats []map[string]string
-	var statsMu sync.Mutex
 	elected := make(chan struct{}, 1)
 	cs.onLine = func(ch *child, line string) bool {
-		if rest, ok := strings.CutPrefix(line, "STATS "); ok {
-			statsMu.Lock()
-			stats = append(stats, parseStats(ch.role, rest))
-			statsMu.Unlock()
-			return false
-		}
 		if strings.HasPrefix(line, "elected") {
 			select {
 			case elected <- struct{}{}:
@@ -242,6 +234,14 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if runErr != nil {
 		return runErr
 	}
+	stats, err := readStats(ackDir) // every incarnation's figures
+	if err != nil {
+		return err
+	}
+	fig, err := mergeFigures(stats)
+	if err != nil {
+		return err
+	}
 
 	final, _, err := cl.Current()
 	if err != nil {
@@ -264,7 +264,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		v.lost, v.duplicate, v.misplaced, rows, float64(rows)/max(took.Seconds(), 1e-9),
 		v.rows, v.loaded, v.acked, v.unacked, v.unknown, nkills, verdict)
 	fmt.Fprintf(out, "kills: %s\n", kills)
-	printFigures(out, stats, cs, steps, parentRole)
+	printFigures(out, fig, cs, steps, parentRole)
 	if !v.ok() {
 		return errVerify
 	}
@@ -364,7 +364,7 @@ func (s *stepClock) total() (rows int64, took time.Duration) {
 	return rows, took
 }
 
-// parseStats parses "key=value ..." of a STATS line.
+// parseStats parses "key=value ..." of a STATS line (an application process's figures file).
 func parseStats(role, s string) map[string]string {
 	m := map[string]string{"role": role}
 	for _, f := range strings.Fields(s) {
@@ -375,28 +375,17 @@ func parseStats(role, s string) map[string]string {
 	return m
 }
 
-// printFigures prints the foreground latencies of the application processes that stopped
-// normally, by class, and the peak RSS of each role.
-func printFigures(out io.Writer, stats []map[string]string, cs *children, steps *stepClock, parentRole string) {
-	var all latencies
-	var writes, reads, retries int64
-	for _, s := range stats {
-		if s["role"] != "app" {
-			continue
-		}
-		for c := range classes {
-			if h, err := decodeHistogram(s[fmt.Sprintf("r%d", c)]); err == nil {
-				all.reads[c].add(h)
-			}
-			if h, err := decodeHistogram(s[fmt.Sprintf("w%d", c)]); err == nil {
-				all.writes[c].add(h)
-			}
-		}
-		writes += atoi(s["writes"])
-		reads += atoi(s["reads"])
-		retries += atoi(s["retries"])
+// printFigures prints the foreground latencies of every incarnation of the application
+// processes, by class, and the peak RSS of each role.
+func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, parentRole string) {
+	all, writes, reads, retries := &f.lat, f.writes, f.reads, f.retries
+	apps, starts := cs.starts("app")
+	missing := ""
+	if n := starts - f.incarnations; n != 0 {
+		missing = fmt.Sprintf(", %d of them without figures", n)
 	}
-	fmt.Fprintf(out, "foreground (the last incarnation of each application process): %d writes, %d reads, %d retries after a fence\n", writes, reads, retries)
+	fmt.Fprintf(out, "foreground (all %d incarnations of the %d application processes%s; one killed loses its last %v at most): %d writes, %d reads, %d retries after a fence\n",
+		starts, apps, missing, statsInterval, writes, reads, retries)
 	for c := range classes {
 		fmt.Fprintf(out, "  %-28s reads p50 %8v p99 %8v (%d)   writes p50 %8v p99 %8v (%d)\n", classNames[c]+":",
 			round(all.reads[c].percentile(0.5)), round(all.reads[c].percentile(0.99)), all.reads[c].n,
