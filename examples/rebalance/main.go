@@ -43,7 +43,8 @@ database per shard. Progress bars go to stderr when it is a terminal.
 With -procs N (or -kill, which means -procs 3) it runs 5 -> 10 -> 5 across processes: N
 application processes and one mover process (this program, started again) share only the
 databases and a placement record in etcd (run inside this process, or the cluster -etcd
-names); -kill kills random ones with SIGKILL and restarts them. It loads fresh data each
+names, reached with TLS and auth by the -etcd-* flags as etcdctl's); -kill kills random
+ones with SIGKILL and restarts them. It loads fresh data each
 time (400 users of 100 messages, 2 writers and 2 readers a process, unless given; SQLite in
 a temporary directory unless -data is given) and ends with one line: the rows lost,
 duplicated and misplaced, and the rows moved per second.
