@@ -117,6 +117,9 @@ func startTLSEtcd(t *testing.T, dir string, p pki) string {
 		cfg.InitialCluster = cfg.Name + "=" + pu.String()
 		cfg.ListenMetricsUrls = nil
 		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: p.serverCert, KeyFile: p.serverKey, TrustedCAFile: p.ca, ClientCertAuth: true}
+		// bcrypt's cheapest cost (etcd's --bcrypt-cost): each process authenticates when it
+		// connects, and at the default cost a -race build takes seconds per check.
+		cfg.BcryptCost = 4
 		cfg.Logger, cfg.LogLevel = "zap", "error"
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		e, err := embed.StartEtcd(cfg)
