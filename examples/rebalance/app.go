@@ -147,7 +147,8 @@ func (a *appWorkload) fail(err error) {
 	}
 }
 
-// stats is this process's STATS line, which the parent parses (statsLine).
+// stats is this process's STATS line, which it keeps in its figures file (writeStats) and the
+// parent parses (readStats).
 func (a *appWorkload) stats() string {
 	s := fmt.Sprintf("STATS role=app writes=%d reads=%d anomalies=%d errors=%d retries=%d hwm=%d",
 		a.writes.Load(), a.reads.Load(), a.anomalies.Load(), a.fails.Load(), a.retries.Load(), vmHWM(os.Getpid()))

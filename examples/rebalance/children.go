@@ -20,9 +20,10 @@ import (
 // also stop if the parent dies.
 type children struct {
 	exe string
+	env []string // of every child: the etcd password travels here, not in the arguments
 	out *lockedWriter
 	// onLine sees every stdout line of a child before it is printed; it returns false for
-	// lines not to print (STATS).
+	// lines not to print.
 	onLine func(c *child, line string) bool
 
 	mu      sync.Mutex
@@ -57,8 +58,8 @@ func (l *lockedWriter) printf(format string, args ...any) {
 	fmt.Fprintf(l.w, format, args...)
 }
 
-func newChildren(exe string, out io.Writer) *children {
-	return &children{exe: exe, out: &lockedWriter{w: out}, kills: map[string]int{}, peak: map[string]int64{}}
+func newChildren(exe string, env []string, out io.Writer) *children {
+	return &children{exe: exe, env: env, out: &lockedWriter{w: out}, kills: map[string]int{}, peak: map[string]int64{}}
 }
 
 // start starts a supervised child; its finished channel gets nil when it exits with status
@@ -100,6 +101,7 @@ const restartDelay = 150 * time.Millisecond
 
 func (cs *children) runOnce(c *child) error {
 	cmd := exec.Command(cs.exe, c.args...)
+	cmd.Env = cs.env
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -136,7 +138,7 @@ func (cs *children) runOnce(c *child) error {
 
 func (cs *children) copyLines(c *child, r io.Reader, stdout bool) {
 	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 64<<10), 16<<20) // STATS lines carry histograms
+	s.Buffer(make([]byte, 64<<10), 16<<20) // a long line is printed whole, not cut
 	for s.Scan() {
 		line := s.Text()
 		if stdout && (strings.HasPrefix(line, "working") || strings.HasPrefix(line, "elected")) {
@@ -203,8 +205,8 @@ func (cs *children) kill(r *rand.Rand, mover bool) string {
 	return fmt.Sprintf("%s (pid %d)", c.name, c.cmd.Process.Pid)
 }
 
-// stopApps closes the stdin of every application process: each stops its workload, prints
-// its STATS line and exits 0.
+// stopApps closes the stdin of every application process: each stops its workload, writes
+// its figures and exits 0.
 func (cs *children) stopApps() {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -232,6 +234,20 @@ func (cs *children) killAll() {
 			c.cmd.Process.Signal(syscall.SIGKILL)
 		}
 	}
+}
+
+// starts returns how many children of role there are, and how many times they were
+// started in all.
+func (cs *children) starts(role string) (children, starts int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.all {
+		if c.role == role {
+			children++
+			starts += c.starts
+		}
+	}
+	return children, starts
 }
 
 // killSummary is "app0 2, app1 1, mover 3": how many times each child was killed.

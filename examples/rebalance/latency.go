@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,4 +152,88 @@ func vmHWM(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// Every incarnation of an application process keeps its figures (its STATS line: counts and
+// histograms) in a file of its own beside its ledger, rewritten whole every statsInterval
+// and at exit, so that a killed incarnation's figures count too, up to its last interval.
+// A histogram has a fixed size, so the file does not grow with the run; it is written to a
+// temporary name and renamed, so the parent never reads half of one.
+
+// statsInterval is how often an application process rewrites its figures: a process killed
+// with SIGKILL loses at most this much of them.
+const statsInterval = time.Second
+
+// statsName is the figures file of one incarnation of application process proc.
+func statsName(dir string, proc, pid int) string {
+	return filepath.Join(dir, fmt.Sprintf("app%d-pid%d.stats", proc, pid))
+}
+
+// writeStats replaces the file name with line.
+func writeStats(name, line string) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(line+"\n"), 0o644); err != nil {
+		return fmt.Errorf("figures: %w", err)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("figures: %w", err)
+	}
+	return nil
+}
+
+// readStats reads the figures of every incarnation of every application process in dir,
+// each parsed as parseStats does a STATS line.
+func readStats(dir string) ([]map[string]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "app*-pid*.stats"))
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]string
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("figures: %w", err)
+		}
+		rest, ok := strings.CutPrefix(strings.TrimSuffix(string(b), "\n"), "STATS ")
+		if !ok {
+			return nil, fmt.Errorf("figures %s: not a STATS line: %.40q", name, b)
+		}
+		out = append(out, parseStats("app", rest))
+	}
+	return out, nil
+}
+
+// figures are the foreground figures of application processes, added up.
+type figures struct {
+	lat                    latencies
+	writes, reads, retries int64
+	incarnations           int
+}
+
+// mergeFigures adds up the figures of parsed STATS lines; the histograms add exactly, bucket
+// by bucket.
+func mergeFigures(stats []map[string]string) (*figures, error) {
+	f := &figures{}
+	for _, s := range stats {
+		if s["role"] != "app" {
+			continue
+		}
+		for c := range classes {
+			for _, h := range []struct {
+				key string
+				to  *histogram
+			}{{fmt.Sprintf("r%d", c), &f.lat.reads[c]}, {fmt.Sprintf("w%d", c), &f.lat.writes[c]}} {
+				got, err := decodeHistogram(s[h.key])
+				if err != nil {
+					return nil, fmt.Errorf("figures, %s: %w", h.key, err)
+				}
+				h.to.add(got)
+			}
+		}
+		f.writes += atoi(s["writes"])
+		f.reads += atoi(s["reads"])
+		f.retries += atoi(s["retries"])
+		f.incarnations++
+	}
+	return f, nil
 }

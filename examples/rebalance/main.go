@@ -43,7 +43,8 @@ database per shard. Progress bars go to stderr when it is a terminal.
 With -procs N (or -kill, which means -procs 3) it runs 5 -> 10 -> 5 across processes: N
 application processes and one mover process (this program, started again) share only the
 databases and a placement record in etcd (run inside this process, or the cluster -etcd
-names); -kill kills random ones with SIGKILL and restarts them. It loads fresh data each
+names, reached with TLS and auth by the -etcd-* flags as etcdctl's); -kill kills random
+ones with SIGKILL and restarts them. It loads fresh data each
 time (400 users of 100 messages, 2 writers and 2 readers a process, unless given; SQLite in
 a temporary directory unless -data is given) and ends with one line: the rows lost,
 duplicated and misplaced, and the rows moved per second.
@@ -73,6 +74,11 @@ type config struct {
 	role, prefix, ledger string
 	proc                 int
 	wait                 bool
+
+	// -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user (etcdauth.go), and what they resolve to.
+	etcdCACert, etcdCert, etcdKey, etcdUser string
+	access                                  etcdAccess
+
 	// progress, if not nil, is where progress bars are drawn: stderr when it is a terminal.
 	progress io.Writer
 }
@@ -143,6 +149,10 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 0, "with -kill: the seed of the kills' schedule (0: from the clock; the run prints it)")
 	fs.DurationVar(&c.killEvery, "kill-every", time.Second, "with -kill: the mean time between two kills (uniform in [d/2, 3d/2])")
 	fs.StringVar(&c.etcd, "etcd", "", "with -procs: comma-separated endpoints of an etcd cluster for the placement record (default: an etcd embedded in this process on 127.0.0.1)")
+	fs.StringVar(&c.etcdCACert, "etcd-cacert", "", "with -etcd: verify the etcd servers' certificates with this CA bundle (PEM), as etcdctl --cacert")
+	fs.StringVar(&c.etcdCert, "etcd-cert", "", "with -etcd: identify this program to etcd with this TLS client certificate (PEM), as etcdctl --cert")
+	fs.StringVar(&c.etcdKey, "etcd-key", "", "with -etcd: the key of -etcd-cert (PEM), as etcdctl --key")
+	fs.StringVar(&c.etcdUser, "etcd-user", "", "with -etcd: name:password for etcd auth, as etcdctl --user; a name alone takes the password from $"+passwordEnv)
 	fs.IntVar(&c.rows, "rows", 0, fmt.Sprintf("with -procs: messages loaded in all, -messages = rows / -users (default %d users x %d messages)", procsUsers, procsMessages))
 	fs.DurationVar(&c.idle, "idle", time.Second, "with -procs: how long the application processes run before the mover starts and after it ends (the idle latencies)")
 	fs.DurationVar(&c.ttl, "ttl", 2*time.Second, "with -procs: the etcd session lease of each process; a killed mover is replaced about this long after its death")
@@ -184,7 +194,12 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 			c.messages = c.rows / c.users
 		}
 	}
-	return c, c.check()
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	var err error
+	c.access, err = loadEtcdAccess(c, os.Getenv)
+	return c, err
 }
 
 // check validates the flags before any database is opened.

@@ -36,13 +36,15 @@ const (
 )
 
 // roleArgs are the flags that the parent passes to every child: the databases, the sizes,
-// the placement record's etcd and prefix.
+// the placement record's etcd, its TLS files and user name, and prefix. The etcd password
+// goes in the child's environment (childEnv), never on its command line.
 func (c config) roleArgs(role string, proc int, endpoints []string, prefix, ackDir string) []string {
 	args := []string{"-role", role, "-proc", strconv.Itoa(proc), "-etcd", strings.Join(endpoints, ","),
 		"-prefix", prefix, "-ledger", ackDir, "-shards", strconv.Itoa(c.shards), "-grow", strconv.Itoa(c.grow),
 		"-users", strconv.Itoa(c.users), "-messages", strconv.Itoa(c.messages),
 		"-writers", strconv.Itoa(c.writers), "-readers", strconv.Itoa(c.readers), "-movers", strconv.Itoa(c.movers),
 		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String()}
+	args = append(args, c.etcdArgs()...)
 	if c.pg != "" {
 		args = append(args, "-pg", c.pg)
 	} else {
@@ -99,7 +101,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		fmt.Fprintf(out, "etcd: embedded in this process at %s\n", strings.Join(endpoints, ","))
 	}
 	prefix := fmt.Sprintf("/shardkit/examples/rebalance/%d/", time.Now().UnixNano())
-	cl, err := coord.Open(ctx, endpoints, prefix, coord.Options{TTL: c.ttl, Identity: "parent"})
+	cl, err := coord.Open(ctx, endpoints, prefix, c.access.options(coord.Options{TTL: c.ttl, Identity: "parent"}))
 	if err != nil {
 		return err
 	}
@@ -117,18 +119,10 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "placement record %splacement: user_id %% %d\n", prefix, c.shards)
 
-	cs := newChildren(exe, out)
+	cs := newChildren(exe, c.childEnv(), out)
 	steps := &stepClock{}
-	var stats []map[string]string
-	var statsMu sync.Mutex
 	elected := make(chan struct{}, 1)
 	cs.onLine = func(ch *child, line string) bool {
-		if rest, ok := strings.CutPrefix(line, "STATS "); ok {
-			statsMu.Lock()
-			stats = append(stats, parseStats(ch.role, rest))
-			statsMu.Unlock()
-			return false
-		}
 		if strings.HasPrefix(line, "elected") {
 			select {
 			case elected <- struct{}{}:
@@ -164,7 +158,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	select {
 	case <-elected:
 		var second string
-		second, refused = secondMover(exe, c.roleArgs("mover", 1, endpoints, prefix, ackDir))
+		second, refused = secondMover(exe, c.childEnv(), c.roleArgs("mover", 1, endpoints, prefix, ackDir))
 		fmt.Fprintln(out, second)
 	case err := <-mover.finished:
 		cs.killAll()
@@ -240,6 +234,14 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if runErr != nil {
 		return runErr
 	}
+	stats, err := readStats(ackDir) // every incarnation's figures
+	if err != nil {
+		return err
+	}
+	fig, err := mergeFigures(stats)
+	if err != nil {
+		return err
+	}
 
 	final, _, err := cl.Current()
 	if err != nil {
@@ -262,7 +264,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		v.lost, v.duplicate, v.misplaced, rows, float64(rows)/max(took.Seconds(), 1e-9),
 		v.rows, v.loaded, v.acked, v.unacked, v.unknown, nkills, verdict)
 	fmt.Fprintf(out, "kills: %s\n", kills)
-	printFigures(out, stats, cs, steps, parentRole)
+	printFigures(out, fig, cs, steps, parentRole)
 	if !v.ok() {
 		return errVerify
 	}
@@ -281,8 +283,9 @@ const maxMoverKills = 3
 
 // secondMover starts a mover without -wait while one holds the election, and says what
 // happened: it must exit 1 with coord's ErrBusy error.
-func secondMover(exe string, args []string) (string, bool) {
+func secondMover(exe string, env, args []string) (string, bool) {
 	cmd := exec.Command(exe, args...)
+	cmd.Env = env
 	b, err := cmd.CombinedOutput()
 	msg := strings.TrimSpace(string(b))
 	var ee *exec.ExitError
@@ -361,7 +364,7 @@ func (s *stepClock) total() (rows int64, took time.Duration) {
 	return rows, took
 }
 
-// parseStats parses "key=value ..." of a STATS line.
+// parseStats parses "key=value ..." of a STATS line (an application process's figures file).
 func parseStats(role, s string) map[string]string {
 	m := map[string]string{"role": role}
 	for _, f := range strings.Fields(s) {
@@ -372,28 +375,17 @@ func parseStats(role, s string) map[string]string {
 	return m
 }
 
-// printFigures prints the foreground latencies of the application processes that stopped
-// normally, by class, and the peak RSS of each role.
-func printFigures(out io.Writer, stats []map[string]string, cs *children, steps *stepClock, parentRole string) {
-	var all latencies
-	var writes, reads, retries int64
-	for _, s := range stats {
-		if s["role"] != "app" {
-			continue
-		}
-		for c := range classes {
-			if h, err := decodeHistogram(s[fmt.Sprintf("r%d", c)]); err == nil {
-				all.reads[c].add(h)
-			}
-			if h, err := decodeHistogram(s[fmt.Sprintf("w%d", c)]); err == nil {
-				all.writes[c].add(h)
-			}
-		}
-		writes += atoi(s["writes"])
-		reads += atoi(s["reads"])
-		retries += atoi(s["retries"])
+// printFigures prints the foreground latencies of every incarnation of the application
+// processes, by class, and the peak RSS of each role.
+func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, parentRole string) {
+	all, writes, reads, retries := &f.lat, f.writes, f.reads, f.retries
+	apps, starts := cs.starts("app")
+	missing := ""
+	if n := starts - f.incarnations; n != 0 {
+		missing = fmt.Sprintf(", %d of them without figures", n)
 	}
-	fmt.Fprintf(out, "foreground (the last incarnation of each application process): %d writes, %d reads, %d retries after a fence\n", writes, reads, retries)
+	fmt.Fprintf(out, "foreground (all %d incarnations of the %d application processes%s; one killed loses its last %v at most): %d writes, %d reads, %d retries after a fence\n",
+		starts, apps, missing, statsInterval, writes, reads, retries)
 	for c := range classes {
 		fmt.Fprintf(out, "  %-28s reads p50 %8v p99 %8v (%d)   writes p50 %8v p99 %8v (%d)\n", classNames[c]+":",
 			round(all.reads[c].percentile(0.5)), round(all.reads[c].percentile(0.99)), all.reads[c].n,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +197,71 @@ func TestProcs(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matches %q in:\n%s", want, out.String())
 		}
+	}
+	// Every incarnation of the application processes counts in the latencies: the two
+	// first ones and one more for each kill.
+	appKills := 0
+	if m := regexp.MustCompile(`(?m)^kills: (.*)$`).FindStringSubmatch(out.String()); m != nil {
+		for _, k := range regexp.MustCompile(`app\d+ (\d+)`).FindAllStringSubmatch(m[1], -1) {
+			n, _ := strconv.Atoi(k[1])
+			appKills += n
+		}
+	}
+	if want := fmt.Sprintf("foreground (all %d incarnations of the 2 application processes; one killed loses its last 1s at most)", 2+appKills); !strings.Contains(out.String(), want) {
+		t.Errorf("want %q (%d application processes killed) in:\n%s", want, appKills, out.String())
+	}
+}
+
+// TestFigures checks that the figures files of several incarnations add up exactly, that a
+// rewrite replaces a file whole, and that a file that is not figures is refused.
+func TestFigures(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for i, d := range []time.Duration{time.Millisecond, 3 * time.Millisecond} {
+		a := &appWorkload{}
+		for range 10 * (i + 1) {
+			a.lat.reads[classMoving].record(d)
+			a.lat.writes[classIdle].record(d)
+		}
+		a.writes.Add(int64(10 * (i + 1)))
+		name := statsName(dir, i, 100+i)
+		if err := writeStats(name, "STATS role=app writes=1"); err != nil { // an earlier interval's
+			t.Fatal(err)
+		}
+		lines = append(lines, a.stats())
+		if err := writeStats(name, a.stats()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := readStats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := mergeFigures(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.incarnations != 2 || f.writes != 30 || f.lat.reads[classMoving].n != 30 || f.lat.writes[classIdle].n != 30 || f.lat.reads[classIdle].n != 0 {
+		t.Errorf("merged %d incarnations, %d writes, %d moving reads, %d idle writes, %d idle reads; want 2, 30, 30, 30, 0",
+			f.incarnations, f.writes, f.lat.reads[classMoving].n, f.lat.writes[classIdle].n, f.lat.reads[classIdle].n)
+	}
+	// p50 of 10 at 1 ms and 20 at 3 ms is in the 3 ms bucket; the minimum in the 1 ms one.
+	if p := f.lat.reads[classMoving].percentile(0.5); p < 3*time.Millisecond || p > 3*time.Millisecond*33/32 {
+		t.Errorf("merged p50 %v, want 3ms to 3ms+1/32", p)
+	}
+	if p := f.lat.reads[classMoving].percentile(0); p < time.Millisecond || p > time.Millisecond*33/32 {
+		t.Errorf("merged p0 %v, want 1ms to 1ms+1/32", p)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	os.WriteFile(statsName(dir, 9, 1), []byte("working\n"), 0o644)
+	if _, err := readStats(dir); err == nil || !strings.Contains(err.Error(), "not a STATS line") {
+		t.Errorf("a file that is not figures: %v, want a refusal", err)
+	}
+	bad := parseStats("app", "r0=12:x")
+	if _, err := mergeFigures([]map[string]string{bad}); err == nil || !strings.Contains(err.Error(), "bad histogram bucket") {
+		t.Errorf("a bad histogram: %v, want a refusal", err)
 	}
 }
 

@@ -218,7 +218,7 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	id := fmt.Sprintf("%s%d/pid %d", c.role, c.proc, os.Getpid())
-	cl, err := coord.Open(ctx, c.endpoints(), c.prefix, coord.Options{TTL: c.ttl, Identity: id})
+	cl, err := coord.Open(ctx, c.endpoints(), c.prefix, c.access.options(coord.Options{TTL: c.ttl, Identity: id}))
 	if err != nil {
 		return err
 	}
@@ -245,7 +245,8 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 	return runApp(c, cl, store, out)
 }
 
-// runApp is an application process: it works until its stdin ends, then prints its STATS.
+// runApp is an application process: it works until its stdin ends. Its figures go to a file
+// of its own (statsName) before it says it works, every statsInterval, and at its end.
 func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) error {
 	log, err := createAckLog(c.ledger, c.proc)
 	if err != nil {
@@ -254,10 +255,33 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 	defer log.close()
 	a := &appWorkload{proc: c.proc, users: c.users, messages: c.messages, log: log, mine: map[int64]int64{},
 		route: &placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}}
+	stats := statsName(c.ledger, c.proc, os.Getpid())
+	// Written before "working": the parent kills only a process at work, so every
+	// incarnation it counts has a file.
+	if err := writeStats(stats, a.stats()); err != nil {
+		return err
+	}
+	stop := untilClosed(os.Stdin)
+	saved := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(statsInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop.Done():
+				saved <- nil
+				return
+			case <-t.C:
+				if err := writeStats(stats, a.stats()); err != nil {
+					saved <- err
+					return
+				}
+			}
+		}
+	}()
 	fmt.Fprintf(out, "working: %d writers, %d readers\n", c.writers, c.readers)
-	a.run(untilClosed(os.Stdin), c.writers, c.readers)
-	fmt.Fprintln(out, a.stats())
-	return nil
+	a.run(stop, c.writers, c.readers)
+	return errors.Join(<-saved, writeStats(stats, a.stats()))
 }
 
 // placementRouter routes by the placement record as this process's coord client last saw
