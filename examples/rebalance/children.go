@@ -218,6 +218,16 @@ func (cs *children) stopApps() {
 	}
 }
 
+// closeStdin closes the stdin of c's running incarnation, if any: a mover started with
+// -wait then resigns and exits.
+func (cs *children) closeStdin(c *child) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c.stdin != nil {
+		c.stdin.Close()
+	}
+}
+
 func (cs *children) isStopped() bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()

@@ -122,12 +122,19 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	cs := newChildren(exe, c.childEnv(), out)
 	steps := &stepClock{}
 	elected := make(chan struct{}, 1)
+	allDone := make(chan struct{}, 1) // a mover incarnation found every step done
 	cs.onLine = func(ch *child, line string) bool {
-		if strings.HasPrefix(line, "elected") {
+		signal := func(ch chan struct{}) {
 			select {
-			case elected <- struct{}{}:
+			case ch <- struct{}{}:
 			default:
 			}
+		}
+		if strings.HasPrefix(line, "elected") {
+			signal(elected)
+		}
+		if ch.role == "mover" && line == "all steps done" {
+			signal(allDone)
 		}
 		steps.see(line)
 		return true
@@ -160,6 +167,20 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		var second string
 		second, refused = secondMover(exe, c.childEnv(), c.roleArgs("mover", 1, endpoints, prefix, ackDir))
 		fmt.Fprintln(out, second)
+		// A mover that is done holds the election until told (its stdin closes): only now,
+		// with the second mover tried, may it resign.
+		hold, release := context.WithCancel(ctx)
+		defer release()
+		go func() {
+			for {
+				select {
+				case <-allDone:
+					cs.closeStdin(mover)
+				case <-hold.Done():
+					return
+				}
+			}
+		}()
 	case err := <-mover.finished:
 		cs.killAll()
 		return fmt.Errorf("the mover stopped before it was elected: %w", err)

@@ -402,6 +402,12 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		}
 		if i == len(steps) {
 			fmt.Fprintln(out, "all steps done")
+			if c.wait {
+				// Started by the parent: it holds the election until the parent closes its
+				// stdin, so that the parent's second mover finds it held however fast the
+				// steps went.
+				<-ctx.Done()
+			}
 			return mv.Resign(context.Background())
 		}
 		step := steps[i]
