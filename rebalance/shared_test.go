@@ -265,13 +265,15 @@ func TestSharedCopyMismatch(t *testing.T) {
 // lossyShared drops the last row of every chunk and of every whole copy.
 type lossyShared struct{ *MemShared }
 
-func (l *lossyShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
-	next, n, done, err := l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
-	if n > 0 {
-		k, _ := strconv.Atoi(string(next))
-		l.mu.Lock()
-		delete(l.rows[to][owner], k)
-		l.mu.Unlock()
+func (l *lossyShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+	next, n, done, err := l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+	for i, o := range owners {
+		if err == nil && next[i] != after[i] {
+			k, _ := strconv.Atoi(string(next[i]))
+			l.mu.Lock()
+			delete(l.rows[to][o], k)
+			l.mu.Unlock()
+		}
 	}
 	return next, n, done, err
 }
@@ -342,11 +344,11 @@ type lateShared struct {
 	late           func()
 }
 
-func (l *lateShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+func (l *lateShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	if l.chunks++; l.chunks == 3 {
 		l.late()
 	}
-	return l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+	return l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
 }
 
 func (l *lateShared) Copy(ctx context.Context, owner string, from, to int) error {

@@ -125,7 +125,7 @@ type Store struct {
 	key     int   // the index of Key in Columns
 
 	// statements built once from the TableSpec
-	selectAfter, selectFirst, count, countAfter, deleteAll, deleteChunk, insertHead, insertTail string
+	selectAfter, selectFirst, count, countAfter, deleteAll, insertHead, insertTail string
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -175,7 +175,6 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, op
 	s.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", t, o)
 	s.countAfter = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1 AND %s > $2", t, o, k)
 	s.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", t, o)
-	s.deleteChunk = fmt.Sprintf("DELETE FROM %s WHERE %s IN (SELECT %s FROM %s WHERE %s = $1 LIMIT $2)", t, k, k, t, o)
 	s.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", t, cols)
 	var set []string
 	for _, c := range table.Columns {
