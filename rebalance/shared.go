@@ -425,6 +425,16 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				continue
 			}
 			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			if slices.Contains(groups[pair], o) {
+				// Listed twice: it moves with its twin (a group names each owner once, as the
+				// store copies a group's owners in one statement). Counted as its twin will be.
+				mu.Lock()
+				if done++; m.opts.Progress != nil {
+					m.opts.Progress(Progress{Done: done, Total: total})
+				}
+				mu.Unlock()
+				continue
+			}
 			groups[pair] = append(groups[pair], o)
 			if g := groups[pair]; len(g) == m.opts.Group {
 				if ctx.Err() != nil || failed() {

@@ -139,6 +139,21 @@ func TestSharedMovesEveryOwnerUnderWrites(t *testing.T) {
 	}
 }
 
+// TestSharedOwnersListedTwice: an owner the list names twice is moved once, and Progress
+// still reaches the total it counted.
+func TestSharedOwnersListedTwice(t *testing.T) {
+	w := newSharedWorld(t, 40, 5, 3, 4)
+	ctx := context.Background()
+	var last Progress
+	m := w.shared(t, "m", w.store, SharedOptions{Token: 1, Progress: func(p Progress) { last = p }})
+	twice := slices.Concat(w.owners, w.owners)
+	require.NoError(t, m.Run(ctx, slices.Values(twice)))
+	w.check(t, true)
+	require.Equal(t, last.Total, last.Done)
+	require.Equal(t, 2*int(m.Stats().Moved), last.Total)
+	require.NoError(t, m.Finish(ctx, slices.Values(twice)))
+}
+
 // TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
 // a whole migration, with the write done or not, while writers keep writing; a new Shared
 // (another process) then resumes, and nothing is lost, duplicated or misplaced.

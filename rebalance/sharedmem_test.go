@@ -190,6 +190,10 @@ func (s *MemShared) CopyChunk(_ context.Context, owners []string, from, to int, 
 	if len(after) != len(owners) {
 		return nil, 0, false, fmt.Errorf("memshared: %d cursors for %d owners", len(after), len(owners))
 	}
+	if len(slices.Compact(slices.Sorted(slices.Values(owners)))) != len(owners) {
+		// A SQL store would write a row twice in one INSERT, which PostgreSQL refuses.
+		return nil, 0, false, fmt.Errorf("memshared: an owner listed twice in %q", owners)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := slices.Clone(after)
