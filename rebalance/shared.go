@@ -550,8 +550,12 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
 		return moved, err
 	}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
+	}
 	copiers := make([]copier, len(fresh))
-	if err := step("copy", m.copyAll(ctx, fresh, a, b, copiers)); err != nil {
+	if err := step("copy", m.copyAll(ctx, fresh, a, b, copiers, na)); err != nil {
 		return moved, err
 	}
 	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
@@ -564,7 +568,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	if err := step("copy the tails", m.copyFrom(ctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
 		return moved, err
 	}
-	na, err := m.store.Counts(ctx, fresh, a)
+	na, err = m.store.Counts(ctx, fresh, a)
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
 		return moved, err
 	}
@@ -684,7 +688,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
 			// left for the exclusive window is what arrives during the fence.
-			if err := m.copyAll(ctx, one, a, b, c); err != nil {
+			if err := m.copyAll(ctx, one, a, b, c, nil); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -796,12 +800,25 @@ func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs
 	}
 }
 
-// copyAll copies owners' rows from a to b, in chunks shared by the owners, while a serves
-// them; an owner whose rows took more than one chunk is then checked for rows committed
-// behind its cursor (see behind), so that the window after the fence finds nothing to do.
-func (m *Shared[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier) error {
-	if err := m.copyFrom(ctx, owners, a, b, cs, cursors(cs), true); err != nil {
-		return err
+// copyAll copies owners' rows from a to b while a serves them. sizes, if not nil, are the
+// owners' row counts on a: owners that fit in one chunk together are copied together (a
+// chunk cut short in the middle of an owner reads the rest of its owners again). An owner
+// whose rows took more than one chunk is then checked for rows committed behind its cursor
+// (see behind), so that the window after the fence finds nothing to do.
+func (m *Shared[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier, sizes []int64) error {
+	for first := 0; first < len(owners); {
+		last, rows := first+1, int64(0)
+		if sizes != nil {
+			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= int64(m.opts.ChunkRows); last++ {
+				rows += sizes[last]
+			}
+		} else {
+			last = len(owners)
+		}
+		if err := m.copyFrom(ctx, owners[first:last], a, b, cs[first:last], cursors(cs[first:last]), true); err != nil {
+			return err
+		}
+		first = last
 	}
 	for i, o := range owners {
 		if len(cs[i].ends) > 1 {
