@@ -307,12 +307,14 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 //  1. fence B importing, and delete what a stopped copy left of the owner there (if B
 //     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
 //  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
-//     serves the owner and the application keeps writing there;
+//     serves the owner and the application keeps writing there (owners whose rows fit in
+//     one chunk together share it);
 //  3. fence A moved: the owner is served by no shard from here to step 5;
 //  4. copy the tail (the rows written since their chunk was copied: after the last row
-//     copied, and, if B holds fewer rows than A, from the chunk end before which the
-//     missing rows lie) and check that A and B hold as many rows; if not, copy the owner
-//     whole again; if still not, fence A serving again and stop with ErrCopyMismatch;
+//     copied, in chunks shared by the group, and, if B holds fewer rows than A, from the
+//     chunk end before which the missing rows lie) and check that A and B hold as many
+//     rows; if not, copy the owner whole again; if still not, fence A serving again and
+//     stop with ErrCopyMismatch;
 //  5. fence B serving: the commit point, B serves the owner from now on;
 //  6. delete the owner's rows on A in chunks (A stays fenced moved);
 //  7. mark the owner Done, in a batch with others.

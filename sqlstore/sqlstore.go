@@ -29,7 +29,9 @@
 //
 // A [TableSpec] names the table, its owner column, a key column that is unique on the table
 // and orders an owner's rows (the chunks of a copy follow it), and every column to copy. A
-// copy replaces rows by key (INSERT ... ON CONFLICT (key) DO UPDATE), many rows per statement;
+// chunk reads the rows of many owners in one statement (a UNION ALL of one range per owner:
+// index the table on (owner, key)) and writes them with INSERT ... ON CONFLICT (key) DO
+// UPDATE, many rows per statement, so a row copied again replaces its copy;
 // a tail copy after the fence picks up the rows written since, and the move compares counts
 // before anything is deleted. Rows must be added with growing keys to be cheap to move (an
 // append-only table such as messages). Rows committed behind the copy's cursor (a key taken
