@@ -98,13 +98,27 @@ func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 		batch := rows[:min(len(rows), per)]
 		rows = rows[len(batch):]
 		b.Reset()
+		b.Grow(len(s.insertHead) + len(s.insertTail) + 8*ncol*len(batch))
 		b.WriteString(s.insertHead)
 		args := make([]any, 0, ncol*len(batch))
 		for i, r := range batch {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(" + s.placeholders(i*ncol+1, ncol) + ")")
+			// The parameters written by hand: fmt here was a quarter of the mover's CPU.
+			b.WriteByte('(')
+			for j := range ncol {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				if s.dialect == SQLite {
+					b.WriteByte('?')
+				} else {
+					b.WriteByte('$')
+					b.WriteString(strconv.Itoa(i*ncol + j + 1))
+				}
+			}
+			b.WriteByte(')')
 			args = append(args, r...)
 		}
 		b.WriteString(s.insertTail)
@@ -226,8 +240,13 @@ func (s *Store) readArms(ctx context.Context, owners []string, shard int, after 
 	ptrs := make([]any, ncol+1)
 	var arm int64
 	ptrs[0] = &arm
+	var cells []any // the rows' values, allocated a few rows at a time
 	for rs.Next() {
-		row := make([]any, ncol)
+		if len(cells) < ncol {
+			cells = make([]any, ncol*min(limit-len(rows), 256))
+		}
+		row := cells[:ncol:ncol]
+		cells = cells[ncol:]
 		for i := range row {
 			ptrs[i+1] = &row[i]
 		}
