@@ -98,7 +98,10 @@
 //     a store refuses a token older than one it has seen ([ErrFenced]), so a mover that lost
 //     its election changes nothing once a newer one has claimed the migration;
 //   - the copy goes in chunks, each its own short transaction, while the old shard serves the
-//     owner, so an owner is served by no shard only for the tail, whatever its size.
+//     owner, so an owner is served by no shard only for the tail, whatever its size;
+//   - owners of one pair of shards move in groups: one fence change, one count and one chunk
+//     of tails for the whole group, so the window holds a few statements whatever the group's
+//     size, and small owners share their chunks (a statement for many owners, not one each).
 //
 // Electing one mover and publishing the placement are left to a coordinator (the coord
 // module keeps both in etcd); the fences make a wrong or late coordinator cost availability,

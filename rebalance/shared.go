@@ -125,19 +125,22 @@ type SharedStore[Tx any] interface {
 	// token of migration on shard, and refuses (a *FenceError) a token older than the newest
 	// it has seen, changing nothing.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
-	// CopyChunk copies up to limit of owner's rows after the cursor, in the key order, from
-	// shard from to shard to in one short transaction on to; a row of the same key on to is
-	// replaced. It returns the cursor of the last row copied, how many rows it copied, and
-	// done when no row is left after it. It leaves from unchanged.
-	CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, rows int, done bool, err error)
+	// CopyChunk copies rows of owners from shard from to shard to in one short transaction
+	// on to; a row of the same key on to is replaced. It takes each owner's rows after its
+	// cursor in after (one per owner), in the key order, owner after owner in the order of
+	// owners, up to limit rows in all, so that owners of few rows share one chunk. It returns
+	// each owner's cursor after its last row copied (its cursor in after if none), how many
+	// rows it copied, and done when no owner has a row left after its cursor. It leaves from
+	// unchanged.
+	CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, rows int, done bool, err error)
 	// Counts returns how many rows each of owners has on shard, in the order of owners.
 	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
 	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
 	// order. The mover uses it to find where rows committed out of key order are missing.
 	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
-	// DeleteChunk deletes up to limit of owner's rows on shard in one short transaction and
+	// DeleteChunk deletes up to limit rows of owners on shard in one short transaction and
 	// returns how many it deleted: 0 when none is left.
-	DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error)
+	DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (int, error)
 	// Marks returns the mark of each of owners in migration, in the order of owners.
 	Marks(ctx context.Context, migration string, owners []string) ([]Mark, error)
 	// SetMarks durably records mark for owners in migration, in one transaction; it never
@@ -304,12 +307,14 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 //  1. fence B importing, and delete what a stopped copy left of the owner there (if B
 //     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
 //  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
-//     serves the owner and the application keeps writing there;
+//     serves the owner and the application keeps writing there (owners whose rows fit in
+//     one chunk together share it);
 //  3. fence A moved: the owner is served by no shard from here to step 5;
 //  4. copy the tail (the rows written since their chunk was copied: after the last row
-//     copied, and, if B holds fewer rows than A, from the chunk end before which the
-//     missing rows lie) and check that A and B hold as many rows; if not, copy the owner
-//     whole again; if still not, fence A serving again and stop with ErrCopyMismatch;
+//     copied, in chunks shared by the group, and, if B holds fewer rows than A, from the
+//     chunk end before which the missing rows lie) and check that A and B hold as many
+//     rows; if not, copy the owner whole again; if still not, fence A serving again and
+//     stop with ErrCopyMismatch;
 //  5. fence B serving: the commit point, B serves the owner from now on;
 //  6. delete the owner's rows on A in chunks (A stays fenced moved);
 //  7. mark the owner Done, in a batch with others.
@@ -422,6 +427,16 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				continue
 			}
 			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			if slices.Contains(groups[pair], o) {
+				// Listed twice: it moves with its twin (a group names each owner once, as the
+				// store copies a group's owners in one statement). Counted as its twin will be.
+				mu.Lock()
+				if done++; m.opts.Progress != nil {
+					m.opts.Progress(Progress{Done: done, Total: total})
+				}
+				mu.Unlock()
+				continue
+			}
 			groups[pair] = append(groups[pair], o)
 			if g := groups[pair]; len(g) == m.opts.Group {
 				if ctx.Err() != nil || failed() {
@@ -537,23 +552,25 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
 		return moved, err
 	}
-	copiers := make([]copier, len(fresh))
-	for i, o := range fresh {
-		if _, _, err := m.catchUp(ctx, o, a, b, &copiers[i], false); err != nil {
-			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy (shard %d -> %d): %w", m.id, o, a, b, err)
-		}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
 	}
-	// From the fence on A to the commit on B, no shard serves these owners: Do waits.
+	copiers := make([]copier, len(fresh))
+	if err := step("copy", m.copyAll(ctx, fresh, a, b, copiers, na)); err != nil {
+		return moved, err
+	}
+	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
+	// window holds a few statements whatever the group's size: the fence, the tails (what
+	// the owners gained since their copy, in shared chunks), a count on each shard, the commit.
 	start := time.Now()
 	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
 		return moved, err
 	}
-	for i, o := range fresh {
-		if err := m.copyFrom(ctx, o, a, b, &copiers[i], copiers[i].cur, true); err != nil {
-			return moved, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err)
-		}
+	if err := step("copy the tails", m.copyFrom(ctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
+		return moved, err
 	}
-	na, err := m.store.Counts(ctx, fresh, a)
+	na, err = m.store.Counts(ctx, fresh, a)
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
 		return moved, err
 	}
@@ -566,7 +583,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	for i, o := range fresh {
 		if na[i] != nb[i] {
 			// Rows committed behind the cursor, or deleted: the owner's own tail.
-			if err := m.tail(ctx, o, a, b, &copiers[i]); err != nil {
+			if err := m.tail(ctx, o, a, b, copiers[i:i+1]); err != nil {
 				if errors.Is(err, ErrCopyMismatch) {
 					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
 						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
@@ -585,12 +602,10 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 		m.noteExclusive(time.Since(start))
 		m.moved.Add(int64(len(commit)))
 	}
-	for _, o := range commit {
-		if err := m.deleteAll(ctx, o, a); err != nil {
-			return moved, fmt.Errorf("rebalance: migration %q: owner %q: delete old copy on shard %d (shard %d -> %d): %w", m.id, o, a, a, b, err)
-		}
-		moved = append(moved, o)
+	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteAll(ctx, commit, a)); err != nil {
+		return moved, err
 	}
+	moved = append(moved, commit...)
 	return moved, mismatch
 }
 
@@ -649,7 +664,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
-		var c copier
+		c := make([]copier, 1)
 		if fa.State == Serving {
 			if fb.State == Serving {
 				// B serves the owner as far as B knows: rows there are the owner's data, not a
@@ -669,13 +684,13 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 			if fb.State != Serving {
 				// A stopped copy of this migration, or an old copy a move away from B left.
-				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, owner, b)); err != nil {
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b)); err != nil {
 					return err
 				}
 			}
 			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
 			// left for the exclusive window is what arrives during the fence.
-			if _, _, err := m.catchUp(ctx, owner, a, b, &c, false); err != nil {
+			if err := m.copyAll(ctx, one, a, b, c, nil); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -684,7 +699,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
 			return err
 		}
-		if err := m.tail(ctx, owner, a, b, &c); err != nil {
+		if err := m.tail(ctx, owner, a, b, c); err != nil {
 			if errors.Is(err, ErrCopyMismatch) {
 				// The old shard keeps every row: let it serve the owner again.
 				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
@@ -701,7 +716,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	default:
 		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
-	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, owner, a))
+	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, one, a))
 }
 
 // fences reads the fences of owners on shard s and checks what the store returned.
@@ -749,44 +764,79 @@ type copier struct {
 	ends []Cursor
 }
 
-// copyFrom copies owner's rows after from, from a to b chunk by chunk. If advance, the
-// chunks continue the copier's (from is its cursor) and their ends are recorded.
-func (m *Shared[Tx]) copyFrom(ctx context.Context, owner string, a, b int, c *copier, from Cursor, advance bool) error {
+func cursors(cs []copier) []Cursor {
+	out := make([]Cursor, len(cs))
+	for i := range cs {
+		out[i] = cs[i].cur
+	}
+	return out
+}
+
+// copyFrom copies the rows of owners after the cursors from (one per owner) from a to b,
+// chunk by chunk, a chunk holding up to ChunkRows rows of all the owners. If advance, from
+// are the copiers' cursors (cs, one per owner): a chunk that copies rows of an owner moves
+// its copier's cursor and records the chunk's end.
+func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs []copier, from []Cursor, advance bool) error {
+	after := slices.Clone(from)
 	for {
-		next, n, done, err := m.store.CopyChunk(ctx, owner, a, b, from, m.opts.ChunkRows)
-		if err != nil {
+		next, n, done, err := m.store.CopyChunk(ctx, owners, a, b, after, m.opts.ChunkRows)
+		switch {
+		case err != nil:
 			return err
+		case len(next) != len(owners):
+			return fmt.Errorf("store returned %d cursors for %d owners", len(next), len(owners))
 		}
 		m.rows.Add(int64(n))
-		if n > 0 {
-			from = next
-			if advance {
-				c.cur, c.ends = next, append(c.ends, next)
+		for i := range owners {
+			if advance && next[i] != after[i] {
+				cs[i].cur, cs[i].ends = next[i], append(cs[i].ends, next[i])
 			}
 		}
+		copy(after, next)
 		if done {
 			return nil
 		}
 		if n == 0 {
-			return fmt.Errorf("store copied no row after cursor %q and said more are left", from)
+			return errors.New("store copied no row after the cursors and said more are left")
 		}
 	}
 }
 
-// catchUp copies what owner's rows on a gained after the copier's cursor, then, if b holds
-// fewer rows than a, copies again from the last chunk end before which the missing rows
-// lie: rows committed out of key order (an ID taken before a transaction that committed
-// after a later one) land behind the cursor, near it. It returns the counts of a and b.
-//
-// Before the fence (not exact), a owner of one chunk is not counted: nothing would be
-// gained before the exact count after the fence.
-func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *copier, exact bool) (na, nb int64, err error) {
-	if err := m.copyFrom(ctx, owner, a, b, c, c.cur, true); err != nil {
-		return 0, 0, err
+// copyAll copies owners' rows from a to b while a serves them. sizes, if not nil, are the
+// owners' row counts on a: owners that fit in one chunk together are copied together (a
+// chunk cut short in the middle of an owner reads the rest of its owners again). An owner
+// whose rows took more than one chunk is then checked for rows committed behind its cursor
+// (see behind), so that the window after the fence finds nothing to do.
+func (m *Shared[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier, sizes []int64) error {
+	for first := 0; first < len(owners); {
+		last, rows := first+1, int64(0)
+		if sizes != nil {
+			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= int64(m.opts.ChunkRows); last++ {
+				rows += sizes[last]
+			}
+		} else {
+			last = len(owners)
+		}
+		if err := m.copyFrom(ctx, owners[first:last], a, b, cs[first:last], cursors(cs[first:last]), true); err != nil {
+			return err
+		}
+		first = last
 	}
-	if !exact && len(c.ends) < 2 {
-		return 0, 0, nil // one chunk: the exact catch-up after the fence costs no more
+	for i, o := range owners {
+		if len(cs[i].ends) > 1 {
+			if _, _, err := m.behind(ctx, o, a, b, &cs[i]); err != nil {
+				return fmt.Errorf("owner %q: %w", o, err)
+			}
+		}
 	}
+	return nil
+}
+
+// behind counts owner's rows on a and b and, if b holds fewer, copies again from the last
+// chunk end before which the missing rows lie: rows committed out of key order (an ID taken
+// before a transaction that committed after a later one) land behind the cursor, near it.
+// It returns the counts of a and b after that.
+func (m *Shared[Tx]) behind(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
 	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
 		return na, nb, err
 	}
@@ -808,7 +858,7 @@ func (m *Shared[Tx]) catchUp(ctx context.Context, owner string, a, b int, c *cop
 			break
 		}
 	}
-	if err := m.copyFrom(ctx, owner, a, b, c, from, false); err != nil {
+	if err := m.copyFrom(ctx, []string{owner}, a, b, nil, []Cursor{from}, false); err != nil {
 		return 0, 0, err
 	}
 	return m.counts(ctx, owner, a, b)
@@ -826,12 +876,15 @@ func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64,
 	return na, nb, nil
 }
 
-// tail copies what owner's rows on a gained since the copier's cursor (a is fenced moved,
-// b importing: nothing writes either) and checks that both hold as many rows; see catchUp.
-// Rows deleted after their chunk was copied leave b with more rows, and the owner is then
-// copied whole in one transaction (Store.Copy).
-func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier) error {
-	na, nb, err := m.catchUp(ctx, owner, a, b, c, true)
+// tail copies what owner's rows on a gained since its copier's cursor (c holds that one
+// copier; a is fenced moved, b importing: nothing writes either) and checks that both hold
+// as many rows; see behind. Rows deleted after their chunk was copied leave b with more
+// rows, and the owner is then copied whole in one transaction (Store.Copy).
+func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c []copier) error {
+	if err := m.copyFrom(ctx, []string{owner}, a, b, c, cursors(c), true); err != nil {
+		return err
+	}
+	na, nb, err := m.behind(ctx, owner, a, b, &c[0])
 	if err != nil || na == nb {
 		return err
 	}
@@ -844,11 +897,11 @@ func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c *copier
 	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)
 }
 
-// deleteAll deletes owner's rows on shard s chunk by chunk, on a shard that does not serve
-// owner (nothing adds rows there): a chunk short of the limit was the last.
-func (m *Shared[Tx]) deleteAll(ctx context.Context, owner string, s int) error {
+// deleteAll deletes owners' rows on shard s chunk by chunk, on a shard that does not serve
+// them (nothing adds rows there): a chunk short of the limit was the last.
+func (m *Shared[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
 	for {
-		n, err := m.store.DeleteChunk(ctx, owner, s, m.opts.ChunkRows)
+		n, err := m.store.DeleteChunk(ctx, owners, s, m.opts.ChunkRows)
 		if err != nil || n < m.opts.ChunkRows {
 			return err
 		}

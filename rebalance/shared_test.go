@@ -139,6 +139,21 @@ func TestSharedMovesEveryOwnerUnderWrites(t *testing.T) {
 	}
 }
 
+// TestSharedOwnersListedTwice: an owner the list names twice is moved once, and Progress
+// still reaches the total it counted.
+func TestSharedOwnersListedTwice(t *testing.T) {
+	w := newSharedWorld(t, 40, 5, 3, 4)
+	ctx := context.Background()
+	var last Progress
+	m := w.shared(t, "m", w.store, SharedOptions{Token: 1, Progress: func(p Progress) { last = p }})
+	twice := slices.Concat(w.owners, w.owners)
+	require.NoError(t, m.Run(ctx, slices.Values(twice)))
+	w.check(t, true)
+	require.Equal(t, last.Total, last.Done)
+	require.Equal(t, 2*int(m.Stats().Moved), last.Total)
+	require.NoError(t, m.Finish(ctx, slices.Values(twice)))
+}
+
 // TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
 // a whole migration, with the write done or not, while writers keep writing; a new Shared
 // (another process) then resumes, and nothing is lost, duplicated or misplaced.
@@ -265,13 +280,15 @@ func TestSharedCopyMismatch(t *testing.T) {
 // lossyShared drops the last row of every chunk and of every whole copy.
 type lossyShared struct{ *MemShared }
 
-func (l *lossyShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
-	next, n, done, err := l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
-	if n > 0 {
-		k, _ := strconv.Atoi(string(next))
-		l.mu.Lock()
-		delete(l.rows[to][owner], k)
-		l.mu.Unlock()
+func (l *lossyShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+	next, n, done, err := l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+	for i, o := range owners {
+		if err == nil && next[i] != after[i] {
+			k, _ := strconv.Atoi(string(next[i]))
+			l.mu.Lock()
+			delete(l.rows[to][o], k)
+			l.mu.Unlock()
+		}
 	}
 	return next, n, done, err
 }
@@ -342,11 +359,11 @@ type lateShared struct {
 	late           func()
 }
 
-func (l *lateShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+func (l *lateShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	if l.chunks++; l.chunks == 3 {
 		l.late()
 	}
-	return l.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+	return l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
 }
 
 func (l *lateShared) Copy(ctx context.Context, owner string, from, to int) error {

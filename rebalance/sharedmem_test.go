@@ -183,40 +183,55 @@ func (s *MemShared) SetFence(_ context.Context, migration string, owners []strin
 	return nil
 }
 
-func (s *MemShared) CopyChunk(_ context.Context, owner string, from, to int, after Cursor, limit int) (Cursor, int, bool, error) {
+func (s *MemShared) CopyChunk(_ context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
-		return after, 0, false, err
+		return nil, 0, false, err
 	}
-	start := -1 << 62
-	if after != "" {
-		n, err := strconv.Atoi(string(after))
-		if err != nil {
-			return after, 0, false, fmt.Errorf("memshared: bad cursor %q", after)
-		}
-		start = n
+	if len(after) != len(owners) {
+		return nil, 0, false, fmt.Errorf("memshared: %d cursors for %d owners", len(after), len(owners))
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(owners)))) != len(owners) {
+		// A SQL store would write a row twice in one INSERT, which PostgreSQL refuses.
+		return nil, 0, false, fmt.Errorf("memshared: an owner listed twice in %q", owners)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var keys []int
-	for k := range s.rows[from][owner] {
-		if k > start {
-			keys = append(keys, k)
+	next := slices.Clone(after)
+	rows := 0
+	for i, owner := range owners {
+		start := -1 << 62
+		if after[i] != "" {
+			n, err := strconv.Atoi(string(after[i]))
+			if err != nil {
+				return nil, 0, false, fmt.Errorf("memshared: bad cursor %q", after[i])
+			}
+			start = n
+		}
+		var keys []int
+		for k := range s.rows[from][owner] {
+			if k > start {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		if len(keys) > limit-rows {
+			keys = keys[:limit-rows]
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		if s.rows[to][owner] == nil {
+			s.rows[to][owner] = map[int]string{}
+		}
+		for _, k := range keys {
+			s.rows[to][owner][k] = s.rows[from][owner][k]
+		}
+		next[i] = Cursor(strconv.Itoa(keys[len(keys)-1]))
+		if rows += len(keys); rows == limit {
+			return next, rows, false, nil
 		}
 	}
-	slices.Sort(keys)
-	if len(keys) > limit {
-		keys = keys[:limit]
-	}
-	if len(keys) == 0 {
-		return after, 0, true, nil
-	}
-	if s.rows[to][owner] == nil {
-		s.rows[to][owner] = map[int]string{}
-	}
-	for _, k := range keys {
-		s.rows[to][owner][k] = s.rows[from][owner][k]
-	}
-	return Cursor(strconv.Itoa(keys[len(keys)-1])), len(keys), len(keys) < limit, nil
+	return next, rows, true, nil
 }
 
 func (s *MemShared) Counts(_ context.Context, owners []string, shard int) ([]int64, error) {
@@ -255,19 +270,21 @@ func (s *MemShared) CountAfter(_ context.Context, owner string, shard int, after
 	return n, nil
 }
 
-func (s *MemShared) DeleteChunk(_ context.Context, owner string, shard int, limit int) (int, error) {
+func (s *MemShared) DeleteChunk(_ context.Context, owners []string, shard int, limit int) (int, error) {
 	if err := s.check(shard); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for k := range s.rows[shard][owner] {
-		if n == limit {
-			break
+	for _, owner := range owners {
+		for k := range s.rows[shard][owner] {
+			if n == limit {
+				return n, nil
+			}
+			delete(s.rows[shard][owner], k)
+			n++
 		}
-		delete(s.rows[shard][owner], k)
-		n++
 	}
 	return n, nil
 }
@@ -394,17 +411,17 @@ func (c *crashShared) SetFence(ctx context.Context, migration string, owners []s
 	return c.do("fence "+state.String(), func() error { return c.MemShared.SetFence(ctx, migration, owners, shard, state, token) })
 }
 
-func (c *crashShared) CopyChunk(ctx context.Context, owner string, from, to int, after Cursor, limit int) (next Cursor, n int, done bool, err error) {
+func (c *crashShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, n int, done bool, err error) {
 	err = c.do("copy chunk", func() (err error) {
-		next, n, done, err = c.MemShared.CopyChunk(ctx, owner, from, to, after, limit)
+		next, n, done, err = c.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
 		return err
 	})
 	return
 }
 
-func (c *crashShared) DeleteChunk(ctx context.Context, owner string, shard int, limit int) (n int, err error) {
+func (c *crashShared) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (n int, err error) {
 	err = c.do("delete chunk", func() (err error) {
-		n, err = c.MemShared.DeleteChunk(ctx, owner, shard, limit)
+		n, err = c.MemShared.DeleteChunk(ctx, owners, shard, limit)
 		return err
 	})
 	return

@@ -98,13 +98,27 @@ func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 		batch := rows[:min(len(rows), per)]
 		rows = rows[len(batch):]
 		b.Reset()
+		b.Grow(len(s.insertHead) + len(s.insertTail) + 8*ncol*len(batch))
 		b.WriteString(s.insertHead)
 		args := make([]any, 0, ncol*len(batch))
 		for i, r := range batch {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(" + s.placeholders(i*ncol+1, ncol) + ")")
+			// The parameters written by hand: fmt here was a quarter of the mover's CPU.
+			b.WriteByte('(')
+			for j := range ncol {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				if s.dialect == SQLite {
+					b.WriteByte('?')
+				} else {
+					b.WriteByte('$')
+					b.WriteString(strconv.Itoa(i*ncol + j + 1))
+				}
+			}
+			b.WriteByte(')')
 			args = append(args, r...)
 		}
 		b.WriteString(s.insertTail)
@@ -115,40 +129,142 @@ func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 	return nil
 }
 
-// CopyChunk copies up to limit of owner's rows after the cursor from shard from to shard
-// to, in one transaction on to; see rebalance.SharedStore.
-func (s *Store) CopyChunk(ctx context.Context, owner string, from, to int, after rebalance.Cursor, limit int) (rebalance.Cursor, int, bool, error) {
-	if limit <= 0 {
-		return after, 0, false, fmt.Errorf("sqlstore: copy chunk of %d rows: %w", limit, rebalance.ErrConfig)
+// query builds a statement and its arguments in the order its parameters appear: "$n" on
+// PostgreSQL, "?" on SQLite (see placeholders).
+type query struct {
+	sqlite bool
+	b      strings.Builder
+	args   []any
+}
+
+// arg appends v to the arguments and returns its parameter.
+func (q *query) arg(v any) string {
+	q.args = append(q.args, v)
+	if q.sqlite {
+		return "?"
 	}
-	rows, err := s.readRows(ctx, owner, from, after, limit)
-	if err != nil || len(rows) == 0 {
-		return after, 0, err == nil, err
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+// armsPerStatement bounds the owners one statement of CopyChunk or DeleteChunk names.
+const armsPerStatement = 500
+
+// CopyChunk copies owners' rows after their cursors from shard from to shard to, up to limit
+// rows in all, owner after owner, in one transaction on to; see rebalance.SharedStore. One
+// statement reads the rows of up to 500 owners (a UNION ALL of one index range per owner,
+// each up to the limit, the whole cut at the limit), and multi-row INSERTs write them.
+func (s *Store) CopyChunk(ctx context.Context, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
+	switch {
+	case limit <= 0:
+		return nil, 0, false, fmt.Errorf("sqlstore: copy chunk of %d rows: %w", limit, rebalance.ErrConfig)
+	case len(after) != len(owners):
+		return nil, 0, false, fmt.Errorf("sqlstore: copy chunk: %d cursors for %d owners: %w", len(after), len(owners), rebalance.ErrConfig)
 	}
-	next, err := encodeCursor(rows[len(rows)-1][s.key])
-	if err != nil {
-		return after, 0, false, s.wrap(from, "read key", err)
+	if _, err := s.shard(to); err != nil {
+		return nil, 0, false, err
 	}
+	next := slices.Clone(after)
+	var rows [][]any
+	done := true
+	for first := 0; first < len(owners) && done; first += armsPerStatement {
+		last := min(first+armsPerStatement, len(owners))
+		got, full, err := s.readArms(ctx, owners[first:last], from, after[first:last], limit-len(rows), next[first:last])
+		if err != nil {
+			return nil, 0, false, err
+		}
+		rows = append(rows, got...)
+		done = !full
+	}
+	if len(rows) == 0 {
+		return next, 0, done, nil
+	}
+	what := fmt.Sprintf("write %d rows of %d owners", len(rows), len(owners))
 	if len(rows) <= s.perStatement() {
 		// One statement is a transaction of its own: two round trips fewer than BEGIN/COMMIT.
-		db, _ := s.shard(to)
-		if err := s.insertRows(ctx, db, rows); err != nil {
-			return after, 0, false, s.wrap(to, fmt.Sprintf("write %d rows of owner %q", len(rows), owner), err)
+		if err := s.insertRows(ctx, s.shards[to], rows); err != nil {
+			return nil, 0, false, s.wrap(to, what, err)
 		}
-		return next, len(rows), len(rows) < limit, nil
+		return next, len(rows), done, nil
 	}
 	tx, err := s.begin(ctx, to)
 	if err != nil {
-		return after, 0, false, err
+		return nil, 0, false, err
 	}
 	defer tx.Rollback()
 	if err := s.insertRows(ctx, tx, rows); err != nil {
-		return after, 0, false, s.wrap(to, fmt.Sprintf("write %d rows of owner %q", len(rows), owner), err)
+		return nil, 0, false, s.wrap(to, what, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return after, 0, false, s.wrap(to, fmt.Sprintf("commit %d rows of owner %q", len(rows), owner), err)
+		return nil, 0, false, s.wrap(to, "commit: "+what, err)
 	}
-	return next, len(rows), len(rows) < limit, nil
+	return next, len(rows), done, nil
+}
+
+// readArms reads up to limit rows of owners on shard, each owner's after its cursor in
+// after, in owner order then key order, in one statement, and sets next[i] to the cursor of
+// owner i's last row read. full reports that it read limit rows: more may be left.
+func (s *Store) readArms(ctx context.Context, owners []string, shard int, after []rebalance.Cursor, limit int, next []rebalance.Cursor) (rows [][]any, full bool, err error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, false, err
+	}
+	q := &query{sqlite: s.dialect == SQLite}
+	cols, t, o, k := strings.Join(s.table.Columns, ", "), s.table.Table, s.table.Owner, s.table.Key
+	q.b.WriteString("SELECT * FROM (")
+	for i, owner := range owners {
+		arg, err := s.ownerArg(owner)
+		if err != nil {
+			return nil, false, err
+		}
+		cur, err := decodeCursor(after[i])
+		if err != nil {
+			return nil, false, err
+		}
+		if i > 0 {
+			q.b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&q.b, "SELECT %d AS rebalance_arm, %s FROM (SELECT %s FROM %s WHERE %s = %s", i, cols, cols, t, o, q.arg(arg))
+		if cur != nil {
+			fmt.Fprintf(&q.b, " AND %s > %s", k, q.arg(cur))
+		}
+		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", k, q.arg(limit), i)
+	}
+	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", k, q.arg(limit))
+	what := fmt.Sprintf("read rows of %d owners", len(owners))
+	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, false, s.wrap(shard, what, err)
+	}
+	defer rs.Close()
+	ncol := len(s.table.Columns)
+	ptrs := make([]any, ncol+1)
+	var arm int64
+	ptrs[0] = &arm
+	var cells []any // the rows' values, allocated a few rows at a time
+	for rs.Next() {
+		if len(cells) < ncol {
+			cells = make([]any, ncol*min(limit-len(rows), 256))
+		}
+		row := cells[:ncol:ncol]
+		cells = cells[ncol:]
+		for i := range row {
+			ptrs[i+1] = &row[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, false, s.wrap(shard, what, err)
+		}
+		if arm < 0 || arm >= int64(len(owners)) {
+			return nil, false, s.wrap(shard, what, fmt.Errorf("row of arm %d among %d", arm, len(owners)))
+		}
+		if next[arm], err = encodeCursor(row[s.key]); err != nil {
+			return nil, false, s.wrap(shard, "read key", err)
+		}
+		rows = append(rows, row)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, s.wrap(shard, what, err)
+	}
+	return rows, len(rows) == limit, nil
 }
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
@@ -292,20 +408,48 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 	return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 }
 
-// DeleteChunk deletes up to limit of owner's rows on shard and returns how many.
-func (s *Store) DeleteChunk(ctx context.Context, owner string, shard int, limit int) (int, error) {
+// DeleteChunk deletes up to limit rows of owners on shard, in one statement per 500 owners,
+// and returns how many.
+func (s *Store) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (int, error) {
 	db, err := s.shard(shard)
 	if err != nil {
 		return 0, err
 	}
-	o, err := s.ownerArg(owner)
-	if err != nil {
-		return 0, err
+	deleted := 0
+	for batch := range slices.Chunk(owners, armsPerStatement) {
+		if deleted == limit {
+			break
+		}
+		q := &query{sqlite: s.dialect == SQLite}
+		t, o, k := s.table.Table, s.table.Owner, s.table.Key
+		// PostgreSQL plans "key IN (SELECT ...)" of a list of owners as a hash join over a
+		// scan of the whole table (25 ms a chunk on a 44k-row shard, measured here), and an
+		// array of keys as probes of the key's index (3 ms).
+		in, end := "IN (", ")"
+		if s.dialect == PostgreSQL {
+			in, end = "= ANY(ARRAY(", "))"
+		}
+		fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s %sSELECT %s FROM %s WHERE %s IN (", t, k, in, k, t, o)
+		for i, owner := range batch {
+			arg, err := s.ownerArg(owner)
+			if err != nil {
+				return deleted, err
+			}
+			if i > 0 {
+				q.b.WriteString(", ")
+			}
+			q.b.WriteString(q.arg(arg))
+		}
+		fmt.Fprintf(&q.b, ") LIMIT %s%s", q.arg(limit-deleted), end)
+		res, err := db.ExecContext(ctx, q.b.String(), q.args...)
+		if err != nil {
+			return deleted, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return deleted, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
+		}
+		deleted += int(n)
 	}
-	res, err := db.ExecContext(ctx, s.deleteChunk, o, limit)
-	if err != nil {
-		return 0, s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+	return deleted, nil
 }

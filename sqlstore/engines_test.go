@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -116,7 +117,10 @@ func startPostgres() (*pgServer, error) {
 		}
 		p.port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c max_connections=400 -c shared_buffers=256MB", p.port, dir)
+		// fsync off unless SQLSTORE_PG_FSYNC=on: the tests need no durability, the benchmarks
+		// may want it.
+		fsync := cmp.Or(os.Getenv("SQLSTORE_PG_FSYNC"), "off")
+		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=400 -c shared_buffers=256MB", p.port, dir, fsync)
 		out, err := asPostgres(filepath.Join(p.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o", opts, "start").CombinedOutput()
 		if err == nil {
 			p.watch()

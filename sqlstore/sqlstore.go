@@ -29,7 +29,9 @@
 //
 // A [TableSpec] names the table, its owner column, a key column that is unique on the table
 // and orders an owner's rows (the chunks of a copy follow it), and every column to copy. A
-// copy replaces rows by key (INSERT ... ON CONFLICT (key) DO UPDATE), many rows per statement;
+// chunk reads the rows of many owners in one statement (a UNION ALL of one range per owner:
+// index the table on (owner, key)) and writes them with INSERT ... ON CONFLICT (key) DO
+// UPDATE, many rows per statement, so a row copied again replaces its copy;
 // a tail copy after the fence picks up the rows written since, and the move compares counts
 // before anything is deleted. Rows must be added with growing keys to be cheap to move (an
 // append-only table such as messages). Rows committed behind the copy's cursor (a key taken
@@ -125,7 +127,7 @@ type Store struct {
 	key     int   // the index of Key in Columns
 
 	// statements built once from the TableSpec
-	selectAfter, selectFirst, count, countAfter, deleteAll, deleteChunk, insertHead, insertTail string
+	selectAfter, selectFirst, count, countAfter, deleteAll, insertHead, insertTail string
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -175,7 +177,6 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, op
 	s.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", t, o)
 	s.countAfter = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1 AND %s > $2", t, o, k)
 	s.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", t, o)
-	s.deleteChunk = fmt.Sprintf("DELETE FROM %s WHERE %s IN (SELECT %s FROM %s WHERE %s = $1 LIMIT $2)", t, k, k, t, o)
 	s.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", t, cols)
 	var set []string
 	for _, c := range table.Columns {

@@ -187,17 +187,17 @@ func (s *stopAt) SetFence(ctx context.Context, migration string, owners []string
 	})
 }
 
-func (s *stopAt) CopyChunk(ctx context.Context, owner string, from, to int, after rebalance.Cursor, limit int) (next rebalance.Cursor, n int, done bool, err error) {
+func (s *stopAt) CopyChunk(ctx context.Context, owners []string, from, to int, after []rebalance.Cursor, limit int) (next []rebalance.Cursor, n int, done bool, err error) {
 	err = s.do(ctx, "copy chunk", func(ctx context.Context) (err error) {
-		next, n, done, err = s.Store.CopyChunk(ctx, owner, from, to, after, limit)
+		next, n, done, err = s.Store.CopyChunk(ctx, owners, from, to, after, limit)
 		return err
 	})
 	return
 }
 
-func (s *stopAt) DeleteChunk(ctx context.Context, owner string, shard int, limit int) (n int, err error) {
+func (s *stopAt) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (n int, err error) {
 	err = s.do(ctx, "delete chunk", func(ctx context.Context) (err error) {
-		n, err = s.Store.DeleteChunk(ctx, owner, shard, limit)
+		n, err = s.Store.DeleteChunk(ctx, owners, shard, limit)
 		return err
 	})
 	return

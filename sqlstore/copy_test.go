@@ -1,0 +1,122 @@
+package sqlstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// TestCopyChunkAgainstAModel walks CopyChunk over random groups of owners, random starting
+// cursors and random limits, and after every call compares what shard 1 holds, the rows
+// counted and done with a model of the contract: owner after owner in the order given, each
+// owner's rows after its cursor in key order, up to the limit in all. DeleteChunk is checked
+// the same way.
+func TestCopyChunkAgainstAModel(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		p := e.open(t, 2)
+		r := rand.New(rand.NewPCG(1, 2))
+		// Owners 1..8 of 0..25 rows each on shard 0, their keys interleaved.
+		keys := map[string][]int64{}
+		var all [][]any
+		ids := r.Perm(200)
+		for o := 1; o <= 8; o++ {
+			u := strconv.Itoa(o)
+			for range r.IntN(26) {
+				id := int64(ids[len(all)]) + 1
+				all = append(all, []any{id, int64(o), id, "m", int64(0)})
+				keys[u] = append(keys[u], id)
+			}
+			slices.Sort(keys[u])
+		}
+		for _, row := range all {
+			_, err := p.dbs[0].Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, $3, $4, $5)", row...)
+			require.NoError(t, err)
+		}
+		onShard1 := func() map[string][]int64 {
+			rows, err := p.dbs[1].Query("SELECT user_id, id FROM messages ORDER BY id")
+			require.NoError(t, err)
+			defer rows.Close()
+			got := map[string][]int64{}
+			for rows.Next() {
+				var o, id int64
+				require.NoError(t, rows.Scan(&o, &id))
+				got[strconv.FormatInt(o, 10)] = append(got[strconv.FormatInt(o, 10)], id)
+			}
+			require.NoError(t, rows.Err())
+			return got
+		}
+		for trial := range 30 {
+			_, err := p.dbs[1].Exec("DELETE FROM messages")
+			require.NoError(t, err)
+			var owners []string
+			for _, i := range r.Perm(8)[:1+r.IntN(8)] {
+				owners = append(owners, strconv.Itoa(i+1))
+			}
+			// Random starting cursors: copy a first part of some owners, one by one.
+			after := make([]rebalance.Cursor, len(owners))
+			pos := make([]int, len(owners)) // the model's cursor: how many rows are behind it
+			for i, o := range owners {
+				if k := r.IntN(len(keys[o]) + 1); k > 0 && r.IntN(2) == 0 {
+					next, n, _, err := p.store.CopyChunk(ctx, []string{o}, 0, 1, []rebalance.Cursor{""}, k)
+					require.NoError(t, err)
+					require.Equal(t, k, n)
+					after[i], pos[i] = next[0], k
+				}
+			}
+			want := onShard1()
+			for step := 0; ; step++ {
+				require.Less(t, step, 300, "trial %d: CopyChunk never said done", trial)
+				limit := 1 + r.IntN(20)
+				next, n, done, err := p.store.CopyChunk(ctx, owners, 0, 1, after, limit)
+				require.NoError(t, err)
+				// The model.
+				copied := 0
+				for i, o := range owners {
+					take := min(len(keys[o])-pos[i], limit-copied)
+					want[o] = append(want[o], keys[o][pos[i]:pos[i]+take]...)
+					pos[i] += take
+					copied += take
+				}
+				for o := range want {
+					slices.Sort(want[o])
+					if len(want[o]) == 0 {
+						delete(want, o)
+					}
+				}
+				require.Equal(t, copied, n, "trial %d step %d: rows copied", trial, step)
+				require.Equal(t, copied < limit, done, "trial %d step %d: done", trial, step)
+				require.Equal(t, want, onShard1(), "trial %d step %d: shard 1", trial, step)
+				after = next
+				if done {
+					break
+				}
+			}
+			// DeleteChunk takes up to its limit of the owners' rows, and leaves the others.
+			gone := owners[:len(owners)/2+1]
+			for {
+				limit := 1 + r.IntN(30)
+				n, err := p.store.DeleteChunk(ctx, gone, 1, limit)
+				require.NoError(t, err)
+				require.LessOrEqual(t, n, limit)
+				if n < limit {
+					for _, o := range gone {
+						require.Empty(t, onShard1()[o], "trial %d: a chunk short of the limit was the last", trial)
+					}
+					break
+				}
+			}
+			for _, o := range owners[len(owners)/2+1:] {
+				require.Equal(t, keys[o], onShard1()[o], "trial %d: owner %s not deleted", trial, o)
+			}
+		}
+		_, _, _, err := p.store.CopyChunk(ctx, []string{"1", "2"}, 0, 1, []rebalance.Cursor{""}, 5)
+		require.ErrorIs(t, err, rebalance.ErrConfig, "one cursor for two owners")
+	})
+}
