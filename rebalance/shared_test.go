@@ -154,6 +154,42 @@ func TestSharedOwnersListedTwice(t *testing.T) {
 	require.NoError(t, m.Finish(ctx, slices.Values(twice)))
 }
 
+// noDelete fails every deletion: a mover that stops after its commits, before it deletes
+// the old copies.
+type noDelete struct{ *MemShared }
+
+func (noDelete) DeleteChunk(context.Context, []string, int, int) (int, error) { return 0, errCrash }
+
+// TestSharedMoveBackOverAnUnfinishedDeletion: a migration that committed owners on their
+// new shards but did not delete their old copies is followed by one that moves them back;
+// the old copies are cleared before the copy, and every owner ends with its rows, once.
+func TestSharedMoveBackOverAnUnfinishedDeletion(t *testing.T) {
+	w := newSharedWorld(t, 60, 7, 3, 4)
+	ctx := context.Background()
+	first := w.shared(t, "grow", noDelete{w.store}, SharedOptions{Token: 1})
+	require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
+	var committed []string
+	for _, o := range w.owners {
+		if f, _ := w.store.Fences(ctx, []string{o}, w.before.Locate(o)); f[0].State == Moved {
+			committed = append(committed, o)
+			require.NotEmpty(t, w.store.rows[w.before.Locate(o)][o], "owner %s: the old copy is left", o)
+		}
+	}
+	require.GreaterOrEqual(t, len(committed), 2)
+	// A row the owner deleted after the commit, still in the old copy: had the old copy
+	// stayed, the counts would differ after the fence and the owner be copied whole there.
+	for _, o := range committed {
+		w.store.rows[w.before.Locate(o)][o][-1] = "deleted since"
+	}
+	store := &lateShared{MemShared: w.store, late: func() {}}
+	back, err := NewShared("shrink", w.after, w.before, SharedStore[*MemTx](store), SharedOptions{Token: 2})
+	require.NoError(t, err)
+	require.NoError(t, back.Run(ctx, slices.Values(committed)))
+	require.Equal(t, int64(len(committed)), back.Stats().Moved)
+	require.Zero(t, store.wholes, "owners copied whole in the window")
+	w.check(t, false)
+}
+
 // TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
 // a whole migration, with the write done or not, while writers keep writing; a new Shared
 // (another process) then resumes, and nothing is lost, duplicated or misplaced.
