@@ -48,10 +48,8 @@ func (s *Store) Access(ctx context.Context, owner string, shard int, fn func(tx 
 	var state sql.NullInt64
 	switch s.dialect {
 	case PostgreSQL:
-		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock_shared($1, $2)", s.ns, lockKey(owner)); err != nil {
-			return s.wrap(shard, fmt.Sprintf("lock owner %q", owner), err)
-		}
-		err = tx.QueryRowContext(ctx, "SELECT state FROM rebalance_fence WHERE owner = $1", owner).Scan(&state)
+		// The owner's lock shared, then its fence, in one round trip (rebalance_enter).
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3)", s.ns, lockKey(owner), owner).Scan(&state)
 	default:
 		// A write first: it takes the write lock now, so no fence change can commit between
 		// this read and the end of the transaction.
@@ -113,31 +111,14 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 	if state > rebalance.Moved {
 		return fmt.Errorf("sqlstore: set fence to %v: %w", state, rebalance.ErrConfig)
 	}
+	if s.dialect == PostgreSQL {
+		return s.setFencePG(ctx, migration, owners, shard, state, token)
+	}
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if s.dialect == PostgreSQL {
-		// One statement takes the migration's token lock shared (see checkToken) and the
-		// owners exclusive, in key order, so that two fence changes of overlapping owners
-		// cannot deadlock.
-		keys := make([]int32, len(owners))
-		for i, o := range owners {
-			keys[i] = lockKey(o)
-		}
-		slices.Sort(keys)
-		var q strings.Builder
-		q.WriteString("SELECT pg_advisory_xact_lock_shared($1, $2)")
-		args := []any{epochNS, lockKey(migration), s.ns}
-		for _, k := range slices.Compact(keys) {
-			args = append(args, k)
-			fmt.Fprintf(&q, ", pg_advisory_xact_lock($3, $%d)", len(args))
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return s.wrap(shard, "lock owners for a fence change", err)
-		}
-	}
 	if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
 		return err
 	}
@@ -164,6 +145,34 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 		}
 	}
 	return s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
+}
+
+// setFencePG is SetFence on PostgreSQL: one statement, rebalance_set_fence, that takes the
+// migration's token lock shared and the owners exclusive in key order (two fence changes of
+// overlapping owners cannot deadlock), checks the token and writes the fences.
+func (s *Store) setFencePG(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	db, err := s.shard(shard)
+	if err != nil {
+		return err
+	}
+	if token > math.MaxInt64 {
+		return s.wrap(shard, "check mover token", fmt.Errorf("token %d above %d: %w", token, int64(math.MaxInt64), rebalance.ErrConfig))
+	}
+	keys := make([]int32, len(owners))
+	for i, o := range owners {
+		keys[i] = lockKey(o)
+	}
+	slices.Sort(keys)
+	var newest int64
+	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8)",
+		s.ns, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token)).Scan(&newest)
+	if err != nil {
+		return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
+	}
+	if newest > int64(token) {
+		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
+	}
+	return nil
 }
 
 // Claim records token for migration on every shard and in the control database, or
@@ -206,7 +215,7 @@ var epochNS = func() int32 {
 
 // How checkToken takes the migration's token lock on PostgreSQL.
 const (
-	tokenHeld      = iota // the caller took it shared
+	tokenHeld      = iota // SQLite's fence change: its write lock is the token lock
 	tokenShared           // a mover's step: many at once
 	tokenExclusive        // a claim: waits for the steps under way
 )

@@ -12,9 +12,11 @@
 // owner shared against a fence change on that shard:
 //
 //   - PostgreSQL: pg_advisory_xact_lock_shared on the shard's own connection, then the fence
-//     is read by a second statement, so under READ COMMITTED (which Access asks for) it sees
-//     every fence committed before the lock was granted; a fence change takes
-//     pg_advisory_xact_lock on the same key and so waits for the accesses under way.
+//     is read by a statement of its own, so under READ COMMITTED (which Access asks for) it
+//     sees every fence committed before the lock was granted; a fence change takes
+//     pg_advisory_xact_lock on the same key and so waits for the accesses under way. Both
+//     are plpgsql functions that Init creates on each shard (rebalance_enter,
+//     rebalance_set_fence): one round trip each, not three or five.
 //   - SQLite: the first statement of the transaction writes (an UPDATE of the owner's fence
 //     row, which takes the database's write lock even when no row matches), so the
 //     transaction holds the write lock from its first read on, and a fence change, itself a
@@ -243,6 +245,55 @@ CREATE TABLE IF NOT EXISTS rebalance_epoch (
 	token     BIGINT NOT NULL
 )`
 
+// pgFunctions are the PostgreSQL functions of a shard: each does in one round trip what
+// would otherwise take several, which matters in the exclusive window of a move and in every
+// access. A plpgsql function declared VOLATILE runs each of its statements on a snapshot
+// taken when the statement starts (READ COMMITTED), so a read after a lock sees every change
+// committed before the lock was granted, as two statements of a transaction would.
+var pgFunctions = []string{`
+CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text) RETURNS integer
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE st integer;
+BEGIN
+	-- Held until the caller's transaction ends: a fence change of o waits for it.
+	PERFORM pg_advisory_xact_lock_shared(ns, k);
+	SELECT state INTO st FROM rebalance_fence WHERE owner = o;
+	RETURN st;
+END
+$f$`, `
+CREATE OR REPLACE FUNCTION rebalance_set_fence(ns integer, epoch_ns integer, mkey integer, keys integer[],
+	owners text[], st integer, m text, tok bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+	k integer;
+	newest bigint;
+BEGIN
+	-- The migration's token lock shared (a claim takes it exclusive), then the owners
+	-- exclusive in the order of keys (sorted by the caller: no deadlock between two changes).
+	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
+	FOREACH k IN ARRAY keys LOOP
+		PERFORM pg_advisory_xact_lock(ns, k);
+	END LOOP;
+	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
+	IF newest IS NULL OR newest < tok THEN
+		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
+			ON CONFLICT (migration) DO UPDATE SET token = GREATEST(rebalance_epoch.token, excluded.token)
+			RETURNING token INTO newest;
+	END IF;
+	IF newest > tok THEN
+		RETURN newest; -- a newer mover claimed the migration: nothing changes
+	END IF;
+	IF st = 0 THEN
+		DELETE FROM rebalance_fence WHERE owner = ANY(owners);
+	ELSE
+		INSERT INTO rebalance_fence (owner, state, migration, token)
+			SELECT o, st, m, tok FROM unnest(owners) AS o
+			ON CONFLICT (owner) DO UPDATE SET state = excluded.state, migration = excluded.migration, token = excluded.token;
+	END IF;
+	RETURN newest;
+END
+$f$`}
+
 // ErrMissingTable reports a shard without the data table: a shard lost and recreated empty,
 // or a wrong database. Init refuses to use it rather than take it for an empty shard.
 var ErrMissingTable = errors.New("data table missing")
@@ -261,6 +312,11 @@ func (s *Store) Init(ctx context.Context) error {
 		if err := execAll(ctx, db, shardSchema); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
+		if s.dialect == PostgreSQL {
+			if err := createFunctions(ctx, db); err != nil {
+				return s.wrap(i, "create fence functions", err)
+			}
+		}
 	}
 	if err := execAll(ctx, s.control, controlSchema); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
@@ -276,6 +332,26 @@ func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, er
 	var n int
 	err := db.QueryRowContext(ctx, q, name).Scan(&n)
 	return n > 0, err
+}
+
+// createFunctions creates or replaces pgFunctions, under an advisory lock: PostgreSQL
+// refuses two CREATE OR REPLACE of one function at once ("tuple concurrently updated"), and
+// every process calls Init when it starts.
+func createFunctions(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", epochNS); err != nil {
+		return err
+	}
+	for _, f := range pgFunctions {
+		if _, err := tx.ExecContext(ctx, f); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // execAll runs the statements of a schema one by one: drivers differ on several in one Exec.
