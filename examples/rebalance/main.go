@@ -71,6 +71,7 @@ type config struct {
 	rows                 int
 	killEvery, idle, ttl time.Duration
 	moverPace            time.Duration
+	appPause             time.Duration
 	role, prefix, ledger string
 	proc                 int
 	wait                 bool
@@ -156,6 +157,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.IntVar(&c.rows, "rows", 0, fmt.Sprintf("with -procs: messages loaded in all, -messages = rows / -users (default %d users x %d messages)", procsUsers, procsMessages))
 	fs.DurationVar(&c.idle, "idle", time.Second, "with -procs: how long the application processes run before the mover starts and after it ends (the idle latencies)")
 	fs.DurationVar(&c.ttl, "ttl", 2*time.Second, "with -procs: the etcd session lease of each process; a killed mover is replaced about this long after its death")
+	fs.DurationVar(&c.appPause, "app-pause", defaultAppPause, "with -procs: each writer and reader of an application process pauses this long between two accesses (the foreground's rate)")
 	fs.DurationVar(&c.moverPace, "mover-pace", 0, "with -procs: the mover pauses this long after each user it moves, so that the kills of a small run land in the middle of its moves")
 	fs.StringVar(&c.role, "role", "", "hidden: app or mover, a child process of -procs")
 	fs.IntVar(&c.proc, "proc", 0, "hidden: the number of an application process")

@@ -43,7 +43,7 @@ func (c config) roleArgs(role string, proc int, endpoints []string, prefix, ackD
 		"-prefix", prefix, "-ledger", ackDir, "-shards", strconv.Itoa(c.shards), "-grow", strconv.Itoa(c.grow),
 		"-users", strconv.Itoa(c.users), "-messages", strconv.Itoa(c.messages),
 		"-writers", strconv.Itoa(c.writers), "-readers", strconv.Itoa(c.readers), "-movers", strconv.Itoa(c.movers),
-		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String()}
+		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String(), "-app-pause", c.appPause.String()}
 	args = append(args, c.etcdArgs()...)
 	if c.pg != "" {
 		args = append(args, "-pg", c.pg)
@@ -285,7 +285,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		v.lost, v.duplicate, v.misplaced, rows, float64(rows)/max(took.Seconds(), 1e-9),
 		v.rows, v.loaded, v.acked, v.unacked, v.unknown, nkills, verdict)
 	fmt.Fprintf(out, "kills: %s\n", kills)
-	printFigures(out, fig, cs, steps, parentRole)
+	printFigures(out, fig, cs, steps, parentRole, c.appPause)
 	if !v.ok() {
 		return errVerify
 	}
@@ -398,7 +398,7 @@ func parseStats(role, s string) map[string]string {
 
 // printFigures prints the foreground latencies of every incarnation of the application
 // processes, by class, and the peak RSS of each role.
-func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, parentRole string) {
+func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, parentRole string, pause time.Duration) {
 	all, writes, reads, retries := &f.lat, f.writes, f.reads, f.retries
 	apps, starts := cs.starts("app")
 	missing := ""
@@ -407,6 +407,15 @@ func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, par
 	}
 	fmt.Fprintf(out, "foreground (all %d incarnations of the %d application processes%s; one killed loses its last %v at most): %d writes, %d reads, %d retries after a fence\n",
 		starts, apps, missing, statsInterval, writes, reads, retries)
+	if _, took := steps.total(); took > 0 {
+		var during uint64
+		for c := range classes {
+			if c != classIdle {
+				during += all.reads[c].n + all.writes[c].n
+			}
+		}
+		fmt.Fprintf(out, "  during the migration: %.0f accesses/s (-app-pause %v)\n", float64(during)/took.Seconds(), pause)
+	}
 	for c := range classes {
 		fmt.Fprintf(out, "  %-28s reads p50 %8v p99 %8v (%d)   writes p50 %8v p99 %8v (%d)\n", classNames[c]+":",
 			round(all.reads[c].percentile(0.5)), round(all.reads[c].percentile(0.99)), all.reads[c].n,

@@ -29,8 +29,8 @@ func (c config) checkProcs() error {
 		return fmt.Errorf("-role app needs -ledger: the directory of the -procs run's ledgers")
 	case c.writers > 16:
 		return fmt.Errorf("-writers %d: want at most 16 (message IDs hold 16 writers per process)", c.writers)
-	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second || c.moverPace < 0:
-		return fmt.Errorf("-kill-every %v -idle %v -ttl %v -mover-pace %v: want > 0, >= 0, >= 1s, >= 0", c.killEvery, c.idle, c.ttl, c.moverPace)
+	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second || c.moverPace < 0 || c.appPause < 0:
+		return fmt.Errorf("-kill-every %v -idle %v -ttl %v -mover-pace %v -app-pause %v: want > 0, >= 0, >= 1s, >= 0, >= 0", c.killEvery, c.idle, c.ttl, c.moverPace, c.appPause)
 	case c.rows < 0 || c.rows > 0 && (c.rows/c.users < 1 || c.rows/c.users > 100_000):
 		return fmt.Errorf("-rows %d -users %d: want rows / users in [1, 100000]", c.rows, c.users)
 	}
@@ -253,7 +253,7 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 		return err
 	}
 	defer log.close()
-	a := &appWorkload{proc: c.proc, users: c.users, messages: c.messages, log: log, mine: map[int64]int64{},
+	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{},
 		route: &placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}}
 	stats := statsName(c.ledger, c.proc, os.Getpid())
 	// Written before "working": the parent kills only a process at work, so every
