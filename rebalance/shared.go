@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -192,6 +193,42 @@ type SharedStats struct {
 	// MaxExclusive is the longest time one owner was served by no shard: from the call that
 	// fences its old shard to the return of the one that commits its new shard.
 	MaxExclusive time.Duration
+	// Windows counts those exclusive windows: one per group of owners committed together, one
+	// per owner resumed alone. ExclusiveQuantile tells how long they were.
+	Windows int64
+	windows [windowBuckets]int64
+}
+
+// The exclusive windows' histogram: bucket i holds the windows in (b(i-1), b(i)], b(i) =
+// 100 µs × 2^(i/8) (each bucket under 9% wide), bucket 0 those up to 100 µs, and the last
+// one everything above its start (about an hour).
+const (
+	windowBuckets = 8 * 25
+	windowBase    = 100 * time.Microsecond
+)
+
+func windowBucket(d time.Duration) int {
+	if d <= windowBase {
+		return 0
+	}
+	return min(int(math.Ceil(8*math.Log2(float64(d)/float64(windowBase)))), windowBuckets-1)
+}
+
+// ExclusiveQuantile returns the q quantile, 0 < q <= 1, of the exclusive windows: the end of
+// the histogram bucket that holds it (at most 9% above it), or MaxExclusive if less; 0 if
+// there was no window or q is out of range.
+func (s SharedStats) ExclusiveQuantile(q float64) time.Duration {
+	if s.Windows == 0 || !(q > 0 && q <= 1) {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(s.Windows)))
+	var seen int64
+	for i, n := range s.windows {
+		if seen += n; seen >= rank && i < windowBuckets-1 {
+			return min(time.Duration(float64(windowBase)*math.Exp2(float64(i)/8)), s.MaxExclusive)
+		}
+	}
+	return s.MaxExclusive
 }
 
 // Shared routes each owner to the shard that serves it while a resize moves the data, for
@@ -210,6 +247,7 @@ type Shared[Tx any] struct {
 
 	moved, rows  atomic.Int64
 	maxExclusive atomic.Int64 // nanoseconds
+	windows      [windowBuckets]atomic.Int64
 }
 
 // NewShared returns a Shared migration with the given ID from before to after over store.
@@ -246,7 +284,12 @@ func (m *Shared[Tx]) ID() string { return m.id }
 
 // Stats returns what this value's Runs have done so far.
 func (m *Shared[Tx]) Stats() SharedStats {
-	return SharedStats{Moved: m.moved.Load(), Rows: m.rows.Load(), MaxExclusive: time.Duration(m.maxExclusive.Load())}
+	st := SharedStats{Moved: m.moved.Load(), Rows: m.rows.Load(), MaxExclusive: time.Duration(m.maxExclusive.Load())}
+	for i := range m.windows {
+		st.windows[i] = m.windows[i].Load()
+		st.Windows += st.windows[i]
+	}
+	return st
 }
 
 // Do calls fn in a transaction on the shard that serves owner now, with that shard, and
@@ -630,6 +673,7 @@ func countsErr(n []int64, owners []string, err error) error {
 }
 
 func (m *Shared[Tx]) noteExclusive(held time.Duration) {
+	m.windows[windowBucket(held)].Add(1)
 	for {
 		old := m.maxExclusive.Load()
 		if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {

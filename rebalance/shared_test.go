@@ -190,6 +190,29 @@ func TestSharedMoveBackOverAnUnfinishedDeletion(t *testing.T) {
 	w.check(t, false)
 }
 
+func TestExclusiveQuantile(t *testing.T) {
+	var m Shared[*MemTx]
+	require.Zero(t, m.Stats().ExclusiveQuantile(0.5), "no window")
+	// 1..1000 ms: the q quantile is q × 1000 ms, to within a bucket (9%).
+	for i := 1; i <= 1000; i++ {
+		m.noteExclusive(time.Duration(i) * time.Millisecond)
+	}
+	st := m.Stats()
+	require.Equal(t, int64(1000), st.Windows)
+	for _, q := range []float64{0.001, 0.1, 0.5, 0.9, 0.99, 1} {
+		want := time.Duration(q * float64(time.Second))
+		got := st.ExclusiveQuantile(q)
+		require.GreaterOrEqual(t, got, want, "q %v", q)
+		require.LessOrEqual(t, float64(got), 1.09*float64(want), "q %v", q)
+	}
+	require.Equal(t, time.Second, st.ExclusiveQuantile(1), "never above the longest")
+	require.Zero(t, st.ExclusiveQuantile(0))
+	require.Zero(t, st.ExclusiveQuantile(1.5))
+	m.noteExclusive(50 * time.Microsecond)
+	m.noteExclusive(100 * time.Hour)
+	require.Equal(t, 100*time.Hour, m.Stats().ExclusiveQuantile(1))
+}
+
 // TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
 // a whole migration, with the write done or not, while writers keep writing; a new Shared
 // (another process) then resumes, and nothing is lost, duplicated or misplaced.

@@ -66,7 +66,7 @@ func BenchmarkMove(b *testing.B) {
 				shrink := shrinkOf(b, grow)
 				mover := e.open(b, benchConc)
 				var moved, owners int64
-				var exclusive time.Duration
+				var exclusive, p99 time.Duration
 				var took time.Duration
 				var heap uint64
 				runtime.GC()
@@ -85,11 +85,13 @@ func BenchmarkMove(b *testing.B) {
 					moved += st.Rows
 					owners += st.Moved
 					exclusive = max(exclusive, st.MaxExclusive)
+					p99 = max(p99, st.ExclusiveQuantile(0.99))
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(moved)/took.Seconds(), "rows/s")
 				b.ReportMetric(float64(owners)/took.Seconds(), "owners/s")
 				b.ReportMetric(float64(exclusive.Microseconds())/1000, "max-exclusive-ms")
+				b.ReportMetric(float64(p99.Microseconds())/1000, "p99-exclusive-ms")
 				b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MiB")
 			})
 		}

@@ -450,8 +450,9 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 			return lost(err)
 		}
 		st := m.Stats()
-		fmt.Fprintf(out, "step %d done: this incarnation moved %d users, %d rows in %v; longest time an owner was served by no shard %v\n",
-			i+1, st.Moved, st.Rows, time.Since(start).Round(time.Millisecond), st.MaxExclusive.Round(time.Microsecond))
+		fmt.Fprintf(out, "step %d done: this incarnation moved %d users, %d rows in %v; users served by no shard (%d windows): p50 %v, p99 %v, longest %v\n",
+			i+1, st.Moved, st.Rows, time.Since(start).Round(time.Millisecond), st.Windows,
+			st.ExclusiveQuantile(0.5).Round(100*time.Microsecond), st.ExclusiveQuantile(0.99).Round(100*time.Microsecond), st.MaxExclusive.Round(100*time.Microsecond))
 	}
 }
 
