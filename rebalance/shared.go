@@ -252,8 +252,8 @@ func (m *Shared[Tx]) Stats() SharedStats {
 // changes is tried on its old shard, then, if that one says moved, on its new shard; while
 // neither serves it (the mover is between fencing the old shard and committing the new one,
 // a few ms) Do backs off and tries again, up to SharedOptions.FenceWait, then returns an
-// error wrapping ErrFenced that says so. fn may be called more than once if it returns an
-// error wrapping ErrFenced; it must not call Do, Run or Finish.
+// error wrapping ErrFenced that says so. fn may be called more than once (after an error
+// wrapping ErrFenced, or if the store runs an access again); it must not call Do, Run or Finish.
 func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {

@@ -210,3 +210,27 @@ func TestSQLiteWriteWhileLocked(t *testing.T) {
 		t.Fatalf("got %v, %d rows, fn ran %d times, its first insert failed with %v; want nil, 2 rows, twice, SQLITE_BUSY", err, rows, calls, first)
 	}
 }
+
+// TestSQLiteWriteQueuedBehindFence: a write access that finds the write lock held by a fence
+// change of its owner, for longer than Access retries from new snapshots, queues for the
+// lock and then reads the new fence: it is refused, and writes nothing.
+func TestSQLiteWriteQueuedBehindFence(t *testing.T) {
+	err, _, calls, rows := staleWrite(t, func(ctx context.Context, other *proc) (func(), error) {
+		fence, err := other.dbs[0].BeginTx(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := fence.ExecContext(ctx, "INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ('42', $1, 'm', 1)", int(rebalance.Moved)); err != nil {
+			return nil, err
+		}
+		return func() {
+			go func() {
+				time.Sleep(300 * time.Millisecond) // past the retries from new snapshots
+				fence.Commit()
+			}()
+		}, nil
+	})
+	if !isFenced(err) || rows != 1 {
+		t.Fatalf("a write queued behind its owner's fence change: got %v, %d rows (fn ran %d times); want ErrFenced and the 1 row from before", err, rows, calls)
+	}
+}
