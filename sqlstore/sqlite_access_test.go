@@ -42,12 +42,13 @@ func insertRows(t *testing.T, db *sql.DB, n int) {
 	}
 }
 
-func countOwner(t *testing.T, tx interface {
+// countOwner returns how many messages of owner 42 q (a transaction or a pool) sees.
+func countOwner(t *testing.T, q interface {
 	QueryRow(string, ...any) *sql.Row
 }) int {
 	t.Helper()
 	var n int
-	if err := tx.QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = 42").Scan(&n); err != nil {
+	if err := q.QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = 42").Scan(&n); err != nil {
 		t.Error(err)
 	}
 	return n
