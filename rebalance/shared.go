@@ -111,11 +111,14 @@ type SharedStore[Tx any] interface {
 	// change a fence or a mark the new one has read.
 	Claim(ctx context.Context, migration string, token uint64) error
 	// Access runs fn in one transaction on shard, if shard serves owner, and commits it.
-	// In that transaction it first holds owner shared against a change of owner's fence on
-	// shard (a change waits for the accesses under way; accesses of one owner do not wait for
-	// each other), then reads the fence: if it is not Serving, Access returns a *FenceError
-	// without calling fn. If fn returns an error, the transaction is rolled back and Access
-	// returns that error.
+	// It reads owner's fence in that transaction, and no change of that fence may commit
+	// between the read and the end of fn's writes: it holds owner shared against a change
+	// (a change waits for the accesses under way; accesses of one owner do not wait for each
+	// other), or reads on a snapshot and writes only if nothing committed since (then an
+	// access that only reads takes effect at its snapshot). If the fence is not Serving,
+	// Access returns a *FenceError without calling fn. If fn returns an error, the
+	// transaction is rolled back and Access returns that error, or, if the store can tell
+	// that fn's write failed only for a change since its snapshot, runs the access again.
 	Access(ctx context.Context, owner string, shard int, fn func(tx Tx) error) error
 	// Fences returns the fence of each of owners on shard, in the order of owners.
 	Fences(ctx context.Context, owners []string, shard int) ([]Fence, error)
@@ -298,8 +301,8 @@ func (m *Shared[Tx]) Stats() SharedStats {
 // changes is tried on its old shard, then, if that one says moved, on its new shard; while
 // neither serves it (the mover is between fencing the old shard and committing the new one,
 // a few ms) Do backs off and tries again, up to SharedOptions.FenceWait, then returns an
-// error wrapping ErrFenced that says so. fn may be called more than once if it returns an
-// error wrapping ErrFenced; it must not call Do, Run or Finish.
+// error wrapping ErrFenced that says so. fn may be called more than once (after an error
+// wrapping ErrFenced, or if the store runs an access again); it must not call Do, Run or Finish.
 func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {

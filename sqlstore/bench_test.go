@@ -1,11 +1,14 @@
 package sqlstore_test
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
 
 // benchEngines runs f on SQLite and, if it runs, PostgreSQL.
@@ -120,27 +125,49 @@ func readLast(ctx context.Context, m *rebalance.Shared[*sql.Tx], user string) er
 
 // BenchmarkLatency measures foreground reads and writes (4 processes of their own, each an
 // operation every 2 ms: insert a message, or read a user's last 20) for 3 s idle, then
-// during a 5 -> 10 migration of 200k messages (1,000 users, 4 movers), and reports p50 and
-// p99 of each phase for users that do not move and for users that move.
+// during a 5 -> 10 migration of 200k messages (1,000 users), and reports p50 and p99 of
+// each phase for users that do not move ("still") and for users that move, reads and
+// writes apart, and for still users the ratio of p99 during to p99 idle: of reads, of
+// writes, and of both together (still-p99-during/idle, the goal of 2x).
 //
-// movers=4 is the mover at full speed; movers=1 (one mover, chunks of 200 rows, groups of
-// 4) trades migration time for the foreground, which matters most on SQLite, where every
-// write transaction of a database waits for the one before it.
+// mover=process runs the mover in a process of its own (this test binary re-executed), as
+// a deployment would (examples/rebalance); mover=inproc runs it in the benchmark's process,
+// where on SQLite the database work of the mover and of the foreground share the Go
+// scheduler's 2 Ps, and a read waits for a P behind the mover's statements. movers=4 is
+// the mover at full speed; movers=1 (one mover, chunks of 200 rows, groups of 4) trades
+// migration time for the foreground, which matters most on SQLite, where every write
+// transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g adds a
+// case with Concurrency c, ChunkRows k and Group g.
 func BenchmarkLatency(b *testing.B) {
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
-		for _, gentle := range []bool{false, true} {
-			mover := rebalance.SharedOptions{Token: 1, Concurrency: 4}
-			label := "movers=4"
-			if gentle {
-				mover = rebalance.SharedOptions{Token: 1, Concurrency: 1, ChunkRows: 200, Group: 4}
-				label = "movers=1"
+		cases := []struct {
+			label string
+			opts  rebalance.SharedOptions
+		}{
+			{"movers=4", rebalance.SharedOptions{Token: 1, Concurrency: 4}},
+			{"movers=1", rebalance.SharedOptions{Token: 1, Concurrency: 1, ChunkRows: 200, Group: 4}},
+		}
+		if v := os.Getenv("SQLSTORE_LAT_MOVERS"); v != "" {
+			var c, k, g int
+			if _, err := fmt.Sscanf(v, "%d,%d,%d", &c, &k, &g); err != nil {
+				b.Fatalf("SQLSTORE_LAT_MOVERS=%q: want concurrency,chunk rows,group: %v", v, err)
 			}
-			b.Run(label, func(b *testing.B) { benchLatency(b, mk, mover) })
+			cases = append(cases, struct {
+				label string
+				opts  rebalance.SharedOptions
+			}{"movers=" + v, rebalance.SharedOptions{Token: 1, Concurrency: c, ChunkRows: k, Group: g}})
+		}
+		for _, own := range []bool{true, false} {
+			b.Run(map[bool]string{true: "mover=process", false: "mover=inproc"}[own], func(b *testing.B) {
+				for _, c := range cases {
+					b.Run(c.label, func(b *testing.B) { benchLatency(b, mk, c.opts, own) })
+				}
+			})
 		}
 	})
 }
 
-func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance.SharedOptions) {
+func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance.SharedOptions, ownProcess bool) {
 	{
 		e := mk(b, 10)
 		admin := e.open(b, 2)
@@ -152,7 +179,7 @@ func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance
 		)
 		var (
 			mu    sync.Mutex
-			lat   [2][2][]time.Duration // [phase][moving]
+			lat   [2][2][2][]time.Duration // [phase][moving][write]
 			phase atomic.Int32
 			done  atomic.Bool
 			wg    sync.WaitGroup
@@ -178,7 +205,8 @@ func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance
 						ph := phase.Load()
 						began := time.Now()
 						var err error
-						if n%2 == 0 {
+						write := n % 2
+						if write == 1 {
 							err = w.write(ctx, m, u)
 						} else {
 							err = readLast(ctx, m, u)
@@ -189,18 +217,24 @@ func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance
 							return
 						}
 						mu.Lock()
-						lat[ph][moving] = append(lat[ph][moving], d)
+						lat[ph][moving][write] = append(lat[ph][moving][write], d)
 						mu.Unlock()
 						time.Sleep(2 * time.Millisecond)
 					}
 				})
 			}
 			time.Sleep(3 * time.Second)
-			phase.Store(during)
-			mover := w.shared(b, e.open(b, max(opts.Concurrency, 1)), "latency", opts)
-			began := time.Now()
-			err := mover.Run(context.Background(), slices.Values(w.users))
-			took := time.Since(began)
+			var err error
+			var took time.Duration
+			if ownProcess {
+				took, err = moveInProcess(w, opts, func() { phase.Store(during) })
+			} else {
+				mover := w.shared(b, e.open(b, max(opts.Concurrency, 1)), "latency", opts)
+				phase.Store(during)
+				began := time.Now()
+				err = mover.Run(context.Background(), slices.Values(w.users))
+				took = time.Since(began)
+			}
 			done.Store(true)
 			wg.Wait()
 			if err != nil {
@@ -221,14 +255,23 @@ func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance
 		}
 		for ph, pname := range []string{"idle", "during"} {
 			for mv, mname := range []string{"still", "moving"} {
-				d := lat[ph][mv]
-				b.ReportMetric(pct(d, 0.50), pname+"-"+mname+"-p50-ms")
-				b.ReportMetric(pct(d, 0.99), pname+"-"+mname+"-p99-ms")
+				for wr, oname := range []string{"read", "write"} {
+					d := lat[ph][mv][wr]
+					b.ReportMetric(pct(d, 0.50), pname+"-"+mname+"-"+oname+"-p50-ms")
+					b.ReportMetric(pct(d, 0.99), pname+"-"+mname+"-"+oname+"-p99-ms")
+				}
 			}
 		}
-		if p := pct(lat[idle][0], 0.99); p > 0 {
-			b.ReportMetric(pct(lat[during][0], 0.99)/p, "still-p99-during/idle")
+		ratio := func(during, idle []time.Duration) float64 {
+			if p := pct(idle, 0.99); p > 0 {
+				return pct(during, 0.99) / p
+			}
+			return 0
 		}
+		still := func(ph int) []time.Duration { return slices.Concat(lat[ph][0][0], lat[ph][0][1]) }
+		b.ReportMetric(ratio(lat[during][0][0], lat[idle][0][0]), "still-read-p99-during/idle")
+		b.ReportMetric(ratio(lat[during][0][1], lat[idle][0][1]), "still-write-p99-during/idle")
+		b.ReportMetric(ratio(still(during), still(idle)), "still-p99-during/idle")
 	}
 }
 
@@ -238,3 +281,83 @@ var benchConc = func() int {
 	}
 	return 8
 }()
+
+// moverEnv, when set, makes the test binary a mover process (see benchLatency): its value is
+// a moverConfig in JSON.
+const moverEnv = "SQLSTORE_TEST_MOVER"
+
+type moverConfig struct {
+	Dialect sqlstore.Dialect
+	Shards  []string
+	Control string
+	Users   []string
+	// the SharedOptions (Progress, a func, does not travel)
+	Token                         uint64
+	Concurrency, ChunkRows, Group int
+}
+
+// moveInProcess runs w's migration "latency" in a mover process of its own, calls moving
+// when the process starts moving, and returns how long the move took there.
+func moveInProcess(w *world, opts rebalance.SharedOptions, moving func()) (time.Duration, error) {
+	cfg, err := json.Marshal(moverConfig{Dialect: w.e.dialect, Shards: w.e.shards, Control: w.e.control, Users: w.users,
+		Token: opts.Token, Concurrency: opts.Concurrency, ChunkRows: opts.ChunkRows, Group: opts.Group})
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), moverEnv+"="+string(cfg))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(out)
+	line, _ := r.ReadString('\n')
+	if line == "moving\n" {
+		moving()
+		line, _ = r.ReadString('\n')
+	}
+	err = cmd.Wait()
+	var seconds float64
+	var moved int
+	if _, serr := fmt.Sscanf(line, "took %g moved %d\n", &seconds, &moved); err == nil && (serr != nil || moved == 0) {
+		err = fmt.Errorf("mover process: %q: nothing moved or %v", line, serr)
+	}
+	return time.Duration(seconds * float64(time.Second)), err
+}
+
+// moverMain is benchLatency's mover process: it moves the users of the 5 -> 10 migration
+// "latency" and exits, 0 if the move succeeded.
+func moverMain() int {
+	var c moverConfig
+	if err := json.Unmarshal([]byte(os.Getenv(moverEnv)), &c); err != nil {
+		fmt.Fprintln(os.Stderr, "mover:", err)
+		return 2
+	}
+	e := &engine{dialect: c.Dialect, driver: map[sqlstore.Dialect]string{sqlstore.SQLite: "sqlite", sqlstore.PostgreSQL: "pgx"}[c.Dialect],
+		shards: c.Shards, control: c.Control}
+	p, err := e.openErr(max(c.Concurrency, 1))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mover:", err)
+		return 2
+	}
+	before, _ := shard.NewJump(5)
+	after, _ := shard.NewJump(10)
+	m, err := rebalance.NewShared("latency", before, after, rebalance.SharedStore[*sql.Tx](p.store),
+		rebalance.SharedOptions{Token: c.Token, Concurrency: c.Concurrency, ChunkRows: c.ChunkRows, Group: c.Group})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mover:", err)
+		return 2
+	}
+	fmt.Println("moving")
+	began := time.Now()
+	if err := m.Run(context.Background(), slices.Values(c.Users)); err != nil {
+		fmt.Fprintln(os.Stderr, "mover:", err)
+		return 3
+	}
+	fmt.Printf("took %g moved %d\n", time.Since(began).Seconds(), m.Stats().Moved)
+	return 0
+}

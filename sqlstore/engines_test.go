@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
+	if os.Getenv(moverEnv) != "" {
+		os.Exit(moverMain())
+	}
 	var err error
 	pg, err = startPostgres()
 	if err != nil {

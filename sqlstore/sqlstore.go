@@ -8,8 +8,8 @@
 // Each shard holds a table rebalance_fence (owner, state, migration, token) and rebalance_epoch
 // (migration, token); the control database holds rebalance_marks (migration, owner, mark), the
 // table examples/rebalance already uses, and its own rebalance_epoch. [Store.Access] reads the
-// owner's fence in the transaction that runs the application's statements, after taking the
-// owner shared against a fence change on that shard:
+// owner's fence in the transaction that runs the application's statements, and no fence
+// change on that shard commits between that read and the access's writes:
 //
 //   - PostgreSQL: pg_advisory_xact_lock_shared on the shard's own connection, then the fence
 //     is read by a statement of its own, so under READ COMMITTED (which Access asks for) it
@@ -17,11 +17,20 @@
 //     pg_advisory_xact_lock on the same key and so waits for the accesses under way. Both
 //     are plpgsql functions that Init creates on each shard (rebalance_enter,
 //     rebalance_set_fence): one round trip each, not three or five.
-//   - SQLite: the first statement of the transaction writes (an UPDATE of the owner's fence
-//     row, which takes the database's write lock even when no row matches), so the
-//     transaction holds the write lock from its first read on, and a fence change, itself a
-//     write transaction, runs before or after it, never in between. Set a busy timeout
-//     (_pragma=busy_timeout(10000)) and WAL (_pragma=journal_mode(WAL)) in the DSN.
+//   - SQLite, in WAL mode: the fence read opens the transaction's snapshot and takes no lock,
+//     so reads never wait for the mover. An access that only reads took effect at its
+//     snapshot, where the shard served the owner. A write in the transaction takes the
+//     database's write lock, which SQLite grants only if nothing committed since the snapshot
+//     (else it fails at once with SQLITE_BUSY_SNAPSHOT, or SQLITE_BUSY while another
+//     connection writes: https://www.sqlite.org/rescode.html#busy_snapshot), and holds it to
+//     the commit; a fence change, itself a write transaction, thus commits before the fence
+//     read or after the access, never in between. An access whose write fails so wrote
+//     nothing: Access runs it again, with fn called again, from a new snapshot (retrying
+//     finely for a while), then with the write lock taken first (an UPDATE of the owner's
+//     fence row, which takes it even when no row matches). Set WAL
+//     (_pragma=journal_mode(WAL)) and a busy timeout (_pragma=busy_timeout(10000)) in the
+//     DSN. (Without WAL it is still safe, as a fence change cannot commit while a reader holds
+//     its shared lock, but readers and the mover wait for each other.)
 //
 // A process that routes by a stale placement, lost its lease or was partitioned away from the
 // coordinator still cannot read or write an owner on a shard that no longer serves it: the
@@ -49,6 +58,14 @@
 // each *sql.DB as many idle connections as the goroutines that use it at once
 // (SetMaxIdleConns): database/sql keeps 2 by default and otherwise opens and closes a
 // connection for most transactions, which on PostgreSQL costs more than the transaction.
+//
+// On SQLite every write transaction of a database waits for the one before it, the mover's
+// chunks included, so a foreground write during a migration waits for the chunk under way on
+// its shard; reads do not wait (see above). For a foreground p99 near idle, run the mover in
+// a process of its own (in the application's process its SQLite work also takes the Go
+// scheduler's Ps from the foreground) with one mover and small chunks
+// (rebalance.SharedOptions{Concurrency: 1, ChunkRows: 200, Group: 4}): BenchmarkLatency
+// measures both.
 //
 // A Store never creates a shard: [Store.Init] creates the fence tables in databases that
 // exist, and refuses a shard whose data table is missing (a lost SQLite file reopened empty, a

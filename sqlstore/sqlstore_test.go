@@ -328,11 +328,13 @@ func TestInitRefusesLostShard(t *testing.T) {
 	}
 }
 
-// TestFenceWaitsForAccessInFlight: a fence change on a shard waits for the accesses of that
-// owner that read the old fence there, and every access that starts after it sees the new
-// one. An access holds its transaction open (inside fn) while the fence change starts; when
-// SetFence returns, the access's row must be committed, so the tail copy that follows the
-// fence finds it.
+// TestFenceWaitsForAccessInFlight: a fence change on a shard waits for the writing
+// accesses of that owner that read the old fence there, and every access that starts after
+// it sees the new one. An access writes a row and holds its transaction open (inside fn)
+// while the fence change starts, then writes another; when SetFence returns, both rows must
+// be committed, so the tail copy that follows the fence finds them. (On SQLite an access
+// holds the owner from its first write on; one that only reads does not hold it at all: see
+// TestSQLiteReadDoesNotBlockFence.)
 func TestFenceWaitsForAccessInFlight(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -341,10 +343,17 @@ func TestFenceWaitsForAccessInFlight(t *testing.T) {
 		inside := make(chan struct{})
 		accessed := make(chan error, 1)
 		go func() {
+			calls := 0
 			accessed <- app.store.Access(ctx, owner, 0, func(tx *sql.Tx) error {
+				if calls++; calls > 1 {
+					return errors.New("fn called again: its first write did not hold the owner")
+				}
+				if _, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES (1, 42, 0, 'in flight', 0)"); err != nil {
+					return err
+				}
 				close(inside)
 				time.Sleep(300 * time.Millisecond) // long enough that a fence change that does not wait returns first
-				_, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES (1, 42, 0, 'in flight', 0)")
+				_, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES (2, 42, 0, 'in flight', 0)")
 				return err
 			})
 		}()
@@ -356,8 +365,8 @@ func TestFenceWaitsForAccessInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 1 {
-			t.Fatalf("SetFence returned while an access that read the old fence was still writing: %d rows committed, want 1", n)
+		if n != 2 {
+			t.Fatalf("SetFence returned while an access that read the old fence was still writing: %d rows committed, want 2", n)
 		}
 		if err := <-accessed; err != nil {
 			t.Fatal(err)
