@@ -158,6 +158,7 @@ const (
 	MaxChunkRows = 100_000
 	MaxBatch     = 10_000
 	MaxFenceWait = time.Hour
+	MaxYield     = 100
 )
 
 // SharedOptions tune a Shared migration. The zero value is valid: one mover of token 0,
@@ -180,6 +181,12 @@ type SharedOptions struct {
 	// statement, and they are served by no shard over one window (their tails). Zero means 16;
 	// 1 moves owners one by one.
 	Group int
+	// Yield, in [0, MaxYield], makes the mover wait after each chunk it copies or deletes
+	// while the old shard serves (not in the exclusive window) Yield times as long as the
+	// chunk took, leaving the shards to the application: 1 halves the mover's share of a
+	// shard. It matters most on SQLite, whose one write lock per database file a foreground
+	// write waits for while a mover's chunk holds it. Zero means no wait.
+	Yield float64
 	// FenceWait bounds how long Do waits for an owner that is between its fence on the old
 	// shard and its commit on the new one (a few ms, unless the mover stopped there), in [0,
 	// MaxFenceWait]. Zero means 10 s.
@@ -271,6 +278,8 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d: want [0, %d]: %w", id, opts.ChunkRows, MaxChunkRows, ErrConfig)
 	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
 		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
+	case !(opts.Yield >= 0 && opts.Yield <= MaxYield):
+		return nil, fmt.Errorf("rebalance: migration %q: Yield %v: want [0, %d]: %w", id, opts.Yield, MaxYield, ErrConfig)
 	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
 		return nil, fmt.Errorf("rebalance: migration %q: FenceWait %v: want [0, %v]: %w", id, opts.FenceWait, MaxFenceWait, ErrConfig)
 	}
@@ -622,11 +631,11 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
 	// window holds a few statements whatever the group's size: the fence, the tails (what
 	// the owners gained since their copy, in shared chunks), a count on each shard, the commit.
-	start := time.Now()
+	start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
 	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
 		return moved, err
 	}
-	if err := step("copy the tails", m.copyFrom(ctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
+	if err := step("copy the tails", m.copyFrom(wctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
 		return moved, err
 	}
 	na, err = m.store.Counts(ctx, fresh, a)
@@ -642,7 +651,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	for i, o := range fresh {
 		if na[i] != nb[i] {
 			// Rows committed behind the cursor, or deleted: the owner's own tail.
-			if err := m.tail(ctx, o, a, b, copiers[i:i+1]); err != nil {
+			if err := m.tail(wctx, o, a, b, copiers[i:i+1]); err != nil {
 				if errors.Is(err, ErrCopyMismatch) {
 					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
 						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
@@ -755,11 +764,11 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 		}
 		// From the fence on A to the commit on B, no shard serves the owner: Do waits.
-		start := time.Now()
+		start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
 		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
 			return err
 		}
-		if err := m.tail(ctx, owner, a, b, c); err != nil {
+		if err := m.tail(wctx, owner, a, b, c); err != nil {
 			if errors.Is(err, ErrCopyMismatch) {
 				// The old shard keeps every row: let it serve the owner again.
 				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
@@ -839,6 +848,7 @@ func cursors(cs []copier) []Cursor {
 func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs []copier, from []Cursor, advance bool) error {
 	after := slices.Clone(from)
 	for {
+		began := time.Now()
 		next, n, done, err := m.store.CopyChunk(ctx, owners, a, b, after, m.opts.ChunkRows)
 		switch {
 		case err != nil:
@@ -859,8 +869,28 @@ func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs
 		if n == 0 {
 			return errors.New("store copied no row after the cursors and said more are left")
 		}
+		if err := m.yield(ctx, began); err != nil {
+			return err
+		}
 	}
 }
+
+// yield waits Yield times as long as the chunk begun at began took, unless the exclusive
+// window of the mover's group is open (a chunk after the fence, in ctx: see Run).
+func (m *Shared[Tx]) yield(ctx context.Context, began time.Time) error {
+	if m.opts.Yield == 0 || ctx.Value(inWindow{}) != nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(m.opts.Yield * float64(time.Since(began)))):
+		return nil
+	}
+}
+
+// inWindow marks the context of the steps between a group's fence and its commit.
+type inWindow struct{}
 
 // copyAll copies owners' rows from a to b while a serves them. sizes, if not nil, are the
 // owners' row counts on a: owners that fit in one chunk together are copied together (a
@@ -961,8 +991,12 @@ func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c []copie
 // them (nothing adds rows there): a chunk short of the limit was the last.
 func (m *Shared[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
 	for {
+		began := time.Now()
 		n, err := m.store.DeleteChunk(ctx, owners, s, m.opts.ChunkRows)
 		if err != nil || n < m.opts.ChunkRows {
+			return err
+		}
+		if err := m.yield(ctx, began); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -213,6 +214,52 @@ func TestExclusiveQuantile(t *testing.T) {
 	require.Equal(t, 100*time.Hour, m.Stats().ExclusiveQuantile(1))
 }
 
+// slowChunks makes every copy chunk take at least 5 ms and records when each began and
+// ended, and whether the mover had fenced the old shard (the window) when it began.
+type slowChunks struct {
+	*MemShared
+	mu     sync.Mutex
+	calls  [][2]time.Time
+	window []bool
+	fenced atomic.Bool
+}
+
+func (s *slowChunks) SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
+	s.fenced.Store(state == Moved)
+	return s.MemShared.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+func (s *slowChunks) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+	began := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	next, n, done, err := s.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+	s.mu.Lock()
+	s.calls = append(s.calls, [2]time.Time{began, time.Now()})
+	s.window = append(s.window, s.fenced.Load())
+	s.mu.Unlock()
+	return next, n, done, err
+}
+
+// TestSharedYield: with Yield 2 the mover waits at least twice as long as a chunk took
+// before the next chunk of the copy.
+func TestSharedYield(t *testing.T) {
+	w := newSharedWorld(t, 10, 40, 1, 2).oneMoving(t)
+	store := &slowChunks{MemShared: w.store}
+	m := w.shared(t, "m", store, SharedOptions{Token: 1, ChunkRows: 10, Yield: 2})
+	require.NoError(t, m.Run(context.Background(), slices.Values(w.owners)))
+	w.check(t, true)
+	copies := 0
+	for i := 1; i < len(store.calls); i++ {
+		if store.window[i] || store.window[i-1] {
+			continue
+		}
+		copies++
+		took := store.calls[i-1][1].Sub(store.calls[i-1][0])
+		require.GreaterOrEqual(t, store.calls[i][0].Sub(store.calls[i-1][1]), 2*took, "chunk %d", i)
+	}
+	require.GreaterOrEqual(t, copies, 3, "40 rows in chunks of 10")
+}
+
 // TestSharedCrashAndResume fails the nth write of the mover to the store, for every n up to
 // a whole migration, with the write done or not, while writers keep writing; a new Shared
 // (another process) then resumes, and nothing is lost, duplicated or misplaced.
@@ -375,6 +422,9 @@ func TestSharedBadInput(t *testing.T) {
 		{"chunk", SharedOptions{ChunkRows: -1}, "m"},
 		{"batch", SharedOptions{Batch: MaxBatch + 1}, "m"},
 		{"wait", SharedOptions{FenceWait: -time.Second}, "m"},
+		{"yield", SharedOptions{Yield: -1}, "m"},
+		{"yield NaN", SharedOptions{Yield: math.NaN()}, "m"},
+		{"yield above", SharedOptions{Yield: MaxYield + 1}, "m"},
 	} {
 		_, err := NewShared(tc.id, w.before, w.after, SharedStore[*MemTx](w.store), tc.opts)
 		require.ErrorIs(t, err, ErrConfig, tc.name)

@@ -134,10 +134,11 @@ func readLast(ctx context.Context, m *rebalance.Shared[*sql.Tx], user string) er
 // a deployment would (examples/rebalance); mover=inproc runs it in the benchmark's process,
 // where on SQLite the database work of the mover and of the foreground share the Go
 // scheduler's 2 Ps, and a read waits for a P behind the mover's statements. movers=4 is
-// the mover at full speed; movers=1 (one mover, chunks of 200 rows, groups of 4) trades
+// the mover at full speed; movers=1 (one mover, chunks of 200 rows, groups of 4, a Yield
+// of 1: idle after each chunk as long as it took) trades
 // migration time for the foreground, which matters most on SQLite, where every write
-// transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g adds a
-// case with Concurrency c, ChunkRows k and Group g.
+// transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g[,y] adds a
+// case with Concurrency c, ChunkRows k, Group g and Yield y.
 func BenchmarkLatency(b *testing.B) {
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		cases := []struct {
@@ -145,17 +146,18 @@ func BenchmarkLatency(b *testing.B) {
 			opts  rebalance.SharedOptions
 		}{
 			{"movers=4", rebalance.SharedOptions{Token: 1, Concurrency: 4}},
-			{"movers=1", rebalance.SharedOptions{Token: 1, Concurrency: 1, ChunkRows: 200, Group: 4}},
+			{"movers=1", rebalance.SharedOptions{Token: 1, Concurrency: 1, ChunkRows: 200, Group: 4, Yield: 1}},
 		}
 		if v := os.Getenv("SQLSTORE_LAT_MOVERS"); v != "" {
 			var c, k, g int
-			if _, err := fmt.Sscanf(v, "%d,%d,%d", &c, &k, &g); err != nil {
-				b.Fatalf("SQLSTORE_LAT_MOVERS=%q: want concurrency,chunk rows,group: %v", v, err)
+			var y float64
+			if n, err := fmt.Sscanf(v, "%d,%d,%d,%g", &c, &k, &g, &y); n < 3 {
+				b.Fatalf("SQLSTORE_LAT_MOVERS=%q: want concurrency,chunk rows,group[,yield]: %v", v, err)
 			}
 			cases = append(cases, struct {
 				label string
 				opts  rebalance.SharedOptions
-			}{"movers=" + v, rebalance.SharedOptions{Token: 1, Concurrency: c, ChunkRows: k, Group: g}})
+			}{"movers=" + v, rebalance.SharedOptions{Token: 1, Concurrency: c, ChunkRows: k, Group: g, Yield: y}})
 		}
 		for _, own := range []bool{true, false} {
 			b.Run(map[bool]string{true: "mover=process", false: "mover=inproc"}[own], func(b *testing.B) {
@@ -294,13 +296,14 @@ type moverConfig struct {
 	// the SharedOptions (Progress, a func, does not travel)
 	Token                         uint64
 	Concurrency, ChunkRows, Group int
+	Yield                         float64
 }
 
 // moveInProcess runs w's migration "latency" in a mover process of its own, calls moving
 // when the process starts moving, and returns how long the move took there.
 func moveInProcess(w *world, opts rebalance.SharedOptions, moving func()) (time.Duration, error) {
 	cfg, err := json.Marshal(moverConfig{Dialect: w.e.dialect, Shards: w.e.shards, Control: w.e.control, Users: w.users,
-		Token: opts.Token, Concurrency: opts.Concurrency, ChunkRows: opts.ChunkRows, Group: opts.Group})
+		Token: opts.Token, Concurrency: opts.Concurrency, ChunkRows: opts.ChunkRows, Group: opts.Group, Yield: opts.Yield})
 	if err != nil {
 		return 0, err
 	}
@@ -347,7 +350,7 @@ func moverMain() int {
 	before, _ := shard.NewJump(5)
 	after, _ := shard.NewJump(10)
 	m, err := rebalance.NewShared("latency", before, after, rebalance.SharedStore[*sql.Tx](p.store),
-		rebalance.SharedOptions{Token: c.Token, Concurrency: c.Concurrency, ChunkRows: c.ChunkRows, Group: c.Group})
+		rebalance.SharedOptions{Token: c.Token, Concurrency: c.Concurrency, ChunkRows: c.ChunkRows, Group: c.Group, Yield: c.Yield})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mover:", err)
 		return 2

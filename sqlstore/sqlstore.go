@@ -63,9 +63,9 @@
 // chunks included, so a foreground write during a migration waits for the chunk under way on
 // its shard; reads do not wait (see above). For a foreground p99 near idle, run the mover in
 // a process of its own (in the application's process its SQLite work also takes the Go
-// scheduler's Ps from the foreground) with one mover and small chunks
-// (rebalance.SharedOptions{Concurrency: 1, ChunkRows: 200, Group: 4}): BenchmarkLatency
-// measures both.
+// scheduler's Ps from the foreground) with one mover, small chunks and a pause after each
+// (rebalance.SharedOptions{Concurrency: 1, ChunkRows: 200, Group: 4, Yield: 1}):
+// BenchmarkLatency measures both.
 //
 // A Store never creates a shard: [Store.Init] creates the fence tables in databases that
 // exist, and refuses a shard whose data table is missing (a lost SQLite file reopened empty, a
