@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -379,6 +380,13 @@ func (s *Store) checkToken(ctx context.Context, tx *sql.Tx, migration string, to
 // order the parameters appear.
 func (s *Store) placeholders(first, n int) string {
 	var b strings.Builder
+	s.writePlaceholders(&b, first, n)
+	return b.String()
+}
+
+// writePlaceholders writes placeholders(first, n) to b, without fmt: for the mover's
+// INSERTs of thousands of parameters fmt was a quarter of its CPU.
+func (s *Store) writePlaceholders(b *strings.Builder, first, n int) {
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
@@ -386,10 +394,10 @@ func (s *Store) placeholders(first, n int) string {
 		if s.dialect == SQLite {
 			b.WriteByte('?')
 		} else {
-			fmt.Fprintf(&b, "$%d", first+i)
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(first + i))
 		}
 	}
-	return b.String()
 }
 
 func toAny(xs []string) []any {
