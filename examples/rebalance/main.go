@@ -72,6 +72,7 @@ type config struct {
 	killEvery, idle, ttl time.Duration
 	moverPace            time.Duration
 	appPause             time.Duration
+	moverYield           float64
 	role, prefix, ledger string
 	proc                 int
 	wait                 bool
@@ -158,6 +159,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.DurationVar(&c.idle, "idle", time.Second, "with -procs: how long the application processes run before the mover starts and after it ends (the idle latencies)")
 	fs.DurationVar(&c.ttl, "ttl", 2*time.Second, "with -procs: the etcd session lease of each process; a killed mover is replaced about this long after its death")
 	fs.DurationVar(&c.appPause, "app-pause", defaultAppPause, "with -procs: each writer and reader of an application process pauses this long between two accesses (the foreground's rate)")
+	fs.Float64Var(&c.moverYield, "mover-yield", 0, fmt.Sprintf("with -procs: after each chunk the mover copies or deletes, it idles this many times as long as the chunk took (rebalance.SharedOptions.Yield, at most %d): on SQLite it leaves the files' write lock to the application", rebalance.MaxYield))
 	fs.DurationVar(&c.moverPace, "mover-pace", 0, "with -procs: the mover pauses this long after each user it moves, so that the kills of a small run land in the middle of its moves")
 	fs.StringVar(&c.role, "role", "", "hidden: app or mover, a child process of -procs")
 	fs.IntVar(&c.proc, "proc", 0, "hidden: the number of an application process")

@@ -389,7 +389,8 @@ func TestUsage(t *testing.T) {
 		!strings.Contains(out.String(), "-crash-point") {
 		t.Errorf("-h prints:\n%s", out.String())
 	}
-	for _, args := range [][]string{{"-movers", "1025"}, {"-crash-point", "nowhere"}, {"extra"}} {
+	for _, args := range [][]string{{"-movers", "1025"}, {"-crash-point", "nowhere"}, {"extra"},
+		{"-procs", "2", "-mover-yield", "-1"}, {"-procs", "2", "-mover-yield", "NaN"}, {"-procs", "2", "-app-pause", "-1ms"}} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}

@@ -43,7 +43,8 @@ func (c config) roleArgs(role string, proc int, endpoints []string, prefix, ackD
 		"-prefix", prefix, "-ledger", ackDir, "-shards", strconv.Itoa(c.shards), "-grow", strconv.Itoa(c.grow),
 		"-users", strconv.Itoa(c.users), "-messages", strconv.Itoa(c.messages),
 		"-writers", strconv.Itoa(c.writers), "-readers", strconv.Itoa(c.readers), "-movers", strconv.Itoa(c.movers),
-		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String(), "-app-pause", c.appPause.String()}
+		"-ttl", c.ttl.String(), "-mover-pace", c.moverPace.String(), "-app-pause", c.appPause.String(),
+		"-mover-yield", strconv.FormatFloat(c.moverYield, 'g', -1, 64)}
 	args = append(args, c.etcdArgs()...)
 	if c.pg != "" {
 		args = append(args, "-pg", c.pg)

@@ -29,8 +29,8 @@ func (c config) checkProcs() error {
 		return fmt.Errorf("-role app needs -ledger: the directory of the -procs run's ledgers")
 	case c.writers > 16:
 		return fmt.Errorf("-writers %d: want at most 16 (message IDs hold 16 writers per process)", c.writers)
-	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second || c.moverPace < 0 || c.appPause < 0:
-		return fmt.Errorf("-kill-every %v -idle %v -ttl %v -mover-pace %v -app-pause %v: want > 0, >= 0, >= 1s, >= 0, >= 0", c.killEvery, c.idle, c.ttl, c.moverPace, c.appPause)
+	case c.killEvery <= 0 || c.idle < 0 || c.ttl < time.Second || c.moverPace < 0 || c.appPause < 0 || !(c.moverYield >= 0 && c.moverYield <= rebalance.MaxYield):
+		return fmt.Errorf("-kill-every %v -idle %v -ttl %v -mover-pace %v -app-pause %v -mover-yield %v: want > 0, >= 0, >= 1s, >= 0, >= 0, [0, %d]", c.killEvery, c.idle, c.ttl, c.moverPace, c.appPause, c.moverYield, rebalance.MaxYield)
 	case c.rows < 0 || c.rows > 0 && (c.rows/c.users < 1 || c.rows/c.users > 100_000):
 		return fmt.Errorf("-rows %d -users %d: want rows / users in [1, 100000]", c.rows, c.users)
 	}
@@ -432,7 +432,7 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 			return lost(err)
 		}
 		m, err := rebalance.NewShared(id, before, after, store,
-			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000, Progress: pace(c.moverPace)})
+			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000, Yield: c.moverYield, Progress: pace(c.moverPace)})
 		if err != nil {
 			return err
 		}
