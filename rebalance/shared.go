@@ -454,6 +454,14 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 			}
 		})
 	}
+	// passed counts an owner the feed passes over: Done already, or listed twice.
+	passed := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; m.opts.Progress != nil {
+			m.opts.Progress(Progress{Done: done, Total: total})
+		}
+	}
 	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
 	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
 	groups := map[[2]int][]string{}
@@ -474,22 +482,14 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				fail(fmt.Errorf("rebalance: migration %q: owner %q: store returned %v: %w", m.id, o, marks[i], ErrMark))
 				return false
 			case marks[i] == Done:
-				mu.Lock()
-				if done++; m.opts.Progress != nil {
-					m.opts.Progress(Progress{Done: done, Total: total})
-				}
-				mu.Unlock()
+				passed()
 				continue
 			}
 			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
 			if slices.Contains(groups[pair], o) {
 				// Listed twice: it moves with its twin (a group names each owner once, as the
 				// store copies a group's owners in one statement). Counted as its twin will be.
-				mu.Lock()
-				if done++; m.opts.Progress != nil {
-					m.opts.Progress(Progress{Done: done, Total: total})
-				}
-				mu.Unlock()
+				passed()
 				continue
 			}
 			groups[pair] = append(groups[pair], o)
