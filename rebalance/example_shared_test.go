@@ -51,7 +51,7 @@ func ExampleNewShared() {
 		})
 		// A process that still routes by the old sharder is refused by the old shard.
 		if old := before.Locate(o); old != after.Locate(o) {
-			err := store.Access(ctx, o, old, func(*rebalance.MemTx) error { return nil })
+			err := store.Access(ctx, mover.Placement(), o, old, func(*rebalance.MemTx) error { return nil })
 			fmt.Println(" ", errors.Is(err, rebalance.ErrFenced), err)
 		}
 	}
@@ -67,5 +67,5 @@ func ExampleNewShared() {
 	//   true rebalance: owner "carol": shard 0 no longer serves it (moved)
 	// dave on shard 2: 2 rows
 	//   true rebalance: owner "dave": shard 0 no longer serves it (moved)
-	// rebalance: migration "grow-2-3": shard 0 refuses stale mover epoch 0 < 1: another mover took over
+	// rebalance: migration "grow-2-3": the control database refuses stale mover epoch 0 < 1: another mover took over
 }

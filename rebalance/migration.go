@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/internal/keyhash"
@@ -38,6 +39,11 @@ var (
 	// file deleted or truncated, its log lost, a restore from an older backup). The old copy
 	// is kept; restore the new shard, or copy the owner back by hand, before running again.
 	ErrCopyLost = errors.New("new shard lost the copy")
+	// ErrSourceEmpty reports a Copy that found no row of the owner on its source while its
+	// destination holds some: it changed nothing. A twin of the Migration (the mover started
+	// twice) that moved the owner and deleted its old copy meanwhile looks like that, and
+	// copying "nothing" over the destination would lose every row.
+	ErrSourceEmpty = errors.New("copy source holds no row while its destination does")
 )
 
 // Upper bounds of Options, beyond which New returns an error wrapping ErrConfig. More movers
@@ -83,6 +89,11 @@ type Options struct {
 	// hash, so memory stays fixed however many owners there are, and two owners in one
 	// stripe at worst wait for each other's move. Zero means 1024.
 	Stripes int
+	// Mover and Lease name this mover and bound its claim, as SharedOptions' do, when the
+	// Store is a MoverLock: Run then claims the migration first, and a second Run of the
+	// same ID (the mover started twice) is refused with a *MoverError while this one runs.
+	Mover string
+	Lease time.Duration
 }
 
 // Progress is how far Run has gone: Done of the Total owners that change shard are moved.
@@ -133,7 +144,13 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	case opts.Concurrency < 0 || opts.Concurrency > MaxConcurrency || opts.Stripes < 0 || opts.Stripes > MaxStripes:
 		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d and Stripes %d: want [0, %d] and [0, %d]: %w",
 			id, opts.Concurrency, opts.Stripes, MaxConcurrency, MaxStripes, ErrConfig)
+	case opts.Lease < 0 || opts.Lease > MaxLease:
+		return nil, fmt.Errorf("rebalance: migration %q: Lease %v: want [0, %v]: %w", id, opts.Lease, MaxLease, ErrConfig)
+	case len(opts.Mover) > MaxMoverName:
+		return nil, fmt.Errorf("rebalance: migration %q: Mover name of %d bytes: want at most %d: %w", id, len(opts.Mover), MaxMoverName, ErrConfig)
 	}
+	opts.Lease = cmp.Or(opts.Lease, 10*time.Second)
+	opts.Mover = cmp.Or(opts.Mover, defaultMover())
 	opts.Concurrency = max(opts.Concurrency, 1)
 	if opts.Stripes == 0 {
 		opts.Stripes = 1024
@@ -274,8 +291,15 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 		return nil
 	}
 	if mark == Unmoved {
-		if err := step("copy", m.store.Copy(ctx, owner, from, to)); err != nil {
-			return err
+		if err := m.store.Copy(ctx, owner, from, to); err != nil {
+			if errors.Is(err, ErrSourceEmpty) {
+				// A twin of this Migration moved the owner since its mark was read (it is
+				// Copied or Done now), or rows outside the Migration are out of place.
+				if now, merr := m.mark(ctx, owner); merr == nil && now > Unmoved {
+					return m.move(ctx, owner, from, to, count)
+				}
+			}
+			return step("copy", err)
 		}
 	}
 	old, err := m.store.Count(ctx, owner, from)
@@ -286,6 +310,13 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 		n, err := m.store.Count(ctx, owner, to)
 		if err := step(fmt.Sprintf("count rows on shard %d", to), err); err != nil {
 			return err
+		}
+		if mark == Unmoved && n != old {
+			// A twin of this Migration may have deleted the old copy after this one's Copy:
+			// its mark says so.
+			if now, err := m.mark(ctx, owner); err == nil && now > Unmoved {
+				return m.move(ctx, owner, from, to, count)
+			}
 		}
 		switch {
 		case mark == Unmoved && n != old:
@@ -340,6 +371,16 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if total == 0 {
 		return nil
 	}
+	if lock, ok := m.store.(MoverLock); ok {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		_, stop, err := hold(ctx, lock, Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease}, cancel)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex // guards done, firstErr and the Progress calls
@@ -377,6 +418,9 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	close(work)
 	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause // the claim was lost
+	}
 	if firstErr != nil {
 		return firstErr
 	}

@@ -103,31 +103,35 @@ type Cursor string
 // Its methods must be safe for concurrent use, also by other processes on other store
 // values over the same databases, and idempotent. Like a Store, it must not create a shard
 // that is missing, and its errors name the shard.
+//
+// Every write a mover makes carries the migration and the token its claim returned
+// (MoverLock), and the shard written refuses it (a *FenceError, changing nothing) if it has
+// seen a newer token of that migration: a mover that was replaced changes nothing once its
+// replacement has claimed. The check and the write are one transaction, which a claim on that
+// shard waits for or precedes. Writes of rows also check the fences they need on the shard
+// written: a copy writes only where every owner is fenced Importing by the migration, a
+// deletion only where every owner is fenced (Importing or Moved) by it.
 type SharedStore[Tx any] interface {
 	Store
-	// Claim records token as the newest token of migration on every shard and in the
-	// control database, or refuses (a *FenceError) if one of them has seen a newer one. Run
-	// claims before it reads any fence, so that a mover that lost its election can no longer
-	// change a fence or a mark the new one has read.
-	Claim(ctx context.Context, migration string, token uint64) error
-	// Access runs fn in one transaction on shard, if shard serves owner, and commits it.
-	// It reads owner's fence in that transaction, and no change of that fence may commit
-	// between the read and the end of fn's writes: it holds owner shared against a change
-	// (a change waits for the accesses under way; accesses of one owner do not wait for each
-	// other), or reads on a snapshot and writes only if nothing committed since (then an
-	// access that only reads takes effect at its snapshot). If the fence is not Serving,
-	// Access returns a *FenceError without calling fn. If fn returns an error, the
+	MoverLock
+	// Access runs fn in one transaction on shard, if shard serves owner routed by p, and
+	// commits it. It reads the placement the shard serves and owner's fence in that
+	// transaction, and no change of that fence may commit between the read and the end of
+	// fn's writes: it holds owner shared against a change (a change waits for the accesses
+	// under way; accesses of one owner do not wait for each other), or reads on a snapshot
+	// and writes only if nothing committed since (then an access that only reads takes
+	// effect at its snapshot). If the shard's placement does not accept p
+	// (Placement.Accepts), Access returns a *PlacementError; if the fence is not Serving, a
+	// *FenceError; in both cases without calling fn. If fn returns an error, the
 	// transaction is rolled back and Access returns that error, or, if the store can tell
 	// that fn's write failed only for a change since its snapshot, runs the access again.
-	Access(ctx context.Context, owner string, shard int, fn func(tx Tx) error) error
+	Access(ctx context.Context, p Placement, owner string, shard int, fn func(tx Tx) error) error
 	// Fences returns the fence of each of owners on shard, in the order of owners.
 	Fences(ctx context.Context, owners []string, shard int) ([]Fence, error)
 	// SetFence sets the fence of owners on shard to state, set by migration (Serving
-	// removes the fence), in one transaction that holds each
-	// owner exclusive against Access on that shard, so that no access that read the old
-	// fence is still running when the new one is visible. It records token as the newest
-	// token of migration on shard, and refuses (a *FenceError) a token older than the newest
-	// it has seen, changing nothing.
+	// removes the fence), in one transaction that holds each owner exclusive against Access
+	// on that shard, so that no access that read the old fence is still running when the
+	// new one is visible. It refuses a stale token.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
 	// CopyChunk copies rows of owners from shard from to shard to in one short transaction
 	// on to; a row of the same key on to is replaced. It takes each owner's rows after its
@@ -135,39 +139,59 @@ type SharedStore[Tx any] interface {
 	// owners, up to limit rows in all, so that owners of few rows share one chunk. It returns
 	// each owner's cursor after its last row copied (its cursor in after if none), how many
 	// rows it copied, and done when no owner has a row left after its cursor. It leaves from
-	// unchanged.
-	CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, rows int, done bool, err error)
+	// unchanged. It refuses a stale token, and owners not all fenced Importing by migration
+	// on to.
+	CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, rows int, done bool, err error)
+	// CopyOwner makes owner's rows on to equal its rows on from, in one transaction on to,
+	// as Store.Copy does, with CopyChunk's checks.
+	CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error
 	// Counts returns how many rows each of owners has on shard, in the order of owners.
 	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
 	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
 	// order. The mover uses it to find where rows committed out of key order are missing.
 	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
 	// DeleteChunk deletes up to limit rows of owners on shard in one short transaction and
-	// returns how many it deleted: 0 when none is left.
-	DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (int, error)
+	// returns how many it deleted: 0 when none is left. It refuses a stale token, and
+	// owners not all fenced (Importing or Moved) by migration on shard.
+	DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error)
 	// Marks returns the mark of each of owners in migration, in the order of owners.
 	Marks(ctx context.Context, migration string, owners []string) ([]Mark, error)
 	// SetMarks durably records mark for owners in migration, in one transaction; it never
-	// lowers a mark. Like SetFence it refuses a token older than the newest it has seen for
-	// migration.
+	// lowers a mark. It refuses a stale token (checked in the control database).
 	SetMarks(ctx context.Context, migration string, owners []string, mark Mark, token uint64) error
+	// Finished records on every shard that serves p that p's migration is finished: the
+	// next migration's mover may claim them, and accesses routed by the next migration are
+	// accepted before its mover has claimed (Placement.Accepts).
+	Finished(ctx context.Context, p Placement) error
 }
 
 // Upper bounds of SharedOptions, beyond which NewShared returns an error wrapping ErrConfig.
 const (
 	MaxChunkRows = 100_000
+	MaxMoverName = 256
 	MaxBatch     = 10_000
 	MaxFenceWait = time.Hour
 	MaxYield     = 100
 )
 
-// SharedOptions tune a Shared migration. The zero value is valid: one mover of token 0,
-// chunks of 1000 rows, marks in batches of 256 owners, a 10 s wait for an owner being moved.
+// SharedOptions tune a Shared migration. The zero value is valid: one mover of election
+// epoch 0 named after its process, a 10 s lease, chunks of 1000 rows, marks in batches of 256
+// owners, a 10 s wait for an owner being moved.
 type SharedOptions struct {
-	// Token is the mover's fencing token: its epoch from an election, which grows with each
-	// new mover. A store refuses a Run whose token is older than one it has seen. Processes
-	// that only call Do need none.
+	// Token is the mover's election epoch, which grows with each new mover (coord's
+	// Mover.Epoch). A claim of an older one than the store has seen is refused; a newer one
+	// takes the migration over from the mover that holds it, at once; one of the same epoch
+	// is refused while the holder's lease runs (two movers started by mistake). The store
+	// issues the fencing token every write of the mover carries (MoverLock). Processes that
+	// only call Do need none.
 	Token uint64
+	// Mover names this mover in the store and in the error a second mover gets, up to
+	// MaxMoverName bytes. Empty means host, pid and a random part.
+	Mover string
+	// Lease is how long the mover's claim holds without a renewal, in [0, MaxLease]: Run
+	// renews it every third of it, and a mover that dies holds the migration that long.
+	// Zero means 10 s.
+	Lease time.Duration
 	// Concurrency is how many owners Run moves at once, in [0, MaxConcurrency]. Zero means 1.
 	Concurrency int
 	// ChunkRows is how many rows one copy or delete transaction handles, in [0,
@@ -252,6 +276,7 @@ type Shared[Tx any] struct {
 	before, after shard.Sharder
 	store         SharedStore[Tx]
 	opts          SharedOptions
+	placement     Placement
 	finished      atomic.Bool
 	locks         []sync.Mutex // the mover's, by owner hash; Do takes none
 
@@ -282,17 +307,27 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		return nil, fmt.Errorf("rebalance: migration %q: Yield %v: want [0, %d]: %w", id, opts.Yield, MaxYield, ErrConfig)
 	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
 		return nil, fmt.Errorf("rebalance: migration %q: FenceWait %v: want [0, %v]: %w", id, opts.FenceWait, MaxFenceWait, ErrConfig)
+	case opts.Lease < 0 || opts.Lease > MaxLease:
+		return nil, fmt.Errorf("rebalance: migration %q: Lease %v: want [0, %v]: %w", id, opts.Lease, MaxLease, ErrConfig)
+	case len(opts.Mover) > MaxMoverName:
+		return nil, fmt.Errorf("rebalance: migration %q: Mover name of %d bytes: want at most %d: %w", id, len(opts.Mover), MaxMoverName, ErrConfig)
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
 	opts.Batch = cmp.Or(opts.Batch, 256)
 	opts.Group = cmp.Or(opts.Group, 16)
 	opts.FenceWait = cmp.Or(opts.FenceWait, 10*time.Second)
-	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts, locks: make([]sync.Mutex, 1024)}, nil
+	opts.Lease = cmp.Or(opts.Lease, 10*time.Second)
+	opts.Mover = cmp.Or(opts.Mover, defaultMover())
+	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts,
+		placement: PlacementOf(id, before, after), locks: make([]sync.Mutex, 1024)}, nil
 }
 
 // ID returns the migration's ID.
 func (m *Shared[Tx]) ID() string { return m.id }
+
+// Placement returns the placement this migration routes by, which its accesses carry.
+func (m *Shared[Tx]) Placement() Placement { return m.placement }
 
 // Stats returns what this value's Runs have done so far.
 func (m *Shared[Tx]) Stats() SharedStats {
@@ -351,7 +386,7 @@ func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard 
 }
 
 func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx Tx, shard int) error) error {
-	return m.store.Access(ctx, owner, s, func(tx Tx) error { return fn(tx, s) })
+	return m.store.Access(ctx, m.placement, owner, s, func(tx Tx) error { return fn(tx, s) })
 }
 
 // Run moves every owner of owners whose shard changes and that is not Done, up to
@@ -374,12 +409,14 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 //  6. delete the owner's rows on A in chunks (A stays fenced moved);
 //  7. mark the owner Done, in a batch with others.
 //
-// Run first claims the migration for SharedOptions.Token on every shard (SharedStore.Claim).
-// Every step carries the token, and every step is idempotent: a Run stopped
-// anywhere (an error, ctx, a crash) resumes from the fences and marks when run again, by
-// this process or another. A store that has seen a newer token refuses the steps of an older
-// one (ErrFenced). After a successful Finish it returns an error wrapping ErrFinished;
-// owners must not be nil (ErrConfig).
+// Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election
+// epoch): a second mover of the same epoch gets a *MoverError that names this one while its
+// lease runs, and Run renews the lease until it returns, then releases it. Every write
+// carries the token the claim returned, and a store that has seen a newer one refuses it
+// (ErrFenced): a mover that was replaced changes nothing, and its Run returns that error.
+// Every step is idempotent: a Run stopped anywhere (an error, ctx, a crash) resumes from the
+// fences and marks when run again, by this process or another. After a successful Finish it
+// returns an error wrapping ErrFinished; owners must not be nil (ErrConfig).
 func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
@@ -394,12 +431,13 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if total == 0 {
 		return nil
 	}
-	if err := m.store.Claim(ctx, m.id, m.opts.Token); err != nil {
-		if fe := (*FenceError)(nil); errors.As(err, &fe) {
-			return err // it says which migration and which tokens
-		}
-		return fmt.Errorf("rebalance: migration %q: claim with token %d: %w", m.id, m.opts.Token, err)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	mv, stop, err := m.claim(ctx, cancel)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex // guards done, firstErr, the Progress calls and finished
@@ -429,7 +467,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		batch := finished
 		finished = nil
 		mu.Unlock()
-		if err := m.store.SetMarks(ctx, m.id, batch, Done, m.opts.Token); err != nil {
+		if err := m.store.SetMarks(ctx, m.id, batch, Done, mv.token); err != nil {
 			fail(fmt.Errorf("rebalance: migration %q: mark %d owners done: %w", m.id, len(batch), err))
 		}
 	}
@@ -437,7 +475,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		wg.Go(func() {
 			for group := range work {
 				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
-				moved, err := m.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
+				moved, err := mv.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
 				unlock()
 				if err != nil {
 					fail(err)
@@ -523,6 +561,9 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	close(work)
 	wg.Wait()
 	flush(true)
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause // the lease was lost: the steps' errors only follow from it
+	}
 	if firstErr != nil {
 		return firstErr
 	}
@@ -530,6 +571,22 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 		return fmt.Errorf("rebalance: migration %q: stopped after %d of %d owners: %w", m.id, done, total, err)
 	}
 	return nil
+}
+
+// mover is one Run's claim of the migration: every write it makes carries its token.
+type mover[Tx any] struct {
+	*Shared[Tx]
+	token uint64
+}
+
+// claim takes the migration for this mover and keeps it (hold).
+func (m *Shared[Tx]) claim(ctx context.Context, lost func(error)) (*mover[Tx], func(), error) {
+	token, stop, err := hold(ctx, m.store, Claim{Migration: m.id, Election: m.opts.Token, Mover: m.opts.Mover,
+		Lease: m.opts.Lease, Placement: m.placement}, lost)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mover[Tx]{Shared: m, token: token}, stop, nil
 }
 
 // changed yields the owners whose shard differs between before and after.
@@ -564,7 +621,7 @@ func (m *Shared[Tx]) lockOwners(owners []string) func() {
 // moveGroup moves owners, all from shard a to shard b, and returns those it moved (up to
 // the deletion of their old copies). Owners that start fresh go through the steps together;
 // an owner a stop left part way is resumed on its own (move).
-func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
+func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
 	step := func(what string, err error) error {
 		if err != nil {
 			return fmt.Errorf("rebalance: migration %q: %d owners: %s (shard %d -> %d): %w", m.id, len(owners), what, a, b, err)
@@ -612,7 +669,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
 		}
 	}
-	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.opts.Token)); err != nil {
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.token)); err != nil {
 		return moved, err
 	}
 	if len(away) > 0 {
@@ -632,7 +689,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 	// window holds a few statements whatever the group's size: the fence, the tails (what
 	// the owners gained since their copy, in shared chunks), a count on each shard, the commit.
 	start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
-	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.opts.Token)); err != nil {
+	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
 		return moved, err
 	}
 	if err := step("copy the tails", m.copyFrom(wctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
@@ -657,7 +714,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 			// Rows committed behind the cursor, or deleted: the owner's own tail.
 			if err := m.tail(wctx, o, a, b, copiers[i:i+1]); err != nil {
 				if errors.Is(err, ErrCopyMismatch) {
-					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.opts.Token); rerr != nil {
+					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.token); rerr != nil {
 						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
 					}
 				}
@@ -668,7 +725,7 @@ func (m *Shared[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (
 		commit = append(commit, o)
 	}
 	if len(commit) > 0 {
-		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.opts.Token)); err != nil {
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.token)); err != nil {
 			return moved, err
 		}
 		m.noteExclusive(time.Since(start))
@@ -700,7 +757,7 @@ func (m *Shared[Tx]) noteExclusive(held time.Duration) {
 
 // move brings owner from shard a to shard b, from wherever a stop left it (the fences on a
 // and b say where), up to the deletion of its rows on a; Run marks it Done.
-func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
+func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	step := func(what string, err error) error {
 		if err != nil {
 			return fmt.Errorf("rebalance: migration %q: owner %q: %s (shard %d -> %d): %w", m.id, owner, what, a, b, err)
@@ -751,7 +808,7 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 				}
 			}
 			if fb.State != Importing {
-				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.opts.Token)); err != nil {
+				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.token)); err != nil {
 					return err
 				}
 			}
@@ -769,19 +826,19 @@ func (m *Shared[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		}
 		// From the fence on A to the commit on B, no shard serves the owner: Do waits.
 		start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
-		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.opts.Token)); err != nil {
+		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.token)); err != nil {
 			return err
 		}
 		if err := m.tail(wctx, owner, a, b, c); err != nil {
 			if errors.Is(err, ErrCopyMismatch) {
 				// The old shard keeps every row: let it serve the owner again.
-				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.opts.Token); rerr != nil {
+				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.token); rerr != nil {
 					err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
 				}
 			}
 			return step("copy the tail", err)
 		}
-		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.opts.Token)); err != nil {
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.token)); err != nil {
 			return err
 		}
 		m.noteExclusive(time.Since(start))
@@ -849,11 +906,11 @@ func cursors(cs []copier) []Cursor {
 // chunk by chunk, a chunk holding up to ChunkRows rows of all the owners. If advance, from
 // are the copiers' cursors (cs, one per owner): a chunk that copies rows of an owner moves
 // its copier's cursor and records the chunk's end.
-func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs []copier, from []Cursor, advance bool) error {
+func (m *mover[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs []copier, from []Cursor, advance bool) error {
 	after := slices.Clone(from)
 	for {
 		began := time.Now()
-		next, n, done, err := m.store.CopyChunk(ctx, owners, a, b, after, m.opts.ChunkRows)
+		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, m.opts.ChunkRows)
 		switch {
 		case err != nil:
 			return err
@@ -881,7 +938,7 @@ func (m *Shared[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs
 
 // yield waits Yield times as long as the chunk begun at began took, unless the exclusive
 // window of the mover's group is open (a chunk after the fence, in ctx: see Run).
-func (m *Shared[Tx]) yield(ctx context.Context, began time.Time) error {
+func (m *mover[Tx]) yield(ctx context.Context, began time.Time) error {
 	if m.opts.Yield == 0 || ctx.Value(inWindow{}) != nil {
 		return nil
 	}
@@ -901,7 +958,7 @@ type inWindow struct{}
 // chunk cut short in the middle of an owner reads the rest of its owners again). An owner
 // whose rows took more than one chunk is then checked for rows committed behind its cursor
 // (see behind), so that the window after the fence finds nothing to do.
-func (m *Shared[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier, sizes []int64) error {
+func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier, sizes []int64) error {
 	for first := 0; first < len(owners); {
 		last, rows := first+1, int64(0)
 		if sizes != nil {
@@ -930,7 +987,7 @@ func (m *Shared[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs 
 // chunk end before which the missing rows lie: rows committed out of key order (an ID taken
 // before a transaction that committed after a later one) land behind the cursor, near it.
 // It returns the counts of a and b after that.
-func (m *Shared[Tx]) behind(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
+func (m *mover[Tx]) behind(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
 	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
 		return na, nb, err
 	}
@@ -958,7 +1015,7 @@ func (m *Shared[Tx]) behind(ctx context.Context, owner string, a, b int, c *copi
 	return m.counts(ctx, owner, a, b)
 }
 
-func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
+func (m *mover[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
 	na, err := m.store.Count(ctx, owner, a)
 	if err != nil {
 		return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
@@ -974,7 +1031,7 @@ func (m *Shared[Tx]) counts(ctx context.Context, owner string, a, b int) (int64,
 // copier; a is fenced moved, b importing: nothing writes either) and checks that both hold
 // as many rows; see behind. Rows deleted after their chunk was copied leave b with more
 // rows, and the owner is then copied whole in one transaction (Store.Copy).
-func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c []copier) error {
+func (m *mover[Tx]) tail(ctx context.Context, owner string, a, b int, c []copier) error {
 	if err := m.copyFrom(ctx, []string{owner}, a, b, c, cursors(c), true); err != nil {
 		return err
 	}
@@ -993,10 +1050,10 @@ func (m *Shared[Tx]) tail(ctx context.Context, owner string, a, b int, c []copie
 
 // deleteAll deletes owners' rows on shard s chunk by chunk, on a shard that does not serve
 // them (nothing adds rows there): a chunk short of the limit was the last.
-func (m *Shared[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
+func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
 	for {
 		began := time.Now()
-		n, err := m.store.DeleteChunk(ctx, owners, s, m.opts.ChunkRows)
+		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.ChunkRows)
 		if err != nil || n < m.opts.ChunkRows {
 			return err
 		}
@@ -1007,8 +1064,9 @@ func (m *Shared[Tx]) deleteAll(ctx context.Context, owners []string, s int) erro
 }
 
 // Finish checks the marks of every owner of owners whose shard changes, a batch at a time.
-// If every one is Done, from then on Do routes by the after sharder alone (still reading
-// the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
+// If every one is Done, it records on the shards that the migration is finished
+// (SharedStore.Finished: the next migration's mover may claim them), from then on Do routes
+// by the after sharder alone (still reading the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
 // *UnfinishedError. owners must not be nil (ErrConfig).
 //
 // The fences stay: an old shard keeps saying moved, so that a process that still routes by
@@ -1055,6 +1113,9 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	}
 	if left.Left > 0 {
 		return left
+	}
+	if err := m.store.Finished(ctx, m.placement); err != nil {
+		return fmt.Errorf("rebalance: migration %q: record on the shards that it is finished: %w", m.id, err)
 	}
 	m.finished.Store(true)
 	return nil

@@ -159,12 +159,16 @@ func TestSharedOwnersListedTwice(t *testing.T) {
 // the old copies.
 type noDelete struct{ *MemShared }
 
-func (noDelete) DeleteChunk(context.Context, []string, int, int) (int, error) { return 0, errCrash }
+func (noDelete) DeleteChunk(context.Context, string, uint64, []string, int, int) (int, error) {
+	return 0, errCrash
+}
 
-// TestSharedMoveBackOverAnUnfinishedDeletion: a migration that committed owners on their
-// new shards but did not delete their old copies is followed by one that moves them back;
-// the old copies are cleared before the copy, and every owner ends with its rows, once.
-func TestSharedMoveBackOverAnUnfinishedDeletion(t *testing.T) {
+// TestSharedMoveBackAfterAnUnfinishedDeletion: a migration that committed owners on their
+// new shards but did not delete their old copies cannot be followed by one that moves them
+// back (its claim is refused, nothing changes) until it is resumed and finished; then the
+// move back goes with the groups (no owner copied whole in the window), and every owner ends
+// with its rows, once.
+func TestSharedMoveBackAfterAnUnfinishedDeletion(t *testing.T) {
 	w := newSharedWorld(t, 60, 7, 3, 4)
 	ctx := context.Background()
 	first := w.shared(t, "grow", noDelete{w.store}, SharedOptions{Token: 1})
@@ -177,16 +181,27 @@ func TestSharedMoveBackOverAnUnfinishedDeletion(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(committed), 2)
-	// A row the owner deleted after the commit, still in the old copy: had the old copy
-	// stayed, the counts would differ after the fence and the owner be copied whole there.
-	for _, o := range committed {
-		w.store.rows[w.before.Locate(o)][o][-1] = "deleted since"
-	}
 	store := &lateShared{MemShared: w.store, late: func() {}}
 	back, err := NewShared("shrink", w.after, w.before, SharedStore[*MemTx](store), SharedOptions{Token: 2})
 	require.NoError(t, err)
-	require.NoError(t, back.Run(ctx, slices.Values(committed)))
-	require.Equal(t, int64(len(committed)), back.Stats().Moved)
+	before := w.store.where()
+	err = back.Run(ctx, slices.Values(committed))
+	require.ErrorIs(t, err, ErrPlacement)
+	require.Contains(t, err.Error(), `finish it before a mover claims migration "shrink"`)
+	require.Equal(t, before, w.store.where(), "a refused claim changes nothing")
+
+	grow := w.shared(t, "grow", w.store, SharedOptions{Token: 1})
+	require.NoError(t, grow.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, grow.Finish(ctx, slices.Values(w.owners)))
+	w.check(t, true)
+	require.NoError(t, back.Run(ctx, slices.Values(w.owners)))
+	moving := 0
+	for _, o := range w.owners {
+		if w.before.Locate(o) != w.after.Locate(o) {
+			moving++
+		}
+	}
+	require.Equal(t, int64(moving), back.Stats().Moved)
 	require.Zero(t, store.wholes, "owners copied whole in the window")
 	w.check(t, false)
 }
@@ -229,10 +244,10 @@ func (s *slowChunks) SetFence(ctx context.Context, migration string, owners []st
 	return s.MemShared.SetFence(ctx, migration, owners, shard, state, token)
 }
 
-func (s *slowChunks) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+func (s *slowChunks) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	began := time.Now()
 	time.Sleep(5 * time.Millisecond)
-	next, n, done, err := s.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+	next, n, done, err := s.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 	s.mu.Lock()
 	s.calls = append(s.calls, [2]time.Time{began, time.Now()})
 	s.window = append(s.window, s.fenced.Load())
@@ -308,7 +323,7 @@ func TestSharedStaleViewIsFenced(t *testing.T) {
 	moved := 0
 	for _, o := range w.owners {
 		from := w.before.Locate(o)
-		err := w.store.Access(ctx, o, from, func(tx *MemTx) error {
+		err := w.store.Access(ctx, m.Placement(), o, from, func(tx *MemTx) error {
 			tx.Put(99, "stale")
 			return nil
 		})
@@ -386,8 +401,8 @@ func TestSharedCopyMismatch(t *testing.T) {
 // lossyShared drops the last row of every chunk and of every whole copy.
 type lossyShared struct{ *MemShared }
 
-func (l *lossyShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
-	next, n, done, err := l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+func (l *lossyShared) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+	next, n, done, err := l.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 	for i, o := range owners {
 		if err == nil && next[i] != after[i] {
 			k, _ := strconv.Atoi(string(next[i]))
@@ -468,16 +483,16 @@ type lateShared struct {
 	late           func()
 }
 
-func (l *lateShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+func (l *lateShared) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	if l.chunks++; l.chunks == 3 {
 		l.late()
 	}
-	return l.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+	return l.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 }
 
-func (l *lateShared) Copy(ctx context.Context, owner string, from, to int) error {
+func (l *lateShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
 	l.wholes++
-	return l.MemShared.Copy(ctx, owner, from, to)
+	return l.MemShared.CopyOwner(ctx, migration, token, owner, from, to)
 }
 
 // TestSharedLateCommitsBehindTheCursor: rows that land behind the copy's cursor are found
@@ -522,13 +537,17 @@ func TestSharedPlanMismatch(t *testing.T) {
 	require.Len(t, w.owners, 1, "no owner goes 0 -> 1 under 2 shards and to 2 under 3")
 	w.store = w.store.grow(3)
 	ctx := context.Background()
-	require.NoError(t, w.shared(t, "grow", w.store, SharedOptions{Token: 1}).Run(ctx, slices.Values(w.owners)))
-	// A stale plan: the owner is on w.after now, the plan says w.before.
+	grow := w.shared(t, "grow", w.store, SharedOptions{Token: 1})
+	require.NoError(t, grow.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, grow.Finish(ctx, slices.Values(w.owners)))
+	// A stale plan: the owner is on w.after now, the plan says w.before. The shards serve
+	// the finished "grow", whose after sharder is not this plan's before: its claim is
+	// refused.
 	stale, err := NewShared("stale", w.before, three, SharedStore[*MemTx](w.store), SharedOptions{Token: 1})
 	require.NoError(t, err)
 	err = stale.Run(ctx, slices.Values(w.owners))
-	require.ErrorIs(t, err, ErrFenced)
-	require.Contains(t, err.Error(), `says moved by "grow"`)
+	require.ErrorIs(t, err, ErrPlacement)
+	require.Contains(t, err.Error(), "the plan does not start where the data is")
 	w.check(t, true)
 }
 

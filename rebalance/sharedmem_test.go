@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // MemShared is a SharedStore over Go maps, for the tests and examples of this package: each
@@ -24,11 +25,26 @@ type MemShared struct {
 	marks  map[[2]string]Mark          // {migration, owner}
 	locks  []map[string]*sync.RWMutex  // shard -> owner -> fence lock
 	lost   []bool                      // a shard that is gone answers every call with an error
+	claims map[string]memClaim         // the control's claims, by migration
+	serves []memServes                 // shard -> the placement it serves
+}
+
+// memClaim is a migration's claim in the control database.
+type memClaim struct {
+	election, token uint64
+	mover           string
+	expires         time.Time
+}
+
+// memServes is the placement a shard serves.
+type memServes struct {
+	p        Placement
+	finished bool
 }
 
 // NewMemShared returns a MemShared of n empty shards.
 func NewMemShared(n int) *MemShared {
-	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n)}
+	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n)}
 	for range n {
 		s.rows = append(s.rows, map[string]map[int]string{})
 		s.fences = append(s.fences, map[string]Fence{})
@@ -47,6 +63,7 @@ func (s *MemShared) grow(n int) *MemShared {
 		s.tokens = slices.Insert(s.tokens, len(s.tokens)-1, map[string]uint64{})
 		s.locks = append(s.locks, map[string]*sync.RWMutex{})
 		s.lost = append(s.lost, false)
+		s.serves = append(s.serves, memServes{})
 	}
 	return s
 }
@@ -108,18 +125,88 @@ func (s *MemShared) token(migration string, token uint64, i int) error {
 	return nil
 }
 
-func (s *MemShared) Claim(_ context.Context, migration string, token uint64) error {
+func (s *MemShared) Claim(_ context.Context, c Claim) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	held := s.claims[c.Migration]
+	switch now := time.Now(); {
+	case held.election > c.Election:
+		return 0, &FenceError{Shard: -1, Migration: c.Migration, Token: c.Election, Newest: held.election}
+	case held.election == c.Election && held.mover != c.Mover && held.expires.After(now):
+		return 0, &MoverError{Migration: c.Migration, Holder: held.mover, Election: held.election, Left: held.expires.Sub(now)}
+	}
+	if !c.Placement.IsZero() {
+		for i, sv := range s.serves {
+			if !c.Placement.Accepts(sv.p, sv.finished) {
+				return 0, &PlacementError{Shard: i, Served: sv.p, Wanted: c.Placement, Finished: sv.finished, Claim: true}
+			}
+		}
+	}
+	token := held.token + 1
+	s.claims[c.Migration] = memClaim{election: c.Election, token: token, mover: c.Mover, expires: time.Now().Add(c.Lease)}
 	for i := range s.tokens {
-		if err := s.token(migration, token, i); err != nil {
-			return err
+		if err := s.token(c.Migration, token, i); err != nil {
+			return 0, err
+		}
+	}
+	if !c.Placement.IsZero() {
+		for i, sv := range s.serves {
+			if sv.p != c.Placement {
+				s.serves[i] = memServes{p: c.Placement}
+			}
+		}
+	}
+	return token, nil
+}
+
+func (s *MemShared) Renew(_ context.Context, migration string, token uint64, lease time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.claims[migration]
+	if held.token != token {
+		return &FenceError{Shard: -1, Migration: migration, Token: token, Newest: held.token}
+	}
+	held.expires = time.Now().Add(lease)
+	s.claims[migration] = held
+	return nil
+}
+
+func (s *MemShared) Release(_ context.Context, migration string, token uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held := s.claims[migration]; held.token == token {
+		held.expires = time.Time{}
+		s.claims[migration] = held
+	}
+	return nil
+}
+
+func (s *MemShared) Finished(_ context.Context, p Placement) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, sv := range s.serves {
+		if sv.p == p {
+			s.serves[i].finished = true
 		}
 	}
 	return nil
 }
 
-func (s *MemShared) Access(_ context.Context, owner string, shard int, fn func(tx *MemTx) error) error {
+// fenced checks a mover's write of owners on shard: its token, and that every owner's fence
+// there was set by migration to one of states. s.mu is held.
+func (s *MemShared) fenced(migration string, token uint64, owners []string, shard int, states ...FenceState) error {
+	if err := s.token(migration, token, shard); err != nil {
+		return err
+	}
+	for _, o := range owners {
+		if f := s.fences[shard][o]; f.Migration != migration || !slices.Contains(states, f.State) {
+			return fmt.Errorf("memshared: shard %d: owner %q is %v, not %v by %q: %w", shard, o, f, states, migration, ErrFenced)
+		}
+	}
+	return nil
+}
+
+func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard int, fn func(tx *MemTx) error) error {
 	if err := s.check(shard); err != nil {
 		return err
 	}
@@ -127,8 +214,11 @@ func (s *MemShared) Access(_ context.Context, owner string, shard int, fn func(t
 	l.RLock()
 	defer l.RUnlock()
 	s.mu.Lock()
-	f := s.fences[shard][owner].State
+	f, sv := s.fences[shard][owner].State, s.serves[shard]
 	s.mu.Unlock()
+	if !p.Accepts(sv.p, sv.finished) {
+		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finished: sv.finished}
+	}
 	if f != Serving {
 		return &FenceError{Owner: owner, Shard: shard, State: f}
 	}
@@ -183,7 +273,7 @@ func (s *MemShared) SetFence(_ context.Context, migration string, owners []strin
 	return nil
 }
 
-func (s *MemShared) CopyChunk(_ context.Context, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+func (s *MemShared) CopyChunk(_ context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
 	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
 		return nil, 0, false, err
 	}
@@ -196,6 +286,9 @@ func (s *MemShared) CopyChunk(_ context.Context, owners []string, from, to int, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, owners, to, Importing); err != nil {
+		return nil, 0, false, err
+	}
 	next := slices.Clone(after)
 	rows := 0
 	for i, owner := range owners {
@@ -270,12 +363,15 @@ func (s *MemShared) CountAfter(_ context.Context, owner string, shard int, after
 	return n, nil
 }
 
-func (s *MemShared) DeleteChunk(_ context.Context, owners []string, shard int, limit int) (int, error) {
+func (s *MemShared) DeleteChunk(_ context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
 	if err := s.check(shard); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, owners, shard, Importing, Moved); err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, owner := range owners {
 		for k := range s.rows[shard][owner] {
@@ -295,6 +391,22 @@ func (s *MemShared) Copy(_ context.Context, owner string, from, to int) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.rows[from][owner]) == 0 && len(s.rows[to][owner]) > 0 {
+		return fmt.Errorf("memshared: owner %q: shard %d holds none of its rows, shard %d holds %d: %w", owner, from, to, len(s.rows[to][owner]), ErrSourceEmpty)
+	}
+	s.rows[to][owner] = maps.Clone(s.rows[from][owner])
+	return nil
+}
+
+func (s *MemShared) CopyOwner(_ context.Context, migration string, token uint64, owner string, from, to int) error {
+	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, []string{owner}, to, Importing); err != nil {
+		return err
+	}
 	s.rows[to][owner] = maps.Clone(s.rows[from][owner])
 	return nil
 }
@@ -403,32 +515,36 @@ func (c *crashShared) do(op string, f func() error) error {
 	return fmt.Errorf("%s: %w", op, errCrash)
 }
 
-func (c *crashShared) Claim(ctx context.Context, migration string, token uint64) error {
-	return c.do("claim", func() error { return c.MemShared.Claim(ctx, migration, token) })
+func (c *crashShared) Claim(ctx context.Context, cl Claim) (token uint64, err error) {
+	err = c.do("claim", func() (err error) {
+		token, err = c.MemShared.Claim(ctx, cl)
+		return err
+	})
+	return
 }
 
 func (c *crashShared) SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
 	return c.do("fence "+state.String(), func() error { return c.MemShared.SetFence(ctx, migration, owners, shard, state, token) })
 }
 
-func (c *crashShared) CopyChunk(ctx context.Context, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, n int, done bool, err error) {
+func (c *crashShared) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, n int, done bool, err error) {
 	err = c.do("copy chunk", func() (err error) {
-		next, n, done, err = c.MemShared.CopyChunk(ctx, owners, from, to, after, limit)
+		next, n, done, err = c.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 		return err
 	})
 	return
 }
 
-func (c *crashShared) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (n int, err error) {
+func (c *crashShared) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (n int, err error) {
 	err = c.do("delete chunk", func() (err error) {
-		n, err = c.MemShared.DeleteChunk(ctx, owners, shard, limit)
+		n, err = c.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
 		return err
 	})
 	return
 }
 
-func (c *crashShared) Copy(ctx context.Context, owner string, from, to int) error {
-	return c.do("copy", func() error { return c.MemShared.Copy(ctx, owner, from, to) })
+func (c *crashShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
+	return c.do("copy", func() error { return c.MemShared.CopyOwner(ctx, migration, token, owner, from, to) })
 }
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {

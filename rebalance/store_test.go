@@ -28,6 +28,9 @@ func newMemStore(n int) *memStore {
 func (s *memStore) Copy(_ context.Context, owner string, from, to int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.shards[from][owner]) == 0 && len(s.shards[to][owner]) > 0 {
+		return fmt.Errorf("memstore: owner %q: shard %d holds none of its rows, shard %d holds %d: %w", owner, from, to, len(s.shards[to][owner]), ErrSourceEmpty)
+	}
 	s.shards[to][owner] = maps.Clone(s.shards[from][owner])
 	s.mu.Unlock()
 	// A real copy takes time: let the other goroutines run, so that a write racing the

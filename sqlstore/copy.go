@@ -141,8 +141,9 @@ const armsPerStatement = 500
 // CopyChunk copies owners' rows after their cursors from shard from to shard to, up to limit
 // rows in all, owner after owner, in one transaction on to; see rebalance.SharedStore. One
 // statement reads the rows of up to 500 owners (a UNION ALL of one index range per owner,
-// each up to the limit, the whole cut at the limit), and multi-row INSERTs write them.
-func (s *Store) CopyChunk(ctx context.Context, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
+// each up to the limit, the whole cut at the limit), and multi-row INSERTs write them, in a
+// transaction whose first statement checks the token and the owners' fences on to.
+func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
 	switch {
 	case limit <= 0:
 		return nil, 0, false, fmt.Errorf("sqlstore: copy chunk of %d rows: %w", limit, rebalance.ErrConfig)
@@ -168,18 +169,14 @@ func (s *Store) CopyChunk(ctx context.Context, owners []string, from, to int, af
 		return next, 0, done, nil
 	}
 	what := fmt.Sprintf("write %d rows of %d owners", len(rows), len(owners))
-	if len(rows) <= s.perStatement() {
-		// One statement is a transaction of its own: two round trips fewer than BEGIN/COMMIT.
-		if err := s.insertRows(ctx, s.shards[to], rows); err != nil {
-			return nil, 0, false, s.wrap(to, what, err)
-		}
-		return next, len(rows), done, nil
-	}
 	tx, err := s.begin(ctx, to)
 	if err != nil {
 		return nil, 0, false, err
 	}
 	defer tx.Rollback()
+	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
+		return nil, 0, false, err
+	}
 	if err := s.insertRows(ctx, tx, rows); err != nil {
 		return nil, 0, false, s.wrap(to, what, err)
 	}
@@ -258,7 +255,29 @@ func (s *Store) readArms(ctx context.Context, owners []string, shard int, after 
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
 // that deletes the owner's rows there and inserts every row read from from, chunk by chunk.
+// If from holds none while to held some, it rolls back and returns an error wrapping
+// rebalance.ErrSourceEmpty.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
+	return s.copyOwner(ctx, owner, from, to, func(tx *sql.Tx, deleted int64, copied int) error {
+		if copied == 0 && deleted > 0 {
+			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
+		}
+		return nil
+	}, nil)
+}
+
+// CopyOwner is Copy for a Shared mover: its transaction on to first checks the token and
+// that the owner is fenced Importing there by migration.
+func (s *Store) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
+	return s.copyOwner(ctx, owner, from, to, nil, func(tx *sql.Tx) error {
+		return s.step(ctx, tx, migration, token, []string{owner}, to, rebalance.Importing)
+	})
+}
+
+// copyOwner replaces owner's rows on to by those on from in one transaction on to: first
+// runs before anything else in it, check after the copy (how many rows the delete removed
+// and how many were copied) before the commit.
+func (s *Store) copyOwner(ctx context.Context, owner string, from, to int, check func(tx *sql.Tx, deleted int64, copied int) error, first func(tx *sql.Tx) error) error {
 	o, err := s.ownerArg(owner)
 	if err != nil {
 		return err
@@ -271,10 +290,21 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, s.deleteAll, o); err != nil {
+	if first != nil {
+		if err := first(tx); err != nil {
+			return err
+		}
+	}
+	res, err := tx.ExecContext(ctx, s.deleteAll, o)
+	if err != nil {
+		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
+	}
+	deleted, err := res.RowsAffected()
+	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
 	var cur rebalance.Cursor
+	copied := 0
 	for {
 		rows, err := s.readRows(ctx, owner, from, cur, 5000)
 		if err != nil {
@@ -283,11 +313,17 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 		if len(rows) == 0 {
 			break
 		}
+		copied += len(rows)
 		if err := s.insertRows(ctx, tx, rows); err != nil {
 			return s.wrap(to, fmt.Sprintf("write rows of owner %q", owner), err)
 		}
 		if cur, err = encodeCursor(rows[len(rows)-1][s.key]); err != nil {
 			return s.wrap(from, "read key", err)
+		}
+	}
+	if check != nil {
+		if err := check(tx, deleted, copied); err != nil {
+			return err
 		}
 	}
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), tx.Commit())
@@ -397,11 +433,16 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 	return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 }
 
-// DeleteChunk deletes up to limit rows of owners on shard, in one statement per 500 owners,
-// and returns how many.
-func (s *Store) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (int, error) {
-	db, err := s.shard(shard)
+// DeleteChunk deletes up to limit rows of owners on shard, in one statement per 500 owners
+// in a transaction whose first statement checks the token and the owners' fences, and
+// returns how many.
+func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	tx, err := s.begin(ctx, shard)
 	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Importing, rebalance.Moved); err != nil {
 		return 0, err
 	}
 	deleted := 0
@@ -430,15 +471,18 @@ func (s *Store) DeleteChunk(ctx context.Context, owners []string, shard int, lim
 			q.b.WriteString(q.arg(arg))
 		}
 		fmt.Fprintf(&q.b, ") LIMIT %s%s", q.arg(limit-deleted), end)
-		res, err := db.ExecContext(ctx, q.b.String(), q.args...)
+		res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
 		if err != nil {
-			return deleted, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
+			return 0, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return deleted, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
+			return 0, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
 		}
 		deleted += int(n)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
 	return deleted, nil
 }

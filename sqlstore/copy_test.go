@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -39,6 +40,10 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 			_, err := p.dbs[0].Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, $3, $4, $5)", row...)
 			require.NoError(t, err)
 		}
+		// The copies and deletions of a mover: a claim's token, the owners fenced importing.
+		tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "test", Lease: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, p.store.SetFence(ctx, "m", []string{"1", "2", "3", "4", "5", "6", "7", "8"}, 1, rebalance.Importing, tok))
 		onShard1 := func() map[string][]int64 {
 			rows, err := p.dbs[1].Query("SELECT user_id, id FROM messages ORDER BY id")
 			require.NoError(t, err)
@@ -64,7 +69,7 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 			pos := make([]int, len(owners)) // the model's cursor: how many rows are behind it
 			for i, o := range owners {
 				if k := r.IntN(len(keys[o]) + 1); k > 0 && r.IntN(2) == 0 {
-					next, n, _, err := p.store.CopyChunk(ctx, []string{o}, 0, 1, []rebalance.Cursor{""}, k)
+					next, n, _, err := p.store.CopyChunk(ctx, "m", tok, []string{o}, 0, 1, []rebalance.Cursor{""}, k)
 					require.NoError(t, err)
 					require.Equal(t, k, n)
 					after[i], pos[i] = next[0], k
@@ -74,7 +79,7 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 			for step := 0; ; step++ {
 				require.Less(t, step, 300, "trial %d: CopyChunk never said done", trial)
 				limit := 1 + r.IntN(20)
-				next, n, done, err := p.store.CopyChunk(ctx, owners, 0, 1, after, limit)
+				next, n, done, err := p.store.CopyChunk(ctx, "m", tok, owners, 0, 1, after, limit)
 				require.NoError(t, err)
 				// The model.
 				copied := 0
@@ -102,7 +107,7 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 			gone := owners[:len(owners)/2+1]
 			for {
 				limit := 1 + r.IntN(30)
-				n, err := p.store.DeleteChunk(ctx, gone, 1, limit)
+				n, err := p.store.DeleteChunk(ctx, "m", tok, gone, 1, limit)
 				require.NoError(t, err)
 				require.LessOrEqual(t, n, limit)
 				if n < limit {
@@ -116,7 +121,7 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 				require.Equal(t, keys[o], onShard1()[o], "trial %d: owner %s not deleted", trial, o)
 			}
 		}
-		_, _, _, err := p.store.CopyChunk(ctx, []string{"1", "2"}, 0, 1, []rebalance.Cursor{""}, 5)
+		_, _, _, err = p.store.CopyChunk(ctx, "m", tok, []string{"1", "2"}, 0, 1, []rebalance.Cursor{""}, 5)
 		require.ErrorIs(t, err, rebalance.ErrConfig, "one cursor for two owners")
 	})
 }

@@ -55,17 +55,17 @@ func (s *Store) begin(ctx context.Context, i int) (*sql.Tx, error) {
 // lock taken before the fence read (waiting for it under busy_timeout). So on SQLite fn may
 // be called more than once, and must return its statements' errors (wrapped with %w or as
 // they are): a busy error it hides is not retried, though its write did not happen.
-func (s *Store) Access(ctx context.Context, owner string, shard int, fn func(tx *sql.Tx) error) error {
+func (s *Store) Access(ctx context.Context, p rebalance.Placement, owner string, shard int, fn func(tx *sql.Tx) error) error {
 	switch s.dialect {
 	case PostgreSQL:
-		return s.access(ctx, owner, shard, fn, sharedLock)
+		return s.access(ctx, p, owner, shard, fn, sharedLock)
 	default:
 		// A write that finds the lock taken fails at once: try again soon, in steps finer
 		// than the busy handler's, for a while (snapshotRetry), then queue for the lock
 		// under busy_timeout.
 		wait := 50 * time.Microsecond
 		for end := time.Now().Add(snapshotRetry); ; {
-			err := s.access(ctx, owner, shard, fn, snapshot)
+			err := s.access(ctx, p, owner, shard, fn, snapshot)
 			if !errors.Is(err, errSnapshotStale) {
 				return err
 			}
@@ -83,7 +83,7 @@ func (s *Store) Access(ctx context.Context, owner string, shard int, fn func(tx 
 				wait = min(2*wait, snapshotPause)
 			}
 		}
-		return s.access(ctx, owner, shard, fn, writeLock)
+		return s.access(ctx, p, owner, shard, fn, writeLock)
 	}
 }
 
@@ -110,27 +110,44 @@ const (
 var errSnapshotStale = errors.New("snapshot stale for a write")
 
 // access is one attempt of Access, holding owner as hold says.
-func (s *Store) access(ctx context.Context, owner string, shard int, fn func(tx *sql.Tx) error, hold int) error {
+func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string, shard int, fn func(tx *sql.Tx) error, hold int) error {
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
 	var state sql.NullInt64
+	var refused int64
+	pm, pb, pa := p.Migration, int64(p.Before), int64(p.After)
+	refuses := "SELECT COUNT(*) FROM rebalance_placement WHERE " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4")
 	switch hold {
 	case sharedLock:
-		// The owner's lock shared, then its fence, in one round trip (rebalance_enter).
-		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3)", s.ns, lockKey(owner), owner).Scan(&state)
+		// The owner's lock shared, then the placement and its fence, in one round trip
+		// (rebalance_enter: -1 when the placement is refused).
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6)", s.ns, lockKey(owner), owner, pm, pb, pa).Scan(&state)
+		if state.Int64 == -1 {
+			state, refused = sql.NullInt64{}, 1
+		}
 	case snapshot:
 		// The first read of a deferred transaction: it opens the snapshot fn runs on.
-		err = tx.QueryRowContext(ctx, "SELECT state FROM rebalance_fence WHERE owner = $1", owner).Scan(&state)
+		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+")", owner, pm, pb, pa).Scan(&state, &refused)
 	case writeLock:
 		// A write first: it takes the write lock now (waiting for it under busy_timeout),
 		// so no fence change can commit between this read and the end of the transaction.
 		err = tx.QueryRowContext(ctx, "UPDATE rebalance_fence SET state = state WHERE owner = $1 RETURNING state", owner).Scan(&state)
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+")", owner, pm, pb, pa).Scan(new(any), &refused)
+		}
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return s.wrap(shard, fmt.Sprintf("read fence of owner %q", owner), err)
+	}
+	if refused > 0 {
+		served, finished, err := s.served(ctx, tx, shard)
+		if err != nil {
+			return err
+		}
+		return &rebalance.PlacementError{Shard: shard, Served: served, Wanted: p, Finished: finished}
 	}
 	if f := rebalance.FenceState(state.Int64); state.Valid && f != rebalance.Serving {
 		return &rebalance.FenceError{Owner: owner, Shard: shard, State: f}
@@ -273,37 +290,6 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	}
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
-	}
-	return nil
-}
-
-// Claim records token for migration on every shard and in the control database, or
-// refuses a token older than one of them has seen.
-func (s *Store) Claim(ctx context.Context, migration string, token uint64) error {
-	for i := range s.shards {
-		tx, err := s.begin(ctx, i)
-		if err != nil {
-			return err
-		}
-		err = s.checkToken(ctx, tx, migration, token, i, tokenExclusive)
-		if err == nil {
-			err = s.wrap(i, "commit claim", tx.Commit())
-		}
-		tx.Rollback()
-		if err != nil {
-			return err
-		}
-	}
-	tx, err := s.control.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlstore: control database: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1, tokenExclusive); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlstore: control database: commit claim: %w", err)
 	}
 	return nil
 }

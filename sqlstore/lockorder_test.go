@@ -52,7 +52,7 @@ func TestReadsAfterTheLock(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			done <- p.store.Access(ctx, "7", 0, func(tx *sql.Tx) error {
+			done <- p.store.Access(ctx, rebalance.Placement{}, "7", 0, func(tx *sql.Tx) error {
 				_, err := tx.Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES (1, 7, 1, 'x', 0)")
 				return err
 			})

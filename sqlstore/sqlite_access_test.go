@@ -66,7 +66,7 @@ func TestSQLiteReadDoesNotBlockFence(t *testing.T) {
 	var before, after int
 	accessed := make(chan error, 1)
 	go func() {
-		accessed <- app.store.Access(ctx, "42", 0, func(tx *sql.Tx) error {
+		accessed <- app.store.Access(ctx, rebalance.Placement{}, "42", 0, func(tx *sql.Tx) error {
 			before = countOwner(t, tx)
 			close(inside)
 			select {
@@ -96,7 +96,7 @@ func TestSQLiteReadDoesNotBlockFence(t *testing.T) {
 	if before != 3 || after != 3 {
 		t.Fatalf("the read access saw %d then %d rows, want its snapshot's 3 both times", before, after)
 	}
-	err := app.store.Access(ctx, "42", 0, func(*sql.Tx) error { return errors.New("fn ran on a moved shard") })
+	err := app.store.Access(ctx, rebalance.Placement{}, "42", 0, func(*sql.Tx) error { return errors.New("fn ran on a moved shard") })
 	if !isFenced(err) {
 		t.Fatalf("access after the fence: got %v, want ErrFenced", err)
 	}
@@ -116,7 +116,7 @@ func staleWrite(t *testing.T, between func(ctx context.Context, other *proc) (re
 	var release func()
 	accessed := make(chan error, 1)
 	go func() {
-		accessed <- app.store.Access(ctx, "42", 0, func(tx *sql.Tx) error {
+		accessed <- app.store.Access(ctx, rebalance.Placement{}, "42", 0, func(tx *sql.Tx) error {
 			calls++
 			countOwner(t, tx)
 			if calls == 1 {

@@ -248,6 +248,13 @@ CREATE TABLE IF NOT EXISTS rebalance_fence (
 CREATE TABLE IF NOT EXISTS rebalance_epoch (
 	migration TEXT PRIMARY KEY,
 	token     BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_placement (
+	id        INTEGER PRIMARY KEY,
+	migration TEXT NOT NULL,
+	before_fp BIGINT NOT NULL,
+	after_fp  BIGINT NOT NULL,
+	finished  INTEGER NOT NULL
 )`
 
 const controlSchema = `
@@ -260,6 +267,13 @@ CREATE TABLE IF NOT EXISTS rebalance_marks (
 CREATE TABLE IF NOT EXISTS rebalance_epoch (
 	migration TEXT PRIMARY KEY,
 	token     BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_claim (
+	migration TEXT PRIMARY KEY,
+	election  BIGINT NOT NULL,
+	token     BIGINT NOT NULL,
+	mover     TEXT NOT NULL,
+	expires   BIGINT NOT NULL
 )`
 
 // pgFunctions are the PostgreSQL functions of a shard: each does in one round trip what
@@ -268,14 +282,39 @@ CREATE TABLE IF NOT EXISTS rebalance_epoch (
 // taken when the statement starts (READ COMMITTED), so a read after a lock sees every change
 // committed before the lock was granted, as two statements of a transaction would.
 var pgFunctions = []string{`
-CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text) RETURNS integer
+CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint) RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE st integer;
 BEGIN
 	-- Held until the caller's transaction ends: a fence change of o waits for it.
 	PERFORM pg_advisory_xact_lock_shared(ns, k);
+	IF EXISTS (SELECT 1 FROM rebalance_placement WHERE ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa") + `) THEN
+		RETURN -1; -- the shard serves another placement
+	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;
 	RETURN st;
+END
+$f$`, `
+CREATE OR REPLACE FUNCTION rebalance_step(epoch_ns integer, mkey integer, m text, tok bigint, owners text[], states integer[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+	newest bigint;
+	fenced bigint;
+	wanted bigint;
+BEGIN
+	-- The migration's token lock shared until the caller's transaction ends: a claim
+	-- waits for the steps under way, and refuses every later step of an older token.
+	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
+	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
+	IF newest > tok THEN
+		RETURN newest;
+	END IF;
+	SELECT COUNT(*) INTO fenced FROM rebalance_fence WHERE owner = ANY(owners) AND migration = m AND state = ANY(states);
+	SELECT COUNT(DISTINCT x) INTO wanted FROM unnest(owners) AS x;
+	IF fenced < wanted THEN
+		RETURN -1 - fenced;
+	END IF;
+	RETURN tok;
 END
 $f$`, `
 CREATE OR REPLACE FUNCTION rebalance_set_fence(ns integer, epoch_ns integer, mkey integer, keys integer[],

@@ -74,7 +74,7 @@ func TestStaleViewIsFenced(t *testing.T) {
 		refused := 0
 		for _, u := range w.users {
 			from := w.before.Locate(u)
-			err := stale.store.Access(ctx, u, from, func(tx *sql.Tx) error {
+			err := stale.store.Access(ctx, m.Placement(), u, from, func(tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES ($1, $2, 0, 'stale', 0)", nextID.Add(1), u)
 				return err
 			})
@@ -111,19 +111,21 @@ func TestStaleMoverRefused(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		_ = newer.Run(cctx, slices.Values(w.users))
-		if err := admin.store.Claim(ctx, "m", 5); err != nil {
+		tok, err := admin.store.Claim(ctx, rebalance.Claim{Migration: "m", Election: 5, Mover: "admin", Lease: time.Millisecond})
+		if err != nil {
 			t.Fatal(err)
 		}
-		err := older.Run(ctx, slices.Values(w.users))
+		time.Sleep(5 * time.Millisecond) // the admin's lease runs out: the newer mover may claim
+		err = older.Run(ctx, slices.Values(w.users))
 		var fe *rebalance.FenceError
 		if !errors.As(err, &fe) || fe.Token != 4 || fe.Newest != 5 || !strings.Contains(err.Error(), "stale mover epoch 4 < 5") {
 			t.Fatalf("older mover: got %v, want a stale epoch error", err)
 		}
-		err = admin.store.SetFence(ctx, "m", []string{w.users[0]}, 0, rebalance.Moved, 4)
+		err = admin.store.SetFence(ctx, "m", []string{w.users[0]}, 0, rebalance.Moved, tok-1)
 		if !isFenced(err) {
 			t.Fatalf("SetFence with a stale token: got %v", err)
 		}
-		err = admin.store.SetMarks(ctx, "m", []string{w.users[0]}, rebalance.Done, 4)
+		err = admin.store.SetMarks(ctx, "m", []string{w.users[0]}, rebalance.Done, tok-1)
 		if !isFenced(err) {
 			t.Fatalf("SetMarks with a stale token: got %v", err)
 		}
@@ -177,8 +179,12 @@ func (s *stopAt) do(ctx context.Context, what string, f func(context.Context) er
 	return f(ctx)
 }
 
-func (s *stopAt) Claim(ctx context.Context, migration string, token uint64) error {
-	return s.do(ctx, "claim", func(ctx context.Context) error { return s.Store.Claim(ctx, migration, token) })
+func (s *stopAt) Claim(ctx context.Context, c rebalance.Claim) (token uint64, err error) {
+	err = s.do(ctx, "claim", func(ctx context.Context) (err error) {
+		token, err = s.Store.Claim(ctx, c)
+		return err
+	})
+	return
 }
 
 func (s *stopAt) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
@@ -187,17 +193,17 @@ func (s *stopAt) SetFence(ctx context.Context, migration string, owners []string
 	})
 }
 
-func (s *stopAt) CopyChunk(ctx context.Context, owners []string, from, to int, after []rebalance.Cursor, limit int) (next []rebalance.Cursor, n int, done bool, err error) {
+func (s *stopAt) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []rebalance.Cursor, limit int) (next []rebalance.Cursor, n int, done bool, err error) {
 	err = s.do(ctx, "copy chunk", func(ctx context.Context) (err error) {
-		next, n, done, err = s.Store.CopyChunk(ctx, owners, from, to, after, limit)
+		next, n, done, err = s.Store.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 		return err
 	})
 	return
 }
 
-func (s *stopAt) DeleteChunk(ctx context.Context, owners []string, shard int, limit int) (n int, err error) {
+func (s *stopAt) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (n int, err error) {
 	err = s.do(ctx, "delete chunk", func(ctx context.Context) (err error) {
-		n, err = s.Store.DeleteChunk(ctx, owners, shard, limit)
+		n, err = s.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
 		return err
 	})
 	return
@@ -227,11 +233,11 @@ func TestStopAtEveryStep(t *testing.T) {
 		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
 			t.Fatal(err)
 		}
-		back := shrinkOf(t, w)
-		if err := back.shared(t, p, "count-back", rebalance.SharedOptions{}).Run(ctx, slices.Values(back.users)); err != nil {
+		steps := count.at
+		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
 			t.Fatal(err)
 		}
-		steps := count.at
+		moveBack(t, w, p, "count-back")
 		if steps < 12 {
 			t.Fatalf("only %d stop points", steps)
 		}
@@ -270,10 +276,7 @@ func TestStopAtEveryStep(t *testing.T) {
 				if v := w.verify(t, admin, w.after); v.lost+v.duplicated+v.misplaced != 0 {
 					t.Fatalf("after a stop at write %d (%s, after=%v) and a resume: %v", n, stop.what, after, v)
 				}
-				back := shrinkOf(t, w)
-				if err := back.shared(t, p, id+"-back", rebalance.SharedOptions{}).Run(ctx, slices.Values(back.users)); err != nil {
-					t.Fatal(err)
-				}
+				moveBack(t, w, p, id+"-back")
 				w.requireClean(t, admin, w.before)
 				if testing.Verbose() {
 					t.Logf("stop at write %d (%s, after=%v): %v", n, stop.what, after, time.Since(began))
@@ -282,6 +285,20 @@ func TestStopAtEveryStep(t *testing.T) {
 		}
 		t.Logf("stopped and resumed at each of %d writes, before and after each", steps)
 	})
+}
+
+// moveBack moves w's users back to w.before and finishes that migration, so that the next
+// one may claim the shards.
+func moveBack(t *testing.T, w *world, p *proc, id string) {
+	t.Helper()
+	back := shrinkOf(t, w)
+	m := back.shared(t, p, id, rebalance.SharedOptions{})
+	if err := m.Run(context.Background(), slices.Values(back.users)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(context.Background(), slices.Values(back.users)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestInitRefusesLostShard: a shard database without the data table is named, not used as
@@ -344,7 +361,7 @@ func TestFenceWaitsForAccessInFlight(t *testing.T) {
 		accessed := make(chan error, 1)
 		go func() {
 			calls := 0
-			accessed <- app.store.Access(ctx, owner, 0, func(tx *sql.Tx) error {
+			accessed <- app.store.Access(ctx, rebalance.Placement{}, owner, 0, func(tx *sql.Tx) error {
 				if calls++; calls > 1 {
 					return errors.New("fn called again: its first write did not hold the owner")
 				}
@@ -371,12 +388,12 @@ func TestFenceWaitsForAccessInFlight(t *testing.T) {
 		if err := <-accessed; err != nil {
 			t.Fatal(err)
 		}
-		err = app.store.Access(ctx, owner, 0, func(*sql.Tx) error { return errors.New("fn ran on a moved shard") })
+		err = app.store.Access(ctx, rebalance.Placement{}, owner, 0, func(*sql.Tx) error { return errors.New("fn ran on a moved shard") })
 		if !isFenced(err) {
 			t.Fatalf("access after the fence: got %v, want ErrFenced", err)
 		}
 		// Another owner is not held up by this owner's fence.
-		if err := app.store.Access(ctx, "43", 0, func(*sql.Tx) error { return nil }); err != nil {
+		if err := app.store.Access(ctx, rebalance.Placement{}, "43", 0, func(*sql.Tx) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	})

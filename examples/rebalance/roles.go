@@ -302,7 +302,7 @@ func (r *placementRouter) do(ctx context.Context, owner string, fn func(tx *sql.
 		return classIdle, fmt.Errorf("%w: %w", errRetry, err)
 	}
 	retry := func(err error) error {
-		if errors.Is(err, rebalance.ErrFenced) {
+		if errors.Is(err, rebalance.ErrFenced) || errors.Is(err, rebalance.ErrPlacement) {
 			return fmt.Errorf("%w: %w", errRetry, err)
 		}
 		return err
@@ -322,8 +322,17 @@ func (r *placementRouter) do(ctx context.Context, owner string, fn func(tx *sql.
 	if err != nil {
 		return classIdle, err
 	}
+	// The placement the shards serve: the last migration's, finished (none before the first).
+	var served rebalance.Placement
+	if m := p.Migration; m != nil {
+		sh, _, _, err := r.shared(m)
+		if err != nil {
+			return classIdle, err
+		}
+		served = sh.Placement()
+	}
 	s := newUserSharder(n).Locate(owner)
-	return classIdle, retry(r.store.Access(ctx, owner, s, func(tx *sql.Tx) error { return fn(tx, s) }))
+	return classIdle, retry(r.store.Access(ctx, served, owner, s, func(tx *sql.Tx) error { return fn(tx, s) }))
 }
 
 // shared returns the Shared migration of the record's migration m, made once per ID.

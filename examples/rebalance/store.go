@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -64,8 +65,13 @@ func (s *store) replace(ctx context.Context, shard int, user int64, msgs []messa
 		return err
 	}
 	defer tx.Rollback() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", user); err != nil {
+	res, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE user_id = $1", user)
+	if err != nil {
 		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 && len(msgs) == 0 {
+		// The source may be gone because the user moved meanwhile: keep what is here.
+		return cmp.Or(err, fmt.Errorf("no message of user %d on the source, %d here: nothing changed: %w", user, n, rebalance.ErrSourceEmpty))
 	}
 	if err := insertMessages(ctx, tx, msgs); err != nil {
 		return err

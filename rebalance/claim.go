@@ -1,0 +1,231 @@
+package rebalance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// ErrMoverRunning reports a claim refused because another mover holds the migration: a
+// mover of the same election token whose lease has not run out. The error is a *MoverError
+// that names it.
+var ErrMoverRunning = errors.New("another mover runs this migration")
+
+// ErrPlacement reports an access, or a claim, for a placement the shard does not serve: a
+// process routing by another migration's sharders, or a mover started before the migration
+// the shards serve was finished. The error is a *PlacementError.
+var ErrPlacement = errors.New("shard serves another placement")
+
+// Upper bound of the movers' lease, beyond which NewShared returns an error wrapping
+// ErrConfig.
+const MaxLease = time.Hour
+
+// Claim is what a mover asks of a store before it changes anything (MoverLock.Claim).
+type Claim struct {
+	// Migration is the migration's ID.
+	Migration string
+	// Election is the mover's election epoch (SharedOptions.Token): a claim of an older one
+	// than the store has seen is refused, and a newer one takes the migration over at once.
+	Election uint64
+	// Mover names the process that claims, in errors and in the store.
+	Mover string
+	// Lease is how long the claim holds without a Renew: a second mover of the same
+	// Election is refused until it has run out.
+	Lease time.Duration
+	// Placement, if not zero, is recorded on every shard as the placement it serves.
+	Placement Placement
+}
+
+// MoverLock is how a store lets one mover at a time move a migration's data, and refuses
+// every write of a mover that another one has replaced. A SharedStore is one; a Store may
+// be one too, and then Migration.Run claims through it.
+//
+// The store issues the tokens itself: Claim returns one greater than every token it issued
+// for the migration before, and records it on every shard, so that a token can never be left
+// at a default by mistake and no two movers ever hold one token. The control database
+// arbitrates: it holds the claim's election epoch, mover, token and lease end.
+type MoverLock interface {
+	// Claim takes the migration for c.Mover and returns its token. It refuses (changing
+	// nothing) with a *FenceError if the store has seen a newer election epoch, and with a
+	// *MoverError if another mover of the same epoch holds a lease that has not run out. It
+	// then records the token on every shard (each refuses it if it has seen a newer one),
+	// and c.Placement if not zero (a *PlacementError if a shard serves a placement that
+	// this one may not follow).
+	Claim(ctx context.Context, c Claim) (token uint64, err error)
+	// Renew extends the lease of the claim of token to lease from now, or returns a
+	// *FenceError if a newer claim took the migration.
+	Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error
+	// Release ends the lease of the claim of token at once, so that the next mover need not
+	// wait for it; it does nothing if a newer claim took the migration.
+	Release(ctx context.Context, migration string, token uint64) error
+}
+
+// MoverError is the error of a claim refused because another mover holds the migration.
+// errors.Is(err, ErrMoverRunning) is true of it.
+type MoverError struct {
+	Migration string
+	// Holder is the mover that holds the migration, and Election its epoch.
+	Holder   string
+	Election uint64
+	// Left is how long its lease had to run when the claim was refused.
+	Left time.Duration
+}
+
+// Error names the mover that runs and says when its lease runs out.
+func (e *MoverError) Error() string {
+	return fmt.Sprintf("rebalance: migration %q: a mover already runs it: %s (election epoch %d); its lease runs out in %v unless it renews it: stop it, or, if it died, run again after that",
+		e.Migration, e.Holder, e.Election, e.Left.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrMoverRunning) true.
+func (e *MoverError) Is(target error) bool { return target == ErrMoverRunning }
+
+// Placement names what a process routes by: a migration and fingerprints of its before and
+// after sharders. A mover's claim records it on every shard, and a shard refuses an access
+// routed by a placement it does not serve (see PlacementError), also for an owner that never
+// had a fence there.
+type Placement struct {
+	Migration     string
+	Before, After uint64
+}
+
+// PlacementOf returns the Placement of migration id from before to after.
+func PlacementOf(id string, before, after shard.Sharder) Placement {
+	return Placement{Migration: id, Before: Fingerprint(before), After: Fingerprint(after)}
+}
+
+// IsZero says whether p is the zero Placement.
+func (p Placement) IsZero() bool { return p == Placement{} }
+
+// fingerprintProbes is how many keys Fingerprint locates.
+const fingerprintProbes = 256
+
+// Fingerprint identifies where s puts keys: a hash of its shard count and of where it places
+// 256 fixed keys. Two sharders that place keys alike (one strategy and size, built in two
+// processes) have the same fingerprint; two that differ in strategy, size or seed have
+// different ones, but for a chance of about 2^-64, or when they agree on every probe key
+// (they then place nearly all keys alike). Never 0.
+func Fingerprint(s shard.Sharder) uint64 {
+	buf := make([]byte, 0, 8*(fingerprintProbes+1))
+	put := func(v int) { buf = strconv.AppendInt(buf, int64(v), 10); buf = append(buf, ',') }
+	put(s.Shards())
+	for i := range fingerprintProbes {
+		put(s.Locate("rebalance/fingerprint/" + strconv.Itoa(i)))
+	}
+	return max(keyhash.XXH64(string(buf)), 1)
+}
+
+// Accepts says whether a shard that serves placement served (the zero Placement: none
+// recorded yet), finished or not, accepts an access routed by p: p is the placement it
+// serves, or p's migration follows a finished one whose after sharder is p's before (its
+// mover has not claimed yet, and every owner is where p's before sharder puts it). Stores
+// apply this rule to every access, and to every claim: a mover may claim a shard for p on
+// the same terms (a resume of p, or the migration after a finished one).
+func (p Placement) Accepts(served Placement, finished bool) bool {
+	return served.IsZero() || p == served || finished && p.Migration != served.Migration && p.Before == served.After
+}
+
+// PlacementError is the error of an access or a claim for a placement the shard does not
+// serve. errors.Is(err, ErrPlacement) is true of it.
+type PlacementError struct {
+	Shard int
+	// Served is what the shard serves, and Finished whether its migration is finished;
+	// Wanted is the access's or the claim's.
+	Served, Wanted Placement
+	Finished       bool
+	// Claim is true for a refused claim, false for a refused access.
+	Claim bool
+}
+
+// Error says what the shard serves and what was asked of it.
+func (e *PlacementError) Error() string {
+	state := "unfinished"
+	if e.Finished {
+		state = "finished"
+	}
+	served := fmt.Sprintf("migration %q (%s; sharders %016x -> %016x)", e.Served.Migration, state, e.Served.Before, e.Served.After)
+	wanted := fmt.Sprintf("migration %q (sharders %016x -> %016x)", e.Wanted.Migration, e.Wanted.Before, e.Wanted.After)
+	switch {
+	case e.Claim && e.Served.Migration == e.Wanted.Migration:
+		return fmt.Sprintf("rebalance: shard %d serves %s: a mover of the same ID with other sharders cannot claim it as %s", e.Shard, served, wanted)
+	case e.Claim && !e.Finished:
+		return fmt.Sprintf("rebalance: shard %d serves %s: finish it before a mover claims %s", e.Shard, served, wanted)
+	case e.Claim:
+		return fmt.Sprintf("rebalance: shard %d serves %s, whose after sharder is not the before sharder of %s: the plan does not start where the data is", e.Shard, served, wanted)
+	}
+	return fmt.Sprintf("rebalance: shard %d serves %s, not an access routed by %s: the process routes by a placement out of date or wrong; reload it", e.Shard, served, wanted)
+}
+
+// Is makes errors.Is(err, ErrPlacement) true.
+func (e *PlacementError) Is(target error) bool { return target == ErrPlacement }
+
+// defaultMover names this process: host, pid and a random part, so that two movers of one
+// process are told apart too.
+func defaultMover() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s/pid %d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// hold claims c through lock and renews the claim's lease every third of it. If a renewal is
+// refused (a newer mover claimed) or the lease runs out unrenewed, it calls lost with that
+// cause, which should cancel the mover's context: its later writes would be refused anyway,
+// and this stops it before it tries. stop ends the renewals and releases the claim.
+func hold(ctx context.Context, lock MoverLock, c Claim, lost func(error)) (token uint64, stop func(), err error) {
+	token, err = lock.Claim(ctx, c)
+	if err != nil {
+		var fe *FenceError
+		var me *MoverError
+		var pe *PlacementError
+		if errors.As(err, &fe) || errors.As(err, &me) || errors.As(err, &pe) {
+			return 0, nil, err // they say which migration, mover and tokens
+		}
+		return 0, nil, fmt.Errorf("rebalance: migration %q: claim for mover %s, election epoch %d: %w", c.Migration, c.Mover, c.Election, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() {
+		renewed := time.Now()
+		t := time.NewTicker(c.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			began := time.Now()
+			err := lock.Renew(rctx, c.Migration, token, c.Lease)
+			var fe *FenceError
+			switch {
+			case err == nil:
+				renewed = began
+			case rctx.Err() != nil:
+				return
+			case errors.As(err, &fe):
+				lost(fmt.Errorf("rebalance: migration %q: mover %s lost its claim (token %d): %w", c.Migration, c.Mover, token, err))
+				return
+			case time.Since(renewed) >= c.Lease:
+				lost(fmt.Errorf("rebalance: migration %q: mover %s could not renew its lease for %v, so another mover may hold it now: stopped: %w", c.Migration, c.Mover, c.Lease, err))
+				return
+			}
+		}
+	})
+	return token, func() {
+		cancel()
+		renewing.Wait()
+		rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer stop()
+		lock.Release(rctx, c.Migration, token) // if it fails, the lease runs out
+	}, nil
+}

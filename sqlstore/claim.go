@@ -1,0 +1,242 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// The claim of a migration, in the control database (rebalance_claim): the election epoch
+// and the mover that hold it, the token the store issued to that mover, and the end of its
+// lease in milliseconds of the control database's clock. Each shard records the newest token
+// (rebalance_epoch) and the placement it serves (rebalance_placement, one row).
+
+// nowMillis is the database's clock in Unix milliseconds: one clock for every process that
+// compares leases.
+func (s *Store) nowMillis() string {
+	if s.dialect == PostgreSQL {
+		return "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+	}
+	return "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+}
+
+// Claim takes migration for c.Mover and returns the token the store issues it; see
+// rebalance.MoverLock. The control database decides, in one transaction that holds the
+// claim's row: an older election epoch is refused, a live lease of another mover of the same
+// epoch is refused, and otherwise the token is one more than the last one issued. Then every
+// shard records the token (waiting for the steps of older tokens under way, and refusing if
+// it has seen a newer one) and c.Placement, which it may follow (Placement.Accepts).
+func (s *Store) Claim(ctx context.Context, c rebalance.Claim) (uint64, error) {
+	if c.Election > math.MaxInt64 {
+		return 0, fmt.Errorf("sqlstore: claim with election epoch %d above %d: %w", c.Election, int64(math.MaxInt64), rebalance.ErrConfig)
+	}
+	token, err := s.claimControl(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	for i := range s.shards {
+		if err := s.claimShard(ctx, i, c, token); err != nil {
+			return 0, err
+		}
+	}
+	return token, nil
+}
+
+func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, error) {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("sqlstore: control database: %s: %w", what, err)
+	}
+	tx, err := s.control.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fail("begin", err)
+	}
+	defer tx.Rollback()
+	// A write first, which takes SQLite's write lock; then the row, locked on PostgreSQL.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rebalance_claim (migration, election, token, mover, expires)
+		VALUES ($1, 0, 0, '', 0) ON CONFLICT (migration) DO NOTHING`, c.Migration); err != nil {
+		return 0, fail("claim", err)
+	}
+	lock := ""
+	if s.dialect == PostgreSQL {
+		lock = " FOR UPDATE"
+	}
+	var election, token, expires, now int64
+	var mover string
+	err = tx.QueryRowContext(ctx, "SELECT election, token, mover, expires, "+s.nowMillis()+
+		" FROM rebalance_claim WHERE migration = $1"+lock, c.Migration).Scan(&election, &token, &mover, &expires, &now)
+	if err != nil {
+		return 0, fail("read claim", err)
+	}
+	switch {
+	case election > int64(c.Election):
+		return 0, &rebalance.FenceError{Shard: -1, Migration: c.Migration, Token: c.Election, Newest: uint64(election)}
+	case election == int64(c.Election) && mover != c.Mover && mover != "" && expires > now:
+		return 0, &rebalance.MoverError{Migration: c.Migration, Holder: mover, Election: uint64(election),
+			Left: time.Duration(expires-now) * time.Millisecond}
+	}
+	token++
+	if _, err := tx.ExecContext(ctx, "UPDATE rebalance_claim SET election = $1, token = $2, mover = $3, expires = "+s.nowMillis()+
+		" + $4 WHERE migration = $5", int64(c.Election), token, c.Mover, c.Lease.Milliseconds(), c.Migration); err != nil {
+		return 0, fail("claim", err)
+	}
+	// The marks' token check reads rebalance_epoch, as on the shards.
+	if err := s.checkToken(ctx, tx, c.Migration, uint64(token), -1, tokenExclusive); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fail("commit claim", err)
+	}
+	return uint64(token), nil
+}
+
+// claimShard records token, and c.Placement if not zero, on shard i.
+func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token uint64) error {
+	tx, err := s.begin(ctx, i)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := s.checkToken(ctx, tx, c.Migration, token, i, tokenExclusive); err != nil {
+		return err
+	}
+	if !c.Placement.IsZero() {
+		served, finished, err := s.served(ctx, tx, i)
+		if err != nil {
+			return err
+		}
+		if !c.Placement.Accepts(served, finished) {
+			return &rebalance.PlacementError{Shard: i, Served: served, Wanted: c.Placement, Finished: finished, Claim: true}
+		}
+		if served != c.Placement {
+			p := c.Placement
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished)
+				VALUES (0, $1, $2, $3, 0) ON CONFLICT (id) DO UPDATE SET migration = excluded.migration,
+				before_fp = excluded.before_fp, after_fp = excluded.after_fp, finished = 0`,
+				p.Migration, int64(p.Before), int64(p.After)); err != nil {
+				return s.wrap(i, "record the placement served", err)
+			}
+		}
+	}
+	return s.wrap(i, "commit claim", tx.Commit())
+}
+
+// served reads the placement shard i serves: zero if none is recorded.
+func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placement, bool, error) {
+	var p rebalance.Placement
+	var before, after, finished int64
+	err := tx.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished FROM rebalance_placement WHERE id = 0").
+		Scan(&p.Migration, &before, &after, &finished)
+	if errors.Is(err, sql.ErrNoRows) {
+		return rebalance.Placement{}, false, nil
+	}
+	if err != nil {
+		return p, false, s.wrap(i, "read the placement served", err)
+	}
+	p.Before, p.After = uint64(before), uint64(after)
+	return p, finished != 0, nil
+}
+
+// refusesPlacement is a condition true of the placement row of a shard that does not accept
+// an access routed by the placement in parameters pm, pb, pa (rebalance.Placement.Accepts).
+const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s)`
+
+// Renew extends the lease of the claim of token; see rebalance.MoverLock.
+func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error {
+	res, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = "+s.nowMillis()+
+		" + $1 WHERE migration = $2 AND token = $3", lease.Milliseconds(), migration, int64(token))
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: renew the lease of migration %q: %w", migration, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	var newest int64
+	if err := s.control.QueryRowContext(ctx, "SELECT token FROM rebalance_claim WHERE migration = $1", migration).Scan(&newest); err != nil {
+		return fmt.Errorf("sqlstore: control database: read the claim of migration %q: %w", migration, err)
+	}
+	return &rebalance.FenceError{Shard: -1, Migration: migration, Token: token, Newest: uint64(newest)}
+}
+
+// Release ends the lease of the claim of token, if it still holds the migration.
+func (s *Store) Release(ctx context.Context, migration string, token uint64) error {
+	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = 0 WHERE migration = $1 AND token = $2", migration, int64(token))
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: release migration %q: %w", migration, err)
+	}
+	return nil
+}
+
+// Finished records on every shard that serves p that its migration is finished.
+func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
+	for i, db := range s.shards {
+		_, err := db.ExecContext(ctx, "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3",
+			p.Migration, int64(p.Before), int64(p.After))
+		if err != nil {
+			return s.wrap(i, "record the migration finished", err)
+		}
+	}
+	return nil
+}
+
+// step is the first statement of a mover's write of owners' rows on shard, in its
+// transaction: it refuses a stale token, and owners not all fenced in one of states by
+// migration there. On PostgreSQL it holds the migration's token lock shared (a claim waits
+// for it); on SQLite its first statement writes, which takes the write lock.
+func (s *Store) step(ctx context.Context, tx *sql.Tx, migration string, token uint64, owners []string, shard int, states ...rebalance.FenceState) error {
+	if token > math.MaxInt64 {
+		return s.wrap(shard, "check mover token", fmt.Errorf("token %d above %d: %w", token, int64(math.MaxInt64), rebalance.ErrConfig))
+	}
+	distinct := len(slices.Compact(slices.Sorted(slices.Values(owners))))
+	fenced := 0
+	if s.dialect == PostgreSQL {
+		st := make([]int32, len(states))
+		for i, f := range states {
+			st[i] = int32(f)
+		}
+		var got int64
+		err := tx.QueryRowContext(ctx, "SELECT rebalance_step($1, $2, $3, $4, $5, $6)",
+			epochNS, lockKey(migration), migration, int64(token), owners, st).Scan(&got)
+		if err != nil {
+			return s.wrap(shard, "check mover token and fences", err)
+		}
+		switch {
+		case got > int64(token):
+			return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(got)}
+		case got == int64(token):
+			return nil
+		}
+		fenced = int(-1 - got) // how many were fenced, when not all
+	} else {
+		if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
+			return err
+		}
+		var in strings.Builder
+		for i := range states {
+			if i > 0 {
+				in.WriteString(", ")
+			}
+			in.WriteString(strconv.Itoa(int(states[i])))
+		}
+		for batch := range slices.Chunk(owners, 500) {
+			var n int
+			q := "SELECT COUNT(*) FROM rebalance_fence WHERE migration = ? AND state IN (" + in.String() + ") AND owner IN (" + s.placeholders(1, len(batch)) + ")"
+			if err := tx.QueryRowContext(ctx, q, append([]any{migration}, toAny(batch)...)...).Scan(&n); err != nil {
+				return s.wrap(shard, "check fences", err)
+			}
+			fenced += n
+		}
+		if fenced == distinct {
+			return nil
+		}
+	}
+	return s.wrap(shard, "check fences", fmt.Errorf("of %d owners, %d are fenced %v by migration %q here: a mover writes rows only of owners it fenced: %w",
+		distinct, fenced, states, migration, rebalance.ErrFenced))
+}
