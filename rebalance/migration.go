@@ -40,9 +40,10 @@ var (
 	// is kept; restore the new shard, or copy the owner back by hand, before running again.
 	ErrCopyLost = errors.New("new shard lost the copy")
 	// ErrSourceEmpty reports a Copy that found no row of the owner on its source while its
-	// destination holds some: it changed nothing. A twin of the Migration (the mover started
-	// twice) that moved the owner and deleted its old copy meanwhile looks like that, and
-	// copying "nothing" over the destination would lose every row.
+	// destination holds some, or whose source lost rows while it read them: it changed
+	// nothing. A twin of the Migration (the mover started twice) that moved the owner and
+	// deleted its old copy meanwhile looks like that, and copying "nothing" (or a part) over
+	// the destination would lose rows.
 	ErrSourceEmpty = errors.New("copy source holds no row while its destination does")
 )
 

@@ -731,6 +731,9 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 		m.noteExclusive(time.Since(start))
 		m.moved.Add(int64(len(commit)))
 	}
+	if len(commit) == 0 {
+		return moved, mismatch
+	}
 	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteAll(ctx, commit, a)); err != nil {
 		return moved, err
 	}
@@ -1039,7 +1042,7 @@ func (m *mover[Tx]) tail(ctx context.Context, owner string, a, b int, c []copier
 	if err != nil || na == nb {
 		return err
 	}
-	if err := m.store.Copy(ctx, owner, a, b); err != nil {
+	if err := m.store.CopyOwner(ctx, m.id, m.token, owner, a, b); err != nil {
 		return fmt.Errorf("copy whole: %w", err)
 	}
 	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || na == nb {

@@ -414,8 +414,8 @@ func (l *lossyShared) CopyChunk(ctx context.Context, migration string, token uin
 	return next, n, done, err
 }
 
-func (l *lossyShared) Copy(ctx context.Context, owner string, from, to int) error {
-	err := l.MemShared.Copy(ctx, owner, from, to)
+func (l *lossyShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
+	err := l.MemShared.CopyOwner(ctx, migration, token, owner, from, to)
 	l.mu.Lock()
 	for k := range l.rows[to][owner] {
 		delete(l.rows[to][owner], k)

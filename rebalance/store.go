@@ -23,8 +23,9 @@ type Store interface {
 	// identity are replaced, and rows on to that are not on from are removed (a partial copy
 	// left by a crash, say). It leaves from unchanged. In SQL: in one transaction on to,
 	// delete the owner's rows, then insert every row read from from. If from holds no row of
-	// owner while to holds some, it changes nothing and returns an error wrapping
-	// ErrSourceEmpty: the source may be gone because the owner moved meanwhile.
+	// owner while to holds some, or from lost rows while Copy read them, it changes nothing
+	// and returns an error wrapping ErrSourceEmpty: the source may be gone because the owner
+	// moved meanwhile.
 	Copy(ctx context.Context, owner string, from, to int) error
 	// Count returns how many rows owner has on shard, read from the shard itself (no cache).
 	// Before every Delete the Migration compares the counts of the old and the new shard, so

@@ -255,12 +255,21 @@ func (s *Store) readArms(ctx context.Context, owners []string, shard int, after 
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
 // that deletes the owner's rows there and inserts every row read from from, chunk by chunk.
-// If from holds none while to held some, it rolls back and returns an error wrapping
-// rebalance.ErrSourceEmpty.
+// If from holds none while to held some, or from's count after the copy differs from the
+// rows copied, it rolls back and returns an error wrapping rebalance.ErrSourceEmpty.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	return s.copyOwner(ctx, owner, from, to, func(tx *sql.Tx, deleted int64, copied int) error {
 		if copied == 0 && deleted > 0 {
 			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
+		}
+		// The rows were read in several statements: a deletion between two of them (a twin
+		// of the Migration deleting the old copy) leaves a part; counted again, it shows.
+		n, err := s.Count(ctx, owner, from)
+		if err != nil {
+			return err
+		}
+		if n != int64(copied) {
+			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
 		}
 		return nil
 	}, nil)
