@@ -71,7 +71,10 @@
 //
 // The per-owner locks of a Migration are in-process: every process that reads or writes
 // owners being moved must do so through the same Migration value. For many processes, use
-// [Shared].
+// [Shared]. A mover started twice is still safe: over a Store that is a [MoverLock] (the
+// sqlstore module's is) the second Run is refused while the first runs, and over any Store,
+// Copy refuses to copy a source its twin deleted ([ErrSourceEmpty]) and the Migration then
+// finds the twin's mark.
 //
 // # Across processes
 //
@@ -94,14 +97,52 @@
 //   - [Shared.Do] routes by the fences alone, reading no mark: moved on the old shard sends it
 //     to the new one, and while neither serves the owner (the tail, a few ms) it waits up to
 //     a bound, then says so;
-//   - every fence change and mark carries the mover's fencing token (its election epoch), and
-//     a store refuses a token older than one it has seen ([ErrFenced]), so a mover that lost
-//     its election changes nothing once a newer one has claimed the migration;
+//   - one mover at a time, enforced by the data: a mover's Run first claims the migration
+//     ([MoverLock]); the control database refuses an older election epoch, and a second
+//     mover of the same epoch while the first's lease runs ([ErrMoverRunning], naming it).
+//     The store issues the fencing token itself, one more than the last, and records it on
+//     every shard, so no two movers ever hold one token and none is left at a default;
+//   - every write a mover makes (fences, marks, chunks, whole-owner copies, deletions)
+//     carries that token, and the shard written refuses it, in the same transaction, once it
+//     has seen a newer one ([ErrFenced]): a mover that lost its election, or stalled past
+//     its lease, changes nothing once a newer one has claimed. Rows are written only where
+//     the owners are fenced by the migration: copies into shards that import them,
+//     deletions where they are fenced;
+//   - a shard knows which placement it serves ([Placement]: the migration and fingerprints
+//     of its sharders, recorded by the claim), and refuses an access routed by another
+//     ([ErrPlacement]), also for an owner it never held; a claim is refused while the
+//     shards serve an unfinished migration, or one whose after sharder is not the new
+//     before;
 //   - the copy goes in chunks, each its own short transaction, while the old shard serves the
 //     owner, so an owner is served by no shard only for the tail, whatever its size;
 //   - owners of one pair of shards move in groups: one fence change, one count and one chunk
 //     of tails for the whole group, so the window holds a few statements whatever the group's
 //     size, and small owners share their chunks (a statement for many owners, not one each).
+//
+// The states of one owner moving from shard A to shard B, who may act in each, and what the
+// storage refuses (the fences are (A, B); T is the claim's token):
+//
+//	step                  fences (A, B)                    who acts               the shards refuse
+//	claim                 unchanged                        one mover              an older epoch; a live lease of another mover;
+//	                                                                              every write of a token older than T
+//	1 fence B importing   (serving, serving) -> (serving,  the mover of T         accesses of the owner on B
+//	                      importing); B moved by an
+//	                      earlier migration also
+//	2 copy chunks A -> B  (serving, importing)             the application on A;  chunks into B unless importing by this
+//	                                                       the mover into B       migration; a token older than T
+//	3 fence A moved       -> (moved, importing)            nobody on A or B       every access of the owner (Do waits)
+//	4 tail and counts     (moved, importing)               the mover into B       as in step 2; a whole copy too
+//	5 commit B serving    -> (moved, serving)              the application on B   accesses on A; copies into B
+//	6 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
+//	7 mark done           control database                 the mover              marks of a token older than T
+//	Finish                shards record it finished        any process, all done  (next: a claim of a migration that does
+//	                                                                              not start at this one's after sharder)
+//
+// Whatever runs between two steps: a second mover is refused at its claim; a mover replaced
+// by a newer claim is refused at its next write, on whichever shard; a process routing by an
+// old or wrong placement is refused by the fence or by the placement on the shard it reaches;
+// a write of the application lands only where the fence serves the owner. A step that fails
+// leaves the fences as the table says, and the next Run resumes from them.
 //
 // Electing one mover and publishing the placement are left to a coordinator (the coord
 // module keeps both in etcd); the fences make a wrong or late coordinator cost availability,

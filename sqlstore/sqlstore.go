@@ -5,11 +5,19 @@
 //
 // # What holds across processes, and why
 //
-// Each shard holds a table rebalance_fence (owner, state, migration, token) and rebalance_epoch
-// (migration, token); the control database holds rebalance_marks (migration, owner, mark), the
-// table examples/rebalance already uses, and its own rebalance_epoch. [Store.Access] reads the
-// owner's fence in the transaction that runs the application's statements, and no fence
-// change on that shard commits between that read and the access's writes:
+// Each shard holds a table rebalance_fence (owner, state, migration, token), rebalance_epoch
+// (migration, newest token) and rebalance_placement (the placement it serves, one row); the
+// control database holds rebalance_marks (migration, owner, mark), the table
+// examples/rebalance already uses, rebalance_claim (migration, election epoch, token, mover,
+// lease end: [Store.Claim] decides there, in one transaction) and its own rebalance_epoch.
+// The store issues the tokens: each claim one more than the last. Every write of a mover
+// (a fence, a chunk, a whole copy, a deletion, a mark) begins its transaction with a check of
+// its token against rebalance_epoch and, for rows, of the owners' fences there (on
+// PostgreSQL one statement, rebalance_step, under the migration's token lock held shared; a
+// claim takes it exclusive, so it waits for the steps under way and every later step of an
+// older token is refused). [Store.Access] reads the placement and the owner's fence in the
+// transaction that runs the application's statements, and no fence change on that shard
+// commits between that read and the access's writes:
 //
 //   - PostgreSQL: pg_advisory_xact_lock_shared on the shard's own connection, then the fence
 //     is read by a statement of its own, so under READ COMMITTED (which Access asks for) it
