@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardkit/shard/coord"
 	"github.com/shardkit/shard/coord/embedded"
+	"github.com/shardkit/shard/rebalance"
 )
 
 func TestHistogramPercentiles(t *testing.T) {
@@ -346,5 +347,31 @@ func TestStepClock(t *testing.T) {
 	}
 	if n, running := s.current(); n != 2 || running {
 		t.Errorf("current() = %d, %v; want step 2, ended", n, running)
+	}
+}
+
+// TestPrepareProcsAgain checks that a -procs run on an earlier run's databases starts afresh:
+// the earlier mover's claim (a higher election epoch than the new run's embedded etcd gives)
+// and the placement the shards served are gone, so the new mover may claim.
+func TestPrepareProcsAgain(t *testing.T) {
+	ctx := context.Background()
+	c := procsConfig(filepath.Join(t.TempDir(), "data"))
+	before, after := newUserSharder(c.shards), newUserSharder(c.grow)
+	claim := rebalance.Claim{Migration: stepID(0, procsSteps(c)[0]), Mover: "m", Lease: time.Minute,
+		Placement: rebalance.PlacementOf(stepID(0, procsSteps(c)[0]), before, after)}
+	for run, election := range []uint64{7, 3} {
+		d, err := prepareProcs(ctx, c, new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := openStore(ctx, d)
+		if err == nil {
+			claim.Election = election
+			_, err = s.Claim(ctx, claim)
+		}
+		d.close()
+		if err != nil {
+			t.Fatalf("run %d: claim with election epoch %d: %v", run+1, election, err)
+		}
 	}
 }

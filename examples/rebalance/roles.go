@@ -122,14 +122,18 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 		return nil, err
 	}
 	if earlier { // the messages emptied, sqlstore's tables dropped: Init makes them anew
+		// The claim goes too: it holds the earlier run's election epoch, and a new run's
+		// embedded etcd counts its epochs from the start again, so its mover's claim would be
+		// refused as stale. So does the placement the shards served.
 		for i, db := range d.shards {
-			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch"} {
+			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch",
+				"DROP TABLE IF EXISTS rebalance_placement"} {
 				if _, err := db.ExecContext(ctx, stmt); err != nil {
 					return nil, d.shard(i, err)
 				}
 			}
 		}
-		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch"} {
+		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch", "DROP TABLE IF EXISTS rebalance_claim"} {
 			if _, err := d.control.ExecContext(ctx, stmt); err != nil {
 				return nil, err
 			}
