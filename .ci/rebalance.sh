@@ -80,13 +80,14 @@ expect 2 "$bin" -shards 5 -grow 5
 expect 2 "$bin" -pg 'postgres://x@127.0.0.1:1/a,postgres://x@127.0.0.1:1/b'
 expect 1 "$bin" -shards 1 -grow 2 -pg 'postgres://nobody@127.0.0.1:1/a?sslmode=disable&connect_timeout=2,postgres://nobody@127.0.0.1:1/b?sslmode=disable'
 
-step "SQLite, -procs 3 -kill: 3 application processes and a mover process, kill -9 at random, etcd embedded"
+step "SQLite, -procs 3 -kill -rogue-mover: 3 application processes and a mover process, kill -9 at random, etcd embedded"
 start=$SECONDS
-expect 0 "$bin" -procs 3 -kill
+expect 0 "$bin" -procs 3 -kill -rogue-mover
 grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
 grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
+grep -q '^rogue mover (same epoch [0-9]*, no election): refused: .*a mover already runs it: ' "$work/out" || fail "the rogue mover was not refused"
 grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
-echo "verified in $((SECONDS - start)) s: a second mover refused, nothing lost, duplicated or misplaced after the kills above"
+echo "verified in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced after the kills above"
 
 step "-procs: unreachable etcd and a wrong DSN are refused before any data is touched"
 expect 1 "$bin" -procs 2 -etcd 127.0.0.1:1 -data "$work/procs-refused"
@@ -146,12 +147,13 @@ grep -q 'resuming after a stop' "$work/out" || fail "the run did not resume"
 [[ $(grep -c FAILED "$work/out" || true) == 0 ]] || fail "verification"
 echo "verified on PostgreSQL: a full round, a crash resumed, foreign marks refused"
 
-step "PostgreSQL, -procs 3 -kill: the same with the shards in PostgreSQL, etcd embedded"
+step "PostgreSQL, -procs 3 -kill -rogue-mover: the same with the shards in PostgreSQL, etcd embedded"
 start=$SECONDS
-expect 0 "$bin" -procs 3 -kill -pg "$procsdsns"
+expect 0 "$bin" -procs 3 -kill -rogue-mover -pg "$procsdsns"
 grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
 grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
+grep -q '^rogue mover (same epoch [0-9]*, no election): refused: .*a mover already runs it: ' "$work/out" || fail "the rogue mover was not refused"
 grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
-echo "verified on PostgreSQL in $((SECONDS - start)) s: a second mover refused, nothing lost, duplicated or misplaced"
+echo "verified on PostgreSQL in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced"
 
 step "rebalance example: all checks passed"

@@ -76,6 +76,8 @@ type config struct {
 	role, prefix, ledger string
 	proc                 int
 	wait                 bool
+	rogueMover           bool   // -rogue-mover (rogue.go)
+	rogueGate            string // hidden: the real mover holds step 1 until this file exists
 
 	// -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user (etcdauth.go), and what they resolve to.
 	etcdCACert, etcdCert, etcdKey, etcdUser string
@@ -111,6 +113,9 @@ func main() {
 		if errors.Is(err, errLostElection) {
 			os.Exit(exitLostElection)
 		}
+		if errors.Is(err, errRogueRefused) {
+			os.Exit(exitRogueRefused)
+		}
 		os.Exit(1)
 	}
 }
@@ -122,7 +127,7 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("rebalance", flag.ContinueOnError)
 	fs.SetOutput(output)
-	hidden := map[string]bool{"role": true, "proc": true, "prefix": true, "ledger": true, "wait": true}
+	hidden := map[string]bool{"role": true, "proc": true, "prefix": true, "ledger": true, "wait": true, "rogue-gate": true}
 	fs.Usage = func() {
 		fmt.Fprint(output, usage)
 		all := flag.NewFlagSet("rebalance", flag.ContinueOnError) // the flags without the hidden ones
@@ -161,11 +166,13 @@ func parseFlags(args []string, output io.Writer) (config, error) {
 	fs.DurationVar(&c.appPause, "app-pause", defaultAppPause, "with -procs: each writer and reader of an application process pauses this long between two accesses (the foreground's rate)")
 	fs.Float64Var(&c.moverYield, "mover-yield", 0, fmt.Sprintf("with -procs: after each chunk the mover copies or deletes, it idles this many times as long as the chunk took (rebalance.SharedOptions.Yield, at most %d): on SQLite it leaves the files' write lock to the application", rebalance.MaxYield))
 	fs.DurationVar(&c.moverPace, "mover-pace", 0, "with -procs: the mover pauses this long after each user it moves, so that the kills of a small run land in the middle of its moves")
-	fs.StringVar(&c.role, "role", "", "hidden: app or mover, a child process of -procs")
+	fs.BoolVar(&c.rogueMover, "rogue-mover", false, "with -procs: in the middle of the first migration, start a second mover that bypasses the election with the mover's options and election epoch (an operator's mistake), and fail unless the store refuses it (rebalance.ErrMoverRunning); the mover holds step 1 until it was tried, which counts in its rows/s")
+	fs.StringVar(&c.role, "role", "", "hidden: app, mover or rogue, a child process of -procs")
 	fs.IntVar(&c.proc, "proc", 0, "hidden: the number of an application process")
 	fs.StringVar(&c.prefix, "prefix", "", "hidden: the placement record's etcd key prefix")
 	fs.StringVar(&c.ledger, "ledger", "", "hidden: the directory of the application processes' ledgers")
 	fs.BoolVar(&c.wait, "wait", false, "hidden: a mover started by the -procs parent: it waits for the election instead of failing with ErrBusy, and stops when its stdin ends")
+	fs.StringVar(&c.rogueGate, "rogue-gate", "", "hidden: with -rogue-mover, the mover holds step 1 at its first user until this file exists")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err

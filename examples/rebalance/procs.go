@@ -124,6 +124,8 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	steps := &stepClock{}
 	elected := make(chan struct{}, 1)
 	allDone := make(chan struct{}, 1) // a mover incarnation found every step done
+	rogue := newRogueTrial()
+	gate := filepath.Join(work, "rogue-gate") // -rogue-mover: the held mover goes on once it exists
 	cs.onLine = func(ch *child, line string) bool {
 		signal := func(ch chan struct{}) {
 			select {
@@ -136,6 +138,9 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		}
 		if ch.role == "mover" && line == "all steps done" {
 			signal(allDone)
+		}
+		if h, ok := parseHold(line); ok && c.rogueMover && ch.role == "mover" {
+			rogue.start(h, exe, c.childEnv(), c.roleArgs("rogue", 0, endpoints, prefix, ackDir), gate, cs.out)
 		}
 		steps.see(line)
 		return true
@@ -159,7 +164,11 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 		return fmt.Errorf("an application process ended during the run: %w", err)
 	}
 	time.Sleep(c.idle) // idle latencies: no migration yet
-	mover := cs.start("mover", "mover", append(c.roleArgs("mover", 0, endpoints, prefix, ackDir), "-wait")...)
+	moverArgs := append(c.roleArgs("mover", 0, endpoints, prefix, ackDir), "-wait")
+	if c.rogueMover {
+		moverArgs = append(moverArgs, "-rogue-gate", gate)
+	}
+	mover := cs.start("mover", "mover", moverArgs...)
 
 	// A second mover while the first holds the election must be refused.
 	var refused bool
@@ -246,6 +255,9 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	<-killsDone
 	if runErr != nil {
 		cs.killAll()
+		if c.rogueMover {
+			runErr = errors.Join(runErr, rogue.err(5*time.Second))
+		}
 		return runErr
 	}
 	time.Sleep(c.idle) // idle latencies again, on the final placement
@@ -295,6 +307,11 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	}
 	if !refused {
 		return fmt.Errorf("a second mover was not refused while the first held the election: %w", errChild)
+	}
+	if c.rogueMover {
+		if err := rogue.err(rogueHoldMax); err != nil {
+			return err
+		}
 	}
 	keep = false
 	return nil

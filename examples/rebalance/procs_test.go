@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardkit/shard/coord"
 	"github.com/shardkit/shard/coord/embedded"
+	"github.com/shardkit/shard/rebalance"
 )
 
 func TestHistogramPercentiles(t *testing.T) {
@@ -175,7 +176,8 @@ func TestVerifyProcs(t *testing.T) {
 }
 
 // TestProcs runs the -procs scenario with kills on SQLite, end to end: the parent, two
-// application processes and the mover (this test binary, as main), embedded etcd.
+// application processes and the mover (this test binary, as main), embedded etcd; with
+// -rogue-mover, the store must refuse a mover that bypasses the election.
 func TestProcs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes for about 20 s")
@@ -183,13 +185,14 @@ func TestProcs(t *testing.T) {
 	t.Setenv("REBALANCE_EXAMPLE_MAIN", "1") // the children run main (TestMain)
 	dir := t.TempDir()
 	c := procsConfig(filepath.Join(dir, "data"))
-	c.kill = true
+	c.kill, c.rogueMover = true, true
 	var out bytes.Buffer
 	if err := parent(context.Background(), c, &out); err != nil {
 		t.Fatalf("parent: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
+		`(?m)^\[mover\] step 1: holding for the rogue mover: pid (\d+), epoch (\d+)\n(?s:.*)^rogue mover \(same epoch \d+, no election\): refused: rebalance: migration "procs-step1-5-to-10": a mover already runs it: [^ ]*/pid \d+/`,
 		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,
 		`migrating, owner moving: +reads p50 .* p99 `,
 		`(?m)^kills: .*mover [1-9]`, // the first kill of each step is the mover's
@@ -346,5 +349,61 @@ func TestStepClock(t *testing.T) {
 	}
 	if n, running := s.current(); n != 2 || running {
 		t.Errorf("current() = %d, %v; want step 2, ended", n, running)
+	}
+}
+
+// TestPrepareProcsAgain checks that a -procs run on an earlier run's databases starts afresh:
+// the earlier mover's claim (a higher election epoch than the new run's embedded etcd gives)
+// and the placement the shards served are gone, so the new mover may claim.
+func TestPrepareProcsAgain(t *testing.T) {
+	ctx := context.Background()
+	c := procsConfig(filepath.Join(t.TempDir(), "data"))
+	before, after := newUserSharder(c.shards), newUserSharder(c.grow)
+	claim := rebalance.Claim{Migration: stepID(0, procsSteps(c)[0]), Mover: "m", Lease: time.Minute,
+		Placement: rebalance.PlacementOf(stepID(0, procsSteps(c)[0]), before, after)}
+	for run, election := range []uint64{7, 3} {
+		d, err := prepareProcs(ctx, c, new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := openStore(ctx, d)
+		if err == nil {
+			claim.Election = election
+			_, err = s.Claim(ctx, claim)
+		}
+		d.close()
+		if err != nil {
+			t.Fatalf("run %d: claim with election epoch %d: %v", run+1, election, err)
+		}
+	}
+}
+
+// TestRogueVerdict checks that the parent counts a rogue mover as refused only when it exits
+// with exitRogueRefused, saying the store refused it with the held mover's epoch and naming
+// that mover.
+func TestRogueVerdict(t *testing.T) {
+	refused := `rogue mover (same epoch 3, no election): refused: rebalance: migration "m": a mover already runs it: host/pid 7/ab12 (election epoch 3); ...`
+	held := heldMover{pid: 7, epoch: 3}
+	for _, tc := range []struct {
+		name, line string
+		status     int
+		h          heldMover
+		want       bool
+	}{
+		{"refused", refused, exitRogueRefused, held, true},
+		{"exit 0", refused, 0, held, false},
+		{"exit 1", refused, 1, held, false},
+		{"another epoch", refused, exitRogueRefused, heldMover{pid: 7, epoch: 4}, false},
+		{"another holder", refused, exitRogueRefused, heldMover{pid: 8, epoch: 3}, false},
+		{"ran", "rogue mover (same epoch 3, no election): NOT refused by the lease of the mover that runs it: Run of migration m returned <nil>", 0, held, false},
+	} {
+		script := fmt.Sprintf("echo '%s'; exit %d", strings.ReplaceAll(tc.line, "'", `'\''`), tc.status)
+		line, ok := rogueMover("/bin/sh", nil, []string{"-c", script}, tc.h)
+		if ok != tc.want {
+			t.Errorf("%s: refused %v, want %v: %s", tc.name, ok, tc.want, line)
+		}
+	}
+	if h, ok := parseHold("step 1: holding for the rogue mover: pid 7, epoch 3"); !ok || h != held {
+		t.Errorf("parseHold: %+v, %v", h, ok)
 	}
 }

@@ -21,8 +21,10 @@ func (c config) checkProcs() error {
 	switch {
 	case c.procs < 0 || c.procs > 16:
 		return fmt.Errorf("-procs %d: want [0, 16]", c.procs)
-	case c.role != "" && c.role != "app" && c.role != "mover":
-		return fmt.Errorf("-role %q: want app or mover", c.role)
+	case c.role != "" && c.role != "app" && c.role != "mover" && c.role != "rogue":
+		return fmt.Errorf("-role %q: want app, mover or rogue", c.role)
+	case c.rogueMover && (c.procs == 0 || c.role != ""):
+		return fmt.Errorf("-rogue-mover goes with -procs")
 	case c.role != "" && (c.etcd == "" || c.prefix == ""):
 		return fmt.Errorf("-role %s needs -etcd and -prefix: the placement record of the -procs run", c.role)
 	case c.role == "app" && c.ledger == "":
@@ -122,14 +124,18 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 		return nil, err
 	}
 	if earlier { // the messages emptied, sqlstore's tables dropped: Init makes them anew
+		// The claim goes too: it holds the earlier run's election epoch, and a new run's
+		// embedded etcd counts its epochs from the start again, so its mover's claim would be
+		// refused as stale. So does the placement the shards served.
 		for i, db := range d.shards {
-			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch"} {
+			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch",
+				"DROP TABLE IF EXISTS rebalance_placement"} {
 				if _, err := db.ExecContext(ctx, stmt); err != nil {
 					return nil, d.shard(i, err)
 				}
 			}
 		}
-		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch"} {
+		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch", "DROP TABLE IF EXISTS rebalance_claim"} {
 			if _, err := d.control.ExecContext(ctx, stmt); err != nil {
 				return nil, err
 			}
@@ -206,7 +212,8 @@ func loadProcs(ctx context.Context, c config, d *dbs) error {
 	return nil
 }
 
-// runRole runs a child process of -procs: an application process or the mover.
+// runRole runs a child process of -procs: an application process, the mover, or the rogue
+// mover of -rogue-mover.
 func runRole(ctx context.Context, c config, out io.Writer) error {
 	d, err := openDBs(c)
 	if err != nil {
@@ -241,6 +248,9 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 			}()
 		}
 		return runMover(ctx, c, cl, store, out)
+	}
+	if c.role == "rogue" {
+		return runRogue(ctx, c, cl, store, out)
 	}
 	return runApp(c, cl, store, out)
 }
@@ -440,8 +450,11 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		if _, err := cl.Wait(ctx, rev); err != nil {
 			return lost(err)
 		}
-		m, err := rebalance.NewShared(id, before, after, store,
-			rebalance.SharedOptions{Token: mv.Epoch(), Concurrency: c.movers, ChunkRows: 1000, Yield: c.moverYield, Progress: pace(c.moverPace)})
+		opts := moverOptions(c, mv.Epoch())
+		if i == 0 && c.rogueGate != "" {
+			opts.Progress = holdForRogue(ctx, c.rogueGate, mv.Epoch(), out, opts.Progress)
+		}
+		m, err := rebalance.NewShared(id, before, after, store, opts)
 		if err != nil {
 			return err
 		}
