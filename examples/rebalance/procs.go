@@ -216,13 +216,13 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 			case <-time.After(10 * time.Millisecond):
 			}
 			// The first kill of each step is the mover's, at a random moment of the step's
-			// first half second: every run then kills it in the middle of both migrations,
+			// first firstKillWithin: every run then kills it in the middle of both migrations,
 			// however fast they are. After maxMoverKills in a step only application
 			// processes die, so that a slow machine's mover, killed again and again before
 			// it gets far, still finishes.
 			n, running := steps.current()
 			if running && n > seen {
-				seen, next = n, time.Now().Add(time.Duration(r.Int64N(int64(500*time.Millisecond))))
+				seen, next = n, time.Now().Add(time.Duration(r.Int64N(int64(firstKillWithin))))
 			}
 			if time.Now().Before(next) {
 				continue
@@ -316,6 +316,10 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	keep = false
 	return nil
 }
+
+// firstKillWithin is how soon after a step starts the mover is first killed, at random: a
+// step on SQLite can take under 200 ms, and a later kill often found it over.
+const firstKillWithin = 100 * time.Millisecond
 
 // maxMoverKills bounds the kills of the mover in one step of a -kill run.
 const maxMoverKills = 3
