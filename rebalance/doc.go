@@ -92,8 +92,13 @@
 //
 //   - a write lands only on a shard whose fence serves the owner, and the old shard is fenced
 //     Moved before the tail of the copy is read, so no acknowledged write is left behind;
-//   - the new shard serves the owner only after its copy was counted against the fenced old
-//     shard, and the old copy is deleted only after that;
+//   - the old shard records every change of an owner's rows while the mover copies them
+//     (its fence says Exporting: it still serves the owner), and the mover replays them on
+//     the new shard, so an UPDATE or DELETE of a row already copied is not lost;
+//   - the new shard serves the owner only after its copy was compared by content with the
+//     fenced old shard (the rows and a digest of them, SharedStore.Sums), and the old copy is
+//     deleted only after that; a copy that differs stops the move, naming the first key
+//     that differs, and the old shard serves the owner again;
 //   - [Shared.Do] routes by the fences alone, reading no mark: moved on the old shard sends it
 //     to the new one, and while neither serves the owner (the tail, a few ms) it waits up to
 //     a bound, then says so;
@@ -128,13 +133,15 @@
 //	1 fence B importing   (serving, serving) -> (serving,  the mover of T         accesses of the owner on B
 //	                      importing); B moved by an
 //	                      earlier migration also
-//	2 copy chunks A -> B  (serving, importing)             the application on A;  chunks into B unless importing by this
-//	                                                       the mover into B       migration; a token older than T
-//	3 fence A moved       -> (moved, importing)            nobody on A or B       every access of the owner (Do waits)
-//	4 tail and counts     (moved, importing)               the mover into B       as in step 2; a whole copy too
-//	5 commit B serving    -> (moved, serving)              the application on B   accesses on A; copies into B
-//	6 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
-//	7 mark done           control database                 the mover              marks of a token older than T
+//	2 fence A exporting   -> (exporting, importing)        the application on A   (A records every change of the owner's rows)
+//	3 copy chunks A -> B, (exporting, importing)           the application on A;  chunks and replays into B unless importing
+//	  replay the changes                                   the mover into B       by this migration; a token older than T
+//	4 fence A moved       -> (moved, importing)            nobody on A or B       every access of the owner (Do waits)
+//	5 replay, compare     (moved, importing)               the mover into B       as in step 3; a mismatch: A serving again
+//	  the sums
+//	6 commit B serving    -> (moved, serving)              the application on B   accesses on A; copies into B
+//	7 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
+//	8 mark done           control database                 the mover              marks of a token older than T
 //	Finish                shards record it finished        any process, all done  (next: a claim of a migration that does
 //	                                                                              not start at this one's after sharder)
 //

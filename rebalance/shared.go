@@ -35,9 +35,14 @@ const (
 	// Moved: the shard was the owner's old shard and the owner left it, or is leaving it;
 	// nobody reads or writes the owner there any more.
 	Moved
+	// Exporting: the shard is the owner's old shard and serves it, and records every
+	// change of the owner's rows (its change capture) while the mover copies them, to
+	// replay on the new shard: an UPDATE or DELETE of a row already copied is not lost.
+	Exporting
 )
 
-// String returns "serving", "importing", "moved", or "fence(n)" for a value out of range.
+// String returns "serving", "importing", "moved", "exporting", or "fence(n)" for a value
+// out of range.
 func (f FenceState) String() string {
 	switch f {
 	case Serving:
@@ -46,6 +51,8 @@ func (f FenceState) String() string {
 		return "importing"
 	case Moved:
 		return "moved"
+	case Exporting:
+		return "exporting"
 	}
 	return fmt.Sprintf("fence(%d)", uint8(f))
 }
@@ -142,14 +149,25 @@ type SharedStore[Tx any] interface {
 	// unchanged. It refuses a stale token, and owners not all fenced Importing by migration
 	// on to.
 	CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) (next []Cursor, rows int, done bool, err error)
-	// CopyOwner makes owner's rows on to equal its rows on from, in one transaction on to,
-	// as Store.Copy does, with CopyChunk's checks.
-	CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error
 	// Counts returns how many rows each of owners has on shard, in the order of owners.
 	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
-	// CountAfter returns how many of owner's rows on shard come after the cursor in the key
-	// order. The mover uses it to find where rows committed out of key order are missing.
-	CountAfter(ctx context.Context, owner string, shard int, after Cursor) (int64, error)
+	// ClearChanges deletes the changes recorded of owners on shard (what a stopped copy, or
+	// a finished one, left), in one transaction that refuses a stale token and owners not
+	// fenced Exporting or Moved by migration there.
+	ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error
+	// Replay applies on shard to the changes of owners recorded on shard from after the
+	// change numbered after, up to limit changes, in one transaction on to with CopyChunk's
+	// checks: a changed row that exists on from is written on to, one that does not is
+	// deleted there. It returns the number of the last change applied (after if none) and
+	// how many it applied, fewer than limit when none is left.
+	Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (last int64, n int, err error)
+	// Sums returns, for each of owners in order, how many rows it has on shard and a digest
+	// of their content: every copied column of every row, in no particular order, so that
+	// two shards holding the same rows have equal sums.
+	Sums(ctx context.Context, owners []string, shard int) ([]Sum, error)
+	// FirstDiff returns the first key, in the key order, at which owner's rows on shards a
+	// and b differ (a row on one only, or different content), or "" if none does.
+	FirstDiff(ctx context.Context, owner string, a, b int) (key string, err error)
 	// DeleteChunk deletes up to limit rows of owners on shard in one short transaction and
 	// returns how many it deleted: 0 when none is left. It refuses a stale token, and
 	// owners not all fenced (Importing or Moved) by migration on shard.
@@ -163,6 +181,13 @@ type SharedStore[Tx any] interface {
 	// next migration's mover may claim them, and accesses routed by the next migration are
 	// accepted before its mover has claimed (Placement.Accepts).
 	Finished(ctx context.Context, p Placement) error
+}
+
+// Sum is what a shard holds of one owner: its rows and an order-independent digest of their
+// content (SharedStore.Sums).
+type Sum struct {
+	Rows   int64
+	Digest string
 }
 
 // Upper bounds of SharedOptions, beyond which NewShared returns an error wrapping ErrConfig.
@@ -396,18 +421,18 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx
 //
 //  1. fence B importing, and delete what a stopped copy left of the owner there (if B
 //     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
-//  2. copy the owner's rows A -> B in chunks, each its own short transaction, while A
+//  2. fence A exporting: A still serves the owner and records every change of its rows
+//     from now on (change capture);
+//  3. copy the owner's rows A -> B in chunks, each its own short transaction, while A
 //     serves the owner and the application keeps writing there (owners whose rows fit in
-//     one chunk together share it);
-//  3. fence A moved: the owner is served by no shard from here to step 5;
-//  4. copy the tail (the rows written since their chunk was copied: after the last row
-//     copied, in chunks shared by the group, and, if B holds fewer rows than A, from the
-//     chunk end before which the missing rows lie) and check that A and B hold as many
-//     rows; if not, copy the owner whole again; if still not, fence A serving again and
-//     stop with ErrCopyMismatch;
-//  5. fence B serving: the commit point, B serves the owner from now on;
-//  6. delete the owner's rows on A in chunks (A stays fenced moved);
-//  7. mark the owner Done, in a batch with others.
+//     one chunk together share it), then replay on B the changes recorded meanwhile;
+//  4. fence A moved: the owner is served by no shard from here to step 6;
+//  5. replay the changes recorded since, and compare the owner's sums (rows and a digest
+//     of their content) on A and B; if they differ, fence A serving again and stop with
+//     ErrCopyMismatch naming the first key that differs, deleting nothing;
+//  6. fence B serving: the commit point, B serves the owner from now on;
+//  7. delete the owner's rows on A in chunks (A stays fenced moved), and its changes;
+//  8. mark the owner Done, in a batch with others.
 //
 // Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election
 // epoch): a second mover of the same epoch gets a *MoverError that names this one while its
@@ -681,64 +706,33 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
 		return moved, err
 	}
-	copiers := make([]copier, len(fresh))
-	if err := step("copy", m.copyAll(ctx, fresh, a, b, copiers, na)); err != nil {
+	seq, err := m.copyAll(ctx, fresh, a, b, na)
+	if err := step("copy", err); err != nil {
 		return moved, err
 	}
 	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
-	// window holds a few statements whatever the group's size: the fence, the tails (what
-	// the owners gained since their copy, in shared chunks), a count on each shard, the commit.
+	// window holds a few statements whatever the group's size: the fence, the changes
+	// recorded since the catch-up, a sum on each shard, the commit.
 	start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
 	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
 		return moved, err
 	}
-	if err := step("copy the tails", m.copyFrom(wctx, fresh, a, b, copiers, cursors(copiers), true)); err != nil {
+	commit, mismatch, err := m.verify(wctx, fresh, a, b, seq)
+	if err := step("verify the copy", err); err != nil {
 		return moved, err
-	}
-	// Both counts at once: they are the part of the window that grows with the owners' rows.
-	var errA error
-	var counted sync.WaitGroup
-	counted.Go(func() { na, errA = m.store.Counts(ctx, fresh, a) })
-	nb, err = m.store.Counts(ctx, fresh, b)
-	counted.Wait()
-	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, errA)); err != nil {
-		return moved, err
-	}
-	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
-		return moved, err
-	}
-	commit := fresh[:0:0]
-	var mismatch error
-	for i, o := range fresh {
-		if na[i] != nb[i] {
-			// Rows committed behind the cursor, or deleted: the owner's own tail.
-			if err := m.tail(wctx, o, a, b, copiers[i:i+1]); err != nil {
-				if errors.Is(err, ErrCopyMismatch) {
-					if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.token); rerr != nil {
-						err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
-					}
-				}
-				mismatch = cmp.Or(mismatch, fmt.Errorf("rebalance: migration %q: owner %q: copy the tail (shard %d -> %d): %w", m.id, o, a, b, err))
-				continue
-			}
-		}
-		commit = append(commit, o)
-	}
-	if len(commit) > 0 {
-		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.token)); err != nil {
-			return moved, err
-		}
-		m.noteExclusive(time.Since(start))
-		m.moved.Add(int64(len(commit)))
 	}
 	if len(commit) == 0 {
 		return moved, mismatch
 	}
-	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteAll(ctx, commit, a)); err != nil {
+	if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.token)); err != nil {
 		return moved, err
 	}
-	moved = append(moved, commit...)
-	return moved, mismatch
+	m.noteExclusive(time.Since(start))
+	m.moved.Add(int64(len(commit)))
+	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteOld(ctx, commit, a)); err != nil {
+		return moved, err
+	}
+	return append(moved, commit...), mismatch
 }
 
 func countsErr(n []int64, owners []string, err error) error {
@@ -777,6 +771,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	}
 	one := []string{owner}
 	mine := func(f Fence) bool { return f.Migration == m.id }
+	servingA := fa.State == Serving || fa.State == Exporting && mine(fa)
 	switch {
 	case fa.State == Moved && mine(fa) && fb.State == Serving:
 		// Committed by an earlier Run: only the old copy is left to delete, once B is seen to
@@ -794,11 +789,11 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 				return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", b, n, a, old, b, ErrCopyLost))
 			}
 		}
-	case fa.State == Serving && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
+	case servingA && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
-		c := make([]copier, 1)
-		if fa.State == Serving {
+		var seq int64 // stopped after the fence on A: every change recorded since the copy began is replayed
+		if servingA {
 			if fb.State == Serving {
 				// B serves the owner as far as B knows: rows there are the owner's data, not a
 				// stopped copy, and the before sharder does not say where the owner is.
@@ -821,9 +816,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 					return err
 				}
 			}
-			// The chunks, then what the owner gained meanwhile, while A serves it: the tail
-			// left for the exclusive window is what arrives during the fence.
-			if err := m.copyAll(ctx, one, a, b, c, nil); err != nil {
+			if seq, err = m.copyAll(ctx, one, a, b, nil); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -832,14 +825,16 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.token)); err != nil {
 			return err
 		}
-		if err := m.tail(wctx, owner, a, b, c); err != nil {
-			if errors.Is(err, ErrCopyMismatch) {
-				// The old shard keeps every row: let it serve the owner again.
-				if rerr := m.store.SetFence(ctx, m.id, one, a, Serving, m.token); rerr != nil {
-					err = fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
-				}
+		if !servingA {
+			// Stopped in the window: copy the owner again from its fenced old shard (the
+			// changes since the copy began are replayed next, deletions among them).
+			if err := step("copy", m.copyChunks(wctx, one, a, b)); err != nil {
+				return err
 			}
-			return step("copy the tail", err)
+		}
+		commit, mismatch, err := m.verify(wctx, one, a, b, seq)
+		if err != nil || len(commit) == 0 {
+			return cmp.Or(step("verify the copy", err), mismatch)
 		}
 		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.token)); err != nil {
 			return err
@@ -849,7 +844,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	default:
 		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
-	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteAll(ctx, one, a))
+	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteOld(ctx, one, a))
 }
 
 // fences reads the fences of owners on shard s and checks what the store returned.
@@ -862,7 +857,7 @@ func (m *Shared[Tx]) fences(ctx context.Context, owners []string, s int) ([]Fenc
 		return nil, fmt.Errorf("store returned %d fences for %d owners", len(f), len(owners))
 	}
 	for _, x := range f {
-		if x.State > Moved {
+		if x.State > Exporting {
 			return nil, fmt.Errorf("store returned %v: %w", x.State, ErrMark)
 		}
 	}
@@ -876,7 +871,7 @@ func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, err
 		return Fence{}, err
 	case len(f) != 1:
 		return Fence{}, fmt.Errorf("store returned %d fences for 1 owner", len(f))
-	case f[0].State > Moved:
+	case f[0].State > Exporting:
 		return Fence{}, fmt.Errorf("store returned %v: %w", f[0].State, ErrMark)
 	}
 	return f[0], nil
@@ -890,27 +885,41 @@ func (f Fence) String() string {
 	return fmt.Sprintf("%v by %q", f.State, f.Migration)
 }
 
-// copier is how far one owner's copy has gone: the cursor after its last row copied, and
-// the cursor at the end of each chunk, where rows committed out of key order are looked for.
-type copier struct {
-	cur  Cursor
-	ends []Cursor
-}
-
-func cursors(cs []copier) []Cursor {
-	out := make([]Cursor, len(cs))
-	for i := range cs {
-		out[i] = cs[i].cur
+// copyAll copies owners' rows from a to b while a serves them. It first fences a
+// exporting, so that every change of the owners' rows from then on is recorded there (and
+// clears what a stopped copy recorded), then copies in chunks: sizes, if not nil, are the
+// owners' row counts on a, and owners that fit in one chunk together are copied together (a
+// chunk cut short in the middle of an owner reads the rest of its owners again). Then it
+// replays the changes recorded meanwhile, so that the window after the fence replays only
+// what arrives during the catch-up, and returns the number of the last change replayed.
+func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, sizes []int64) (int64, error) {
+	if err := m.store.SetFence(ctx, m.id, owners, a, Exporting, m.token); err != nil {
+		return 0, fmt.Errorf("fence old shard exporting: %w", err)
 	}
-	return out
+	if err := m.store.ClearChanges(ctx, m.id, m.token, owners, a); err != nil {
+		return 0, fmt.Errorf("clear changes recorded on shard %d: %w", a, err)
+	}
+	for first := 0; first < len(owners); {
+		last, rows := first+1, int64(0)
+		if sizes != nil {
+			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= int64(m.opts.ChunkRows); last++ {
+				rows += sizes[last]
+			}
+		} else {
+			last = len(owners)
+		}
+		if err := m.copyChunks(ctx, owners[first:last], a, b); err != nil {
+			return 0, err
+		}
+		first = last
+	}
+	return m.replay(ctx, owners, a, b, 0)
 }
 
-// copyFrom copies the rows of owners after the cursors from (one per owner) from a to b,
-// chunk by chunk, a chunk holding up to ChunkRows rows of all the owners. If advance, from
-// are the copiers' cursors (cs, one per owner): a chunk that copies rows of an owner moves
-// its copier's cursor and records the chunk's end.
-func (m *mover[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs []copier, from []Cursor, advance bool) error {
-	after := slices.Clone(from)
+// copyChunks copies the rows of owners from a to b chunk by chunk, a chunk holding up to
+// ChunkRows rows of all the owners.
+func (m *mover[Tx]) copyChunks(ctx context.Context, owners []string, a, b int) error {
+	after := make([]Cursor, len(owners))
 	for {
 		began := time.Now()
 		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, m.opts.ChunkRows)
@@ -921,11 +930,6 @@ func (m *mover[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs 
 			return fmt.Errorf("store returned %d cursors for %d owners", len(next), len(owners))
 		}
 		m.rows.Add(int64(n))
-		for i := range owners {
-			if advance && next[i] != after[i] {
-				cs[i].cur, cs[i].ends = next[i], append(cs[i].ends, next[i])
-			}
-		}
 		copy(after, next)
 		if done {
 			return nil
@@ -935,6 +939,25 @@ func (m *mover[Tx]) copyFrom(ctx context.Context, owners []string, a, b int, cs 
 		}
 		if err := m.yield(ctx, began); err != nil {
 			return err
+		}
+	}
+}
+
+// replay applies on b the changes of owners recorded on a after the change numbered after,
+// ChunkRows at a time, and returns the number of the last one.
+func (m *mover[Tx]) replay(ctx context.Context, owners []string, a, b int, after int64) (int64, error) {
+	for {
+		began := time.Now()
+		last, n, err := m.store.Replay(ctx, m.id, m.token, owners, a, b, after, m.opts.ChunkRows)
+		if err != nil {
+			return after, fmt.Errorf("replay changes recorded on shard %d: %w", a, err)
+		}
+		m.rows.Add(int64(n))
+		if after = last; n < m.opts.ChunkRows {
+			return after, nil
+		}
+		if err := m.yield(ctx, began); err != nil {
+			return after, err
 		}
 	}
 }
@@ -956,99 +979,57 @@ func (m *mover[Tx]) yield(ctx context.Context, began time.Time) error {
 // inWindow marks the context of the steps between a group's fence and its commit.
 type inWindow struct{}
 
-// copyAll copies owners' rows from a to b while a serves them. sizes, if not nil, are the
-// owners' row counts on a: owners that fit in one chunk together are copied together (a
-// chunk cut short in the middle of an owner reads the rest of its owners again). An owner
-// whose rows took more than one chunk is then checked for rows committed behind its cursor
-// (see behind), so that the window after the fence finds nothing to do.
-func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, cs []copier, sizes []int64) error {
-	for first := 0; first < len(owners); {
-		last, rows := first+1, int64(0)
-		if sizes != nil {
-			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= int64(m.opts.ChunkRows); last++ {
-				rows += sizes[last]
-			}
-		} else {
-			last = len(owners)
-		}
-		if err := m.copyFrom(ctx, owners[first:last], a, b, cs[first:last], cursors(cs[first:last]), true); err != nil {
-			return err
-		}
-		first = last
+// verify runs in the window, a fenced moved and b importing: nothing writes either. It replays
+// the changes of owners recorded on a after the change numbered after, then compares the
+// owners' sums on both shards and returns those whose copies match. An owner whose copy
+// does not match stays on a, served again, its copy on b kept importing; mismatch says which
+// key differs first (ErrCopyMismatch).
+func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int, after int64) (commit []string, mismatch, err error) {
+	if _, err := m.replay(ctx, owners, a, b, after); err != nil {
+		return nil, nil, err
+	}
+	// Both sums at once: they are the part of the window that grows with the owners' rows.
+	var sa []Sum
+	var errA error
+	var summed sync.WaitGroup
+	summed.Go(func() { sa, errA = m.store.Sums(ctx, owners, a) })
+	sb, err := m.store.Sums(ctx, owners, b)
+	summed.Wait()
+	switch {
+	case errA != nil:
+		return nil, nil, fmt.Errorf("sum the rows on shard %d: %w", a, errA)
+	case err != nil:
+		return nil, nil, fmt.Errorf("sum the rows on shard %d: %w", b, err)
+	case len(sa) != len(owners) || len(sb) != len(owners):
+		return nil, nil, fmt.Errorf("store returned %d and %d sums for %d owners", len(sa), len(sb), len(owners))
 	}
 	for i, o := range owners {
-		if len(cs[i].ends) > 1 {
-			if _, _, err := m.behind(ctx, o, a, b, &cs[i]); err != nil {
-				return fmt.Errorf("owner %q: %w", o, err)
-			}
+		if sa[i] == sb[i] {
+			commit = append(commit, o)
+			continue
 		}
+		key, kerr := m.store.FirstDiff(ctx, o, a, b)
+		where := fmt.Sprintf("first at key %q", key)
+		if kerr != nil {
+			where = fmt.Sprintf("(the first key that differs is unknown: %v)", kerr)
+		}
+		e := fmt.Errorf("rebalance: migration %q: owner %q: verify the copy (shard %d -> %d): shard %d holds %d rows, shard %d holds %d, and they differ %s: nothing deleted, shard %d serves the owner again: %w",
+			m.id, o, a, b, a, sa[i].Rows, b, sb[i].Rows, where, a, ErrCopyMismatch)
+		if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.token); rerr != nil {
+			e = fmt.Errorf("%w (and fence old shard serving again: %w)", e, rerr)
+		}
+		mismatch = cmp.Or(mismatch, e)
 	}
-	return nil
+	return commit, mismatch, nil
 }
 
-// behind counts owner's rows on a and b and, if b holds fewer, copies again from the last
-// chunk end before which the missing rows lie: rows committed out of key order (an ID taken
-// before a transaction that committed after a later one) land behind the cursor, near it.
-// It returns the counts of a and b after that.
-func (m *mover[Tx]) behind(ctx context.Context, owner string, a, b int, c *copier) (na, nb int64, err error) {
-	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || nb >= na {
-		return na, nb, err
-	}
-	// Walk back over the chunk ends, 1, 2, 4, ... chunks, to one after which all the
-	// missing rows lie.
-	from := Cursor("")
-	for back := 1; back <= len(c.ends); back *= 2 {
-		end := c.ends[len(c.ends)-back]
-		ca, err := m.store.CountAfter(ctx, owner, a, end)
-		if err != nil {
-			return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
-		}
-		cb, err := m.store.CountAfter(ctx, owner, b, end)
-		if err != nil {
-			return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
-		}
-		if ca-cb >= na-nb {
-			from = end
-			break
-		}
-	}
-	if err := m.copyFrom(ctx, []string{owner}, a, b, nil, []Cursor{from}, false); err != nil {
-		return 0, 0, err
-	}
-	return m.counts(ctx, owner, a, b)
-}
-
-func (m *mover[Tx]) counts(ctx context.Context, owner string, a, b int) (int64, int64, error) {
-	na, err := m.store.Count(ctx, owner, a)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count rows on shard %d: %w", a, err)
-	}
-	nb, err := m.store.Count(ctx, owner, b)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count rows on shard %d: %w", b, err)
-	}
-	return na, nb, nil
-}
-
-// tail copies what owner's rows on a gained since its copier's cursor (c holds that one
-// copier; a is fenced moved, b importing: nothing writes either) and checks that both hold
-// as many rows; see behind. Rows deleted after their chunk was copied leave b with more
-// rows, and the owner is then copied whole in one transaction (Store.Copy).
-func (m *mover[Tx]) tail(ctx context.Context, owner string, a, b int, c []copier) error {
-	if err := m.copyFrom(ctx, []string{owner}, a, b, c, cursors(c), true); err != nil {
+// deleteOld deletes the old copies of owners on shard s, moved away from it, and the changes
+// recorded of them there.
+func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int) error {
+	if err := m.deleteAll(ctx, owners, s); err != nil {
 		return err
 	}
-	na, nb, err := m.behind(ctx, owner, a, b, &c[0])
-	if err != nil || na == nb {
-		return err
-	}
-	if err := m.store.CopyOwner(ctx, m.id, m.token, owner, a, b); err != nil {
-		return fmt.Errorf("copy whole: %w", err)
-	}
-	if na, nb, err = m.counts(ctx, owner, a, b); err != nil || na == nb {
-		return err
-	}
-	return fmt.Errorf("after the copy shard %d holds %d rows of the owner, shard %d holds %d: nothing deleted, shard %d serves the owner again: %w", b, nb, a, na, a, ErrCopyMismatch)
+	return m.store.ClearChanges(ctx, m.id, m.token, owners, s)
 }
 
 // deleteAll deletes owners' rows on shard s chunk by chunk, on a shard that does not serve

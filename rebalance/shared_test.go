@@ -202,7 +202,6 @@ func TestSharedMoveBackAfterAnUnfinishedDeletion(t *testing.T) {
 		}
 	}
 	require.Equal(t, int64(moving), back.Stats().Moved)
-	require.Zero(t, store.wholes, "owners copied whole in the window")
 	w.check(t, false)
 }
 
@@ -398,7 +397,7 @@ func TestSharedCopyMismatch(t *testing.T) {
 	require.Equal(t, w.acked[o], w.store.rows[a][o])
 }
 
-// lossyShared drops the last row of every chunk and of every whole copy.
+// lossyShared drops the last row of every chunk.
 type lossyShared struct{ *MemShared }
 
 func (l *lossyShared) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
@@ -412,17 +411,6 @@ func (l *lossyShared) CopyChunk(ctx context.Context, migration string, token uin
 		}
 	}
 	return next, n, done, err
-}
-
-func (l *lossyShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
-	err := l.MemShared.CopyOwner(ctx, migration, token, owner, from, to)
-	l.mu.Lock()
-	for k := range l.rows[to][owner] {
-		delete(l.rows[to][owner], k)
-		break
-	}
-	l.mu.Unlock()
-	return err
 }
 
 func TestSharedBadInput(t *testing.T) {
@@ -475,12 +463,11 @@ func TestSharedBadInput(t *testing.T) {
 	require.False(t, errors.Is(err, ErrFenced))
 }
 
-// lateShared commits a row behind the copy's cursor (a key taken before a transaction that
-// committed after a later one) during the 3rd chunk, and counts whole copies.
+// lateShared runs late during the 3rd chunk copied.
 type lateShared struct {
 	*MemShared
-	chunks, wholes int
-	late           func()
+	chunks int
+	late   func()
 }
 
 func (l *lateShared) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
@@ -490,23 +477,26 @@ func (l *lateShared) CopyChunk(ctx context.Context, migration string, token uint
 	return l.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 }
 
-func (l *lateShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
-	l.wholes++
-	return l.MemShared.CopyOwner(ctx, migration, token, owner, from, to)
-}
-
-// TestSharedLateCommitsBehindTheCursor: rows that land behind the copy's cursor are found
-// by walking back over the chunk ends, not by copying the owner whole.
-func TestSharedLateCommitsBehindTheCursor(t *testing.T) {
+// TestSharedChangesDuringTheCopy: rows inserted behind the copy's cursor (a key taken before
+// a transaction that committed after a later one), rows updated and rows deleted after
+// their chunk was copied all reach the new shard: the old shard records them while the
+// owner is exporting, and the mover replays them.
+func TestSharedChangesDuringTheCopy(t *testing.T) {
 	w := newSharedWorld(t, 10, 40, 1, 2).oneMoving(t)
 	ctx := context.Background()
 	o := w.owners[0]
 	app := w.shared(t, "m", w.store, SharedOptions{})
 	late := &lateShared{MemShared: w.store, late: func() {
 		for _, k := range []int{-5, 3, 38} { // before the first chunk, inside the copied ones
-			k += 1000
-			require.NoError(t, w.write(ctx, app, o, k))
+			require.NoError(t, w.write(ctx, app, o, k+1000))
 		}
+		require.NoError(t, app.Do(ctx, o, func(tx *MemTx, _ int) error {
+			tx.Put(1001, "updated after its chunk was copied")
+			tx.Delete(1002)
+			return nil
+		}))
+		w.acked[o][1001] = "updated after its chunk was copied"
+		delete(w.acked[o], 1002)
 	}}
 	// The late keys are 995, 1003 and 1038: give the owner keys 1000.. so that they sort
 	// among the copied ones.
@@ -519,7 +509,7 @@ func TestSharedLateCommitsBehindTheCursor(t *testing.T) {
 	m := w.shared(t, "m", late, SharedOptions{Token: 1, ChunkRows: 4})
 	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
 	w.check(t, true)
-	require.Zero(t, late.wholes, "the owner was copied whole")
+	require.Empty(t, w.store.logs[w.before.Locate(o)], "the changes recorded are deleted with the old copy")
 }
 
 // TestSharedPlanMismatch: a migration whose before sharder does not say where an owner is

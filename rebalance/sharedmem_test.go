@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -27,6 +28,15 @@ type MemShared struct {
 	lost   []bool                      // a shard that is gone answers every call with an error
 	claims map[string]memClaim         // the control's claims, by migration
 	serves []memServes                 // shard -> the placement it serves
+	seq    int64                       // the last change recorded
+	logs   [][]memChange               // shard -> the changes recorded of exporting owners
+}
+
+// memChange is a change of one row of an exporting owner.
+type memChange struct {
+	seq   int64
+	owner string
+	key   int
 }
 
 // memClaim is a migration's claim in the control database.
@@ -44,7 +54,7 @@ type memServes struct {
 
 // NewMemShared returns a MemShared of n empty shards.
 func NewMemShared(n int) *MemShared {
-	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n)}
+	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n), logs: make([][]memChange, n)}
 	for range n {
 		s.rows = append(s.rows, map[string]map[int]string{})
 		s.fences = append(s.fences, map[string]Fence{})
@@ -64,20 +74,25 @@ func (s *MemShared) grow(n int) *MemShared {
 		s.locks = append(s.locks, map[string]*sync.RWMutex{})
 		s.lost = append(s.lost, false)
 		s.serves = append(s.serves, memServes{})
+		s.logs = append(s.logs, nil)
 	}
 	return s
 }
 
 // MemTx is a MemShared transaction on one shard, of one owner.
 type MemTx struct {
-	s      *MemShared
-	shard  int
-	owner  string
-	writes map[int]string
+	s       *MemShared
+	shard   int
+	owner   string
+	writes  map[int]string
+	deletes map[int]bool
 }
 
 // Put writes a row of the transaction's owner; it is visible to others at commit.
-func (tx *MemTx) Put(key int, row string) { tx.writes[key] = row }
+func (tx *MemTx) Put(key int, row string) { tx.writes[key] = row; delete(tx.deletes, key) }
+
+// Delete deletes a row of the transaction's owner at commit.
+func (tx *MemTx) Delete(key int) { tx.deletes[key] = true; delete(tx.writes, key) }
 
 // Rows returns the owner's committed rows on the shard, and the transaction's own writes.
 func (tx *MemTx) Rows() map[int]string {
@@ -88,6 +103,9 @@ func (tx *MemTx) Rows() map[int]string {
 		out = map[int]string{}
 	}
 	maps.Copy(out, tx.writes)
+	for k := range tx.deletes {
+		delete(out, k)
+	}
 	return out
 }
 
@@ -219,10 +237,10 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 	if !p.Accepts(sv.p, sv.finished) {
 		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finished: sv.finished}
 	}
-	if f != Serving {
+	if f != Serving && f != Exporting {
 		return &FenceError{Owner: owner, Shard: shard, State: f}
 	}
-	tx := &MemTx{s: s, shard: shard, owner: owner, writes: map[int]string{}}
+	tx := &MemTx{s: s, shard: shard, owner: owner, writes: map[int]string{}, deletes: map[int]bool{}}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -232,7 +250,102 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 		s.rows[shard][owner] = map[int]string{}
 	}
 	maps.Copy(s.rows[shard][owner], tx.writes)
+	for k := range tx.deletes {
+		delete(s.rows[shard][owner], k)
+	}
+	// The change capture: the fence read at the start still holds (the owner's lock).
+	if s.fences[shard][owner].State == Exporting {
+		for _, k := range slices.Sorted(maps.Keys(tx.writes)) {
+			s.seq++
+			s.logs[shard] = append(s.logs[shard], memChange{s.seq, owner, k})
+		}
+		for _, k := range slices.Sorted(maps.Keys(tx.deletes)) {
+			s.seq++
+			s.logs[shard] = append(s.logs[shard], memChange{s.seq, owner, k})
+		}
+	}
 	return nil
+}
+
+func (s *MemShared) ClearChanges(_ context.Context, migration string, token uint64, owners []string, shard int) error {
+	if err := s.check(shard); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, owners, shard, Exporting, Moved); err != nil {
+		return err
+	}
+	s.logs[shard] = slices.DeleteFunc(s.logs[shard], func(c memChange) bool { return slices.Contains(owners, c.owner) })
+	return nil
+}
+
+func (s *MemShared) Replay(_ context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, owners, to, Importing); err != nil {
+		return 0, 0, err
+	}
+	n := 0
+	for _, c := range s.logs[from] {
+		if c.seq <= after || !slices.Contains(owners, c.owner) {
+			continue
+		}
+		if n == limit {
+			break
+		}
+		if row, ok := s.rows[from][c.owner][c.key]; ok {
+			if s.rows[to][c.owner] == nil {
+				s.rows[to][c.owner] = map[int]string{}
+			}
+			s.rows[to][c.owner][c.key] = row
+		} else {
+			delete(s.rows[to][c.owner], c.key)
+		}
+		after, n = c.seq, n+1
+	}
+	return after, n, nil
+}
+
+func (s *MemShared) Sums(_ context.Context, owners []string, shard int) ([]Sum, error) {
+	if err := s.check(shard); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sum, len(owners))
+	for i, o := range owners {
+		var digest uint64
+		for k, row := range s.rows[shard][o] {
+			h := fnv.New64a()
+			fmt.Fprint(h, k, "/", row)
+			digest += h.Sum64()
+		}
+		out[i] = Sum{Rows: int64(len(s.rows[shard][o])), Digest: strconv.FormatUint(digest, 10)}
+	}
+	return out, nil
+}
+
+func (s *MemShared) FirstDiff(_ context.Context, owner string, a, b int) (string, error) {
+	if err := cmp.Or(s.check(a), s.check(b)); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ra, rb := s.rows[a][owner], s.rows[b][owner]
+	keys := slices.Sorted(maps.Keys(ra))
+	keys = slices.Compact(slices.Sorted(slices.Values(append(keys, slices.Collect(maps.Keys(rb))...))))
+	for _, k := range keys {
+		x, okx := ra[k]
+		y, oky := rb[k]
+		if x != y || okx != oky {
+			return strconv.Itoa(k), nil
+		}
+	}
+	return "", nil
 }
 
 func (s *MemShared) Fences(_ context.Context, owners []string, shard int) ([]Fence, error) {
@@ -340,29 +453,6 @@ func (s *MemShared) Counts(_ context.Context, owners []string, shard int) ([]int
 	return out, nil
 }
 
-func (s *MemShared) CountAfter(_ context.Context, owner string, shard int, after Cursor) (int64, error) {
-	if err := s.check(shard); err != nil {
-		return 0, err
-	}
-	start := -1 << 62
-	if after != "" {
-		n, err := strconv.Atoi(string(after))
-		if err != nil {
-			return 0, fmt.Errorf("memshared: bad cursor %q", after)
-		}
-		start = n
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var n int64
-	for k := range s.rows[shard][owner] {
-		if k > start {
-			n++
-		}
-	}
-	return n, nil
-}
-
 func (s *MemShared) DeleteChunk(_ context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
 	if err := s.check(shard); err != nil {
 		return 0, err
@@ -393,19 +483,6 @@ func (s *MemShared) Copy(_ context.Context, owner string, from, to int) error {
 	defer s.mu.Unlock()
 	if len(s.rows[from][owner]) == 0 && len(s.rows[to][owner]) > 0 {
 		return fmt.Errorf("memshared: owner %q: shard %d holds none of its rows, shard %d holds %d: %w", owner, from, to, len(s.rows[to][owner]), ErrSourceEmpty)
-	}
-	s.rows[to][owner] = maps.Clone(s.rows[from][owner])
-	return nil
-}
-
-func (s *MemShared) CopyOwner(_ context.Context, migration string, token uint64, owner string, from, to int) error {
-	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fenced(migration, token, []string{owner}, to, Importing); err != nil {
-		return err
 	}
 	s.rows[to][owner] = maps.Clone(s.rows[from][owner])
 	return nil
@@ -543,8 +620,12 @@ func (c *crashShared) DeleteChunk(ctx context.Context, migration string, token u
 	return
 }
 
-func (c *crashShared) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
-	return c.do("copy", func() error { return c.MemShared.CopyOwner(ctx, migration, token, owner, from, to) })
+func (c *crashShared) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (last int64, n int, err error) {
+	err = c.do("replay", func() (err error) {
+		last, n, err = c.MemShared.Replay(ctx, migration, token, owners, from, to, after, limit)
+		return err
+	})
+	return
 }
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {

@@ -258,35 +258,6 @@ func (s *Store) readArms(ctx context.Context, owners []string, shard int, after 
 // If from holds none while to held some, or from's count after the copy differs from the
 // rows copied, it rolls back and returns an error wrapping rebalance.ErrSourceEmpty.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
-	return s.copyOwner(ctx, owner, from, to, func(tx *sql.Tx, deleted int64, copied int) error {
-		if copied == 0 && deleted > 0 {
-			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
-		}
-		// The rows were read in several statements: a deletion between two of them (a twin
-		// of the Migration deleting the old copy) leaves a part; counted again, it shows.
-		n, err := s.Count(ctx, owner, from)
-		if err != nil {
-			return err
-		}
-		if n != int64(copied) {
-			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
-		}
-		return nil
-	}, nil)
-}
-
-// CopyOwner is Copy for a Shared mover: its transaction on to first checks the token and
-// that the owner is fenced Importing there by migration.
-func (s *Store) CopyOwner(ctx context.Context, migration string, token uint64, owner string, from, to int) error {
-	return s.copyOwner(ctx, owner, from, to, nil, func(tx *sql.Tx) error {
-		return s.step(ctx, tx, migration, token, []string{owner}, to, rebalance.Importing)
-	})
-}
-
-// copyOwner replaces owner's rows on to by those on from in one transaction on to: first
-// runs before anything else in it, check after the copy (how many rows the delete removed
-// and how many were copied) before the commit.
-func (s *Store) copyOwner(ctx context.Context, owner string, from, to int, check func(tx *sql.Tx, deleted int64, copied int) error, first func(tx *sql.Tx) error) error {
 	o, err := s.ownerArg(owner)
 	if err != nil {
 		return err
@@ -299,11 +270,6 @@ func (s *Store) copyOwner(ctx context.Context, owner string, from, to int, check
 		return err
 	}
 	defer tx.Rollback()
-	if first != nil {
-		if err := first(tx); err != nil {
-			return err
-		}
-	}
 	res, err := tx.ExecContext(ctx, s.deleteAll, o)
 	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
@@ -330,10 +296,17 @@ func (s *Store) copyOwner(ctx context.Context, owner string, from, to int, check
 			return s.wrap(from, "read key", err)
 		}
 	}
-	if check != nil {
-		if err := check(tx, deleted, copied); err != nil {
-			return err
-		}
+	if copied == 0 && deleted > 0 {
+		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
+	}
+	// The rows were read in several statements: a deletion between two of them (a twin of
+	// the Migration deleting the old copy) leaves a part; counted again, it shows.
+	n, err := s.Count(ctx, owner, from)
+	if err != nil {
+		return err
+	}
+	if n != int64(copied) {
+		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
 	}
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), tx.Commit())
 }
@@ -403,29 +376,6 @@ func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64
 		}
 	}
 	return out, nil
-}
-
-// CountAfter returns how many of owner's rows on shard come after the cursor.
-func (s *Store) CountAfter(ctx context.Context, owner string, shard int, after rebalance.Cursor) (int64, error) {
-	db, err := s.shard(shard)
-	if err != nil {
-		return 0, err
-	}
-	o, err := s.ownerArg(owner)
-	if err != nil {
-		return 0, err
-	}
-	k, err := decodeCursor(after)
-	if err != nil {
-		return 0, err
-	}
-	q, args := s.countAfter, []any{o, k}
-	if k == nil {
-		q, args = s.count, args[:1]
-	}
-	var n int64
-	err = db.QueryRowContext(ctx, q, args...).Scan(&n)
-	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
 }
 
 // Delete removes every row of owner from shard, in one statement.

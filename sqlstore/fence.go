@@ -149,7 +149,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 		}
 		return &rebalance.PlacementError{Shard: shard, Served: served, Wanted: p, Finished: finished}
 	}
-	if f := rebalance.FenceState(state.Int64); state.Valid && f != rebalance.Serving {
+	if f := rebalance.FenceState(state.Int64); state.Valid && f != rebalance.Serving && f != rebalance.Exporting {
 		return &rebalance.FenceError{Owner: owner, Shard: shard, State: f}
 	}
 	if err := fn(tx); err != nil {
@@ -227,7 +227,7 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 // SetFence sets the fence of owners on shard, each owner held exclusive against Access,
 // after checking token; see rebalance.SharedStore.
 func (s *Store) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
-	if state > rebalance.Moved {
+	if state > rebalance.Exporting {
 		return fmt.Errorf("sqlstore: set fence to %v: %w", state, rebalance.ErrConfig)
 	}
 	if s.dialect == PostgreSQL {

@@ -47,18 +47,30 @@
 // # The table
 //
 // A [TableSpec] names the table, its owner column, a key column that is unique on the table
-// and orders an owner's rows (the chunks of a copy follow it), and every column to copy. A
-// chunk reads the rows of many owners in one statement (a UNION ALL of one range per owner:
-// index the table on (owner, key)) and writes them with INSERT ... ON CONFLICT (key) DO
-// UPDATE, many rows per statement, so a row copied again replaces its copy;
-// a tail copy after the fence picks up the rows written since, and the move compares counts
-// before anything is deleted. Rows must be added with growing keys to be cheap to move (an
-// append-only table such as messages). Rows committed behind the copy's cursor (a key taken
-// before a transaction that commits after a later one) are caught by the counts and copied
-// again from the chunk before which they lie; rows deleted during the move make it copy the
-// owner whole, in the window. An UPDATE of a row whose chunk was already copied is not
-// caught: while an owner moves, insert and delete its rows, do not update them (or give the
-// table a version column and copy again; this store does not).
+// (across the shards: keys are how a copy and a replay find a row) and orders an owner's rows
+// (the chunks of a copy follow it), and every column to copy. A chunk reads the rows of many
+// owners in one statement (a UNION ALL of one range per owner: index the table on (owner,
+// key)) and writes them with INSERT ... ON CONFLICT (key) DO UPDATE, many rows per statement,
+// so a row copied again replaces its copy.
+//
+// # Rows that change during the copy
+//
+// [Store.Init] puts triggers on the table (rebalance_changes_<table>_insert, _update and
+// _delete on SQLite, one rebalance_changes_<table> on PostgreSQL) that record, in the
+// writing transaction, the key of every row inserted, updated or deleted of an owner whose
+// fence on that shard is exporting, in the change table rebalance_changes_<table>. The mover
+// fences the old shard exporting before it copies (waiting for the accesses under way, so
+// every later write is recorded), replays the changes on the new shard after the copy and
+// again after the fence (a changed row that exists on the old shard is written on the new
+// one, one that does not is deleted there), then compares the owners' sums on both shards
+// ([Store.Sums]: the rows and a digest of their content) before the new shard serves them.
+// So an UPDATE or DELETE of a row whose chunk was already copied, and a row committed behind
+// the copy's cursor, reach the new shard; a copy that still differs stops the move, naming
+// the first key that differs, with the old copy kept and served. This is how
+// pt-online-schema-change follows a table it copies; PostgreSQL's logical decoding would
+// need wal_level=logical, a replication slot per shard and a decoder, and has no SQLite
+// counterpart. While no owner of a shard is moving, the triggers only look up the owner's
+// fence (an index probe that finds nothing) and record nothing.
 //
 // # Connections
 //
@@ -154,7 +166,7 @@ type Store struct {
 	key     int   // the index of Key in Columns
 
 	// statements built once from the TableSpec
-	selectAfter, selectFirst, count, countAfter, deleteAll, insertHead, insertTail string
+	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -202,7 +214,6 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, op
 	s.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s LIMIT $2", cols, t, o, k)
 	s.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s LIMIT $2", cols, t, o, k, k)
 	s.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", t, o)
-	s.countAfter = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1 AND %s > $2", t, o, k)
 	s.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", t, o)
 	s.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", t, cols)
 	var set []string
@@ -380,6 +391,9 @@ func (s *Store) Init(ctx context.Context) error {
 			if err := createFunctions(ctx, db); err != nil {
 				return s.wrap(i, "create fence functions", err)
 			}
+		}
+		if err := s.createCapture(ctx, db); err != nil {
+			return s.wrap(i, "create the change capture of table "+s.table.Table, err)
 		}
 	}
 	if err := execAll(ctx, s.control, controlSchema); err != nil {

@@ -127,9 +127,15 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 		// The claim goes too: it holds the earlier run's election epoch, and a new run's
 		// embedded etcd counts its epochs from the start again, so its mover's claim would be
 		// refused as stale. So does the placement the shards served.
+		// The change capture's triggers first: they read rebalance_fence.
+		triggers := []string{"DROP TRIGGER IF EXISTS rebalance_changes_messages_insert",
+			"DROP TRIGGER IF EXISTS rebalance_changes_messages_update", "DROP TRIGGER IF EXISTS rebalance_changes_messages_delete"}
+		if d.kind == "postgres" {
+			triggers = []string{"DROP TRIGGER IF EXISTS rebalance_changes_messages ON messages"}
+		}
 		for i, db := range d.shards {
-			for _, stmt := range []string{"DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch",
-				"DROP TABLE IF EXISTS rebalance_placement"} {
+			for _, stmt := range append(triggers, "DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch",
+				"DROP TABLE IF EXISTS rebalance_placement", "DROP TABLE IF EXISTS rebalance_changes_messages") {
 				if _, err := db.ExecContext(ctx, stmt); err != nil {
 					return nil, d.shard(i, err)
 				}

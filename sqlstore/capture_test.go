@@ -1,0 +1,221 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// mutable is the content ledger of a table whose rows change: for each message ID, how many
+// acknowledged increments of its sender column it had, and whether an acknowledged delete
+// removed it.
+type mutable struct {
+	mu      sync.Mutex
+	incs    map[int64]int64
+	deleted map[int64]bool
+	updates int64
+	deletes int64
+}
+
+// changeRows runs writers goroutines that, through their own Shared values of migration id,
+// increment the sender of random messages and delete some, until stop is called. A write
+// counts once Do returned nil, with what its statement did then.
+func (m *mutable) changeRows(t *testing.T, w *world, id string, writers int, ids []int64, owner map[int64]string) (stop func() error) {
+	var (
+		wg    sync.WaitGroup
+		done  = make(chan struct{})
+		first error
+		once  sync.Once
+	)
+	for g := range writers {
+		p := w.e.open(t, 2)
+		sh := w.shared(t, p, id, rebalance.SharedOptions{FenceWait: 30 * time.Second})
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			ctx := context.Background()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				msg := ids[r.IntN(len(ids))]
+				del := r.IntN(10) == 0
+				var n int64
+				err := sh.Do(ctx, owner[msg], func(tx *sql.Tx, _ int) error {
+					q := "UPDATE messages SET sender = sender + 1 WHERE id = $1"
+					if del {
+						q = "DELETE FROM messages WHERE id = $1"
+					}
+					res, err := tx.ExecContext(ctx, q, msg)
+					if err != nil {
+						return err
+					}
+					n, err = res.RowsAffected()
+					return err
+				})
+				if err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+				m.mu.Lock()
+				switch {
+				case n == 1 && del:
+					m.deleted[msg], m.deletes = true, m.deletes+1
+				case n == 1:
+					m.incs[msg]++
+					m.updates++
+				}
+				m.mu.Unlock()
+				time.Sleep(200 * time.Microsecond)
+			}
+		})
+	}
+	return func() error {
+		close(done)
+		wg.Wait()
+		return first
+	}
+}
+
+// check reads every message on every shard and counts lost updates (a row whose sender is
+// not its load value plus its acknowledged increments) and resurrected deletes.
+func (m *mutable) check(t *testing.T, p *proc, base int64) (lostUpdates, resurrected int) {
+	t.Helper()
+	for _, db := range p.dbs {
+		rows, err := db.Query("SELECT id, sender FROM messages")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, sender int64
+			if err := rows.Scan(&id, &sender); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case m.deleted[id]:
+				resurrected++
+			case sender != base+m.incs[id]:
+				lostUpdates++
+			}
+		}
+		rows.Close()
+	}
+	return lostUpdates, resurrected
+}
+
+// TestUpdatesAndDeletesDuringTheMove: while the mover copies users in small chunks, writers
+// update rows whose chunks were already copied and delete others, through Shared.Do. Every
+// acknowledged update is on the new shard and no deleted row comes back: the old shard
+// records the changes while its owners are exporting, and the mover replays them.
+func TestUpdatesAndDeletesDuringTheMove(t *testing.T) {
+	forEngines(t, 6, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 6)
+		w.load(t, admin, span(1, 60), 100)
+		owner := map[int64]string{}
+		var ids []int64
+		for id, u := range w.ledger {
+			ids = append(ids, id)
+			owner[id] = strconv.FormatInt(u, 10)
+		}
+		slices.Sort(ids)
+		led := &mutable{incs: map[int64]int64{}, deleted: map[int64]bool{}}
+		stop := led.changeRows(t, w, "grow", 4, ids, owner)
+		time.Sleep(50 * time.Millisecond)
+		m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{ChunkRows: 20, Concurrency: 2, Yield: 1})
+		err := m.Run(ctx, slices.Values(w.users))
+		time.Sleep(50 * time.Millisecond)
+		if serr := stop(); serr != nil {
+			t.Fatal(serr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		for id := range led.deleted {
+			delete(w.ledger, id)
+		}
+		v := w.requireClean(t, admin, w.after)
+		lost, back := led.check(t, admin, 7)
+		t.Logf("%d acknowledged updates, %d deletes: %d lost updates, %d resurrected deletes; %v", led.updates, led.deletes, lost, back, v)
+		if lost+back != 0 {
+			t.Fatalf("%d lost updates, %d resurrected deletes", lost, back)
+		}
+		if led.updates == 0 || led.deletes == 0 {
+			t.Fatal("the writers changed nothing during the move")
+		}
+	})
+}
+
+// editB changes one row of the new shard directly, as a stray process writing past the
+// fences would, before the mover's first replay: after its chunk was copied.
+type editB struct {
+	rebalance.SharedStore[*sql.Tx]
+	once sync.Once
+	edit func()
+}
+
+func (e *editB) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+	e.once.Do(e.edit)
+	return e.SharedStore.Replay(ctx, migration, token, owners, from, to, after, limit)
+}
+
+// TestMismatchStopsTheMove: a row edited on the new shard mid-move makes the sums differ:
+// the move stops with ErrCopyMismatch naming the owner, both shards and the key, the old
+// shard serves the owner again with every row, and nothing is deleted.
+func TestMismatchStopsTheMove(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		users := w.moving(1, 1)
+		w.load(t, admin, users, 30)
+		u := w.users[0]
+		a, b := w.before.Locate(u), w.after.Locate(u)
+		var key int64
+		if err := admin.dbs[a].QueryRow("SELECT MIN(id) + 3 FROM messages WHERE user_id = $1", u).Scan(&key); err != nil {
+			t.Fatal(err)
+		}
+		st := &editB{SharedStore: e.open(t, 2).store, edit: func() {
+			if _, err := admin.dbs[b].Exec("UPDATE messages SET message = 'edited on the new shard' WHERE id = $1", key); err != nil {
+				t.Error(err)
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{ChunkRows: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Run(ctx, slices.Values(w.users))
+		want := fmt.Sprintf("owner %q: verify the copy (shard %d -> %d): shard %d holds 30 rows, shard %d holds 30, and they differ first at key %q", u, a, b, a, b, strconv.FormatInt(key, 10))
+		if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want ErrCopyMismatch: ...%s...", err, want)
+		}
+		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+			t.Fatalf("old shard says %v, want serving again", f[0])
+		}
+		if f, _ := admin.store.Fences(ctx, []string{u}, b); f[0].State != rebalance.Importing {
+			t.Fatalf("new shard says %v, want importing: nobody may see its copy", f[0])
+		}
+		// The application goes on on the old shard, which holds every row.
+		if err := w.write(ctx, w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{}), u); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := admin.store.Count(ctx, u, a); err != nil || n != w.acked[u].Load() {
+			t.Fatalf("old shard holds %d rows (%v), want %d", n, err, w.acked[u].Load())
+		}
+	})
+}
