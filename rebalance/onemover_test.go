@@ -156,9 +156,9 @@ func (f *frozen) CopyChunk(ctx context.Context, migration string, token uint64, 
 	return f.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 }
 
-func (f *frozen) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+func (f *frozen) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	f.wait()
-	return f.MemShared.Replay(ctx, migration, token, owners, from, to, after, limit)
+	return f.MemShared.Replay(ctx, migration, token, owners, from, to, limit)
 }
 
 func (f *frozen) Counts(ctx context.Context, owners []string, shard int) ([]int64, error) {

@@ -155,12 +155,14 @@ type SharedStore[Tx any] interface {
 	// a finished one, left), in one transaction that refuses a stale token and owners not
 	// fenced Exporting or Moved by migration there.
 	ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error
-	// Replay applies on shard to the changes of owners recorded on shard from after the
-	// change numbered after, up to limit changes, in one transaction on to with CopyChunk's
-	// checks: a changed row that exists on from is written on to, one that does not is
-	// deleted there. It returns the number of the last change applied (after if none) and
-	// how many it applied, fewer than limit when none is left.
-	Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (last int64, n int, err error)
+	// Replay applies on shard to the oldest changes of owners recorded on shard from, up to
+	// limit of them, in one transaction on to with CopyChunk's checks (a changed row that
+	// exists on from is written on to, one that does not is deleted there), then deletes
+	// exactly those changes on from, in a transaction that refuses a stale token and owners
+	// not fenced Exporting or Moved by migration there. It returns how many it applied:
+	// fewer than limit when no committed change was left. Changes are taken, not read past a
+	// position, because one recorded first may commit last (PostgreSQL's sequences).
+	Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (n int, err error)
 	// Sums returns, for each of owners in order, how many rows it has on shard and a digest
 	// of their content: every copied column of every row, in no particular order, so that
 	// two shards holding the same rows have equal sums.
@@ -706,8 +708,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
 		return moved, err
 	}
-	seq, err := m.copyAll(ctx, fresh, a, b, na)
-	if err := step("copy", err); err != nil {
+	if err := step("copy", m.copyAll(ctx, fresh, a, b, na)); err != nil {
 		return moved, err
 	}
 	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
@@ -717,7 +718,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
 		return moved, err
 	}
-	commit, mismatch, err := m.verify(wctx, fresh, a, b, seq)
+	commit, mismatch, err := m.verify(wctx, fresh, a, b)
 	if err := step("verify the copy", err); err != nil {
 		return moved, err
 	}
@@ -792,7 +793,6 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 	case servingA && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
-		var seq int64 // stopped after the fence on A: every change recorded since the copy began is replayed
 		if servingA {
 			if fb.State == Serving {
 				// B serves the owner as far as B knows: rows there are the owner's data, not a
@@ -816,7 +816,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 					return err
 				}
 			}
-			if seq, err = m.copyAll(ctx, one, a, b, nil); err != nil {
+			if err := m.copyAll(ctx, one, a, b, nil); err != nil {
 				return step("copy", err)
 			}
 		}
@@ -827,12 +827,12 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		}
 		if !servingA {
 			// Stopped in the window: copy the owner again from its fenced old shard (the
-			// changes since the copy began are replayed next, deletions among them).
+			// changes not replayed yet are replayed next, deletions among them).
 			if err := step("copy", m.copyChunks(wctx, one, a, b)); err != nil {
 				return err
 			}
 		}
-		commit, mismatch, err := m.verify(wctx, one, a, b, seq)
+		commit, mismatch, err := m.verify(wctx, one, a, b)
 		if err != nil || len(commit) == 0 {
 			return cmp.Or(step("verify the copy", err), mismatch)
 		}
@@ -891,13 +891,14 @@ func (f Fence) String() string {
 // owners' row counts on a, and owners that fit in one chunk together are copied together (a
 // chunk cut short in the middle of an owner reads the rest of its owners again). Then it
 // replays the changes recorded meanwhile, so that the window after the fence replays only
-// what arrives during the catch-up, and returns the number of the last change replayed.
-func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, sizes []int64) (int64, error) {
+// what arrives during the catch-up.
+func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, sizes []int64) error {
 	if err := m.store.SetFence(ctx, m.id, owners, a, Exporting, m.token); err != nil {
-		return 0, fmt.Errorf("fence old shard exporting: %w", err)
+		return fmt.Errorf("fence old shard exporting: %w", err)
 	}
+	// What a stopped copy recorded: this copy reads every row after the clear.
 	if err := m.store.ClearChanges(ctx, m.id, m.token, owners, a); err != nil {
-		return 0, fmt.Errorf("clear changes recorded on shard %d: %w", a, err)
+		return fmt.Errorf("clear changes recorded on shard %d: %w", a, err)
 	}
 	for first := 0; first < len(owners); {
 		last, rows := first+1, int64(0)
@@ -909,11 +910,11 @@ func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, size
 			last = len(owners)
 		}
 		if err := m.copyChunks(ctx, owners[first:last], a, b); err != nil {
-			return 0, err
+			return err
 		}
 		first = last
 	}
-	return m.replay(ctx, owners, a, b, 0)
+	return m.replay(ctx, owners, a, b)
 }
 
 // copyChunks copies the rows of owners from a to b chunk by chunk, a chunk holding up to
@@ -943,21 +944,21 @@ func (m *mover[Tx]) copyChunks(ctx context.Context, owners []string, a, b int) e
 	}
 }
 
-// replay applies on b the changes of owners recorded on a after the change numbered after,
-// ChunkRows at a time, and returns the number of the last one.
-func (m *mover[Tx]) replay(ctx context.Context, owners []string, a, b int, after int64) (int64, error) {
+// replay applies on b the changes of owners recorded on a, ChunkRows at a time, until a
+// batch comes short: in the window, when none is left.
+func (m *mover[Tx]) replay(ctx context.Context, owners []string, a, b int) error {
 	for {
 		began := time.Now()
-		last, n, err := m.store.Replay(ctx, m.id, m.token, owners, a, b, after, m.opts.ChunkRows)
+		n, err := m.store.Replay(ctx, m.id, m.token, owners, a, b, m.opts.ChunkRows)
 		if err != nil {
-			return after, fmt.Errorf("replay changes recorded on shard %d: %w", a, err)
+			return fmt.Errorf("replay changes recorded on shard %d: %w", a, err)
 		}
 		m.rows.Add(int64(n))
-		if after = last; n < m.opts.ChunkRows {
-			return after, nil
+		if n < m.opts.ChunkRows {
+			return nil
 		}
 		if err := m.yield(ctx, began); err != nil {
-			return after, err
+			return err
 		}
 	}
 }
@@ -980,12 +981,12 @@ func (m *mover[Tx]) yield(ctx context.Context, began time.Time) error {
 type inWindow struct{}
 
 // verify runs in the window, a fenced moved and b importing: nothing writes either. It replays
-// the changes of owners recorded on a after the change numbered after, then compares the
-// owners' sums on both shards and returns those whose copies match. An owner whose copy
-// does not match stays on a, served again, its copy on b kept importing; mismatch says which
-// key differs first (ErrCopyMismatch).
-func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int, after int64) (commit []string, mismatch, err error) {
-	if _, err := m.replay(ctx, owners, a, b, after); err != nil {
+// the changes of owners left recorded on a, then compares the owners' sums on both shards
+// and returns those whose copies match. An owner whose copy does not match stays on a,
+// served again, its copy on b kept importing; mismatch says which key differs first
+// (ErrCopyMismatch).
+func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (commit []string, mismatch, err error) {
+	if err := m.replay(ctx, owners, a, b); err != nil {
 		return nil, nil, err
 	}
 	// Both sums at once: they are the part of the window that grows with the owners' rows.

@@ -280,22 +280,22 @@ func (s *MemShared) ClearChanges(_ context.Context, migration string, token uint
 	return nil
 }
 
-func (s *MemShared) Replay(_ context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+func (s *MemShared) Replay(_ context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	if err := cmp.Or(s.check(from), s.check(to)); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.fenced(migration, token, owners, to, Importing); err != nil {
-		return 0, 0, err
+	if err := cmp.Or(s.fenced(migration, token, owners, to, Importing), s.fenced(migration, token, owners, from, Exporting, Moved)); err != nil {
+		return 0, err
 	}
-	n := 0
+	var taken []int64
 	for _, c := range s.logs[from] {
-		if c.seq <= after || !slices.Contains(owners, c.owner) {
-			continue
-		}
-		if n == limit {
+		if len(taken) == limit {
 			break
+		}
+		if !slices.Contains(owners, c.owner) {
+			continue
 		}
 		if row, ok := s.rows[from][c.owner][c.key]; ok {
 			if s.rows[to][c.owner] == nil {
@@ -305,9 +305,10 @@ func (s *MemShared) Replay(_ context.Context, migration string, token uint64, ow
 		} else {
 			delete(s.rows[to][c.owner], c.key)
 		}
-		after, n = c.seq, n+1
+		taken = append(taken, c.seq)
 	}
-	return after, n, nil
+	s.logs[from] = slices.DeleteFunc(s.logs[from], func(c memChange) bool { return slices.Contains(taken, c.seq) })
+	return len(taken), nil
 }
 
 func (s *MemShared) Sums(_ context.Context, owners []string, shard int) ([]Sum, error) {
@@ -620,9 +621,9 @@ func (c *crashShared) DeleteChunk(ctx context.Context, migration string, token u
 	return
 }
 
-func (c *crashShared) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (last int64, n int, err error) {
+func (c *crashShared) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (n int, err error) {
 	err = c.do("replay", func() (err error) {
-		last, n, err = c.MemShared.Replay(ctx, migration, token, owners, from, to, after, limit)
+		n, err = c.MemShared.Replay(ctx, migration, token, owners, from, to, limit)
 		return err
 	})
 	return

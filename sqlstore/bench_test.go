@@ -364,3 +364,36 @@ func moverMain() int {
 	fmt.Printf("took %g moved %d\n", time.Since(began).Seconds(), m.Stats().Moved)
 	return 0
 }
+
+// BenchmarkSums measures what the window adds for a big owner: the sum (rows and content
+// digest) of a 200k-row owner, against its count, on one shard. The mover computes both
+// shards' sums at once, in the window.
+func BenchmarkSums(b *testing.B) {
+	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
+		e := mk(b, 2)
+		p := e.open(b, 2)
+		w := newWorld(b, e, 1, 2)
+		w.load(b, p, w.moving(1, 1), 200_000)
+		ctx := context.Background()
+		u := w.users[0]
+		s := w.before.Locate(u)
+		b.ResetTimer()
+		var sumTook, countTook time.Duration
+		for range b.N {
+			began := time.Now()
+			sums, err := p.store.Sums(ctx, []string{u}, s)
+			if err != nil || sums[0].Rows != 200_000 {
+				b.Fatal(sums, err)
+			}
+			sumTook += time.Since(began)
+			began = time.Now()
+			if n, err := p.store.Count(ctx, u, s); err != nil || n != 200_000 {
+				b.Fatal(n, err)
+			}
+			countTook += time.Since(began)
+		}
+		b.ReportMetric(float64(sumTook.Milliseconds())/float64(b.N), "sum-ms")
+		b.ReportMetric(float64(countTook.Milliseconds())/float64(b.N), "count-ms")
+		b.ReportMetric(0, "ns/op")
+	})
+}

@@ -125,36 +125,37 @@ func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64
 	return s.wrap(shard, "commit: clear changes", tx.Commit())
 }
 
-// Replay applies on to the changes of owners recorded on from after the change numbered
-// after, up to limit of them; see rebalance.SharedStore. Keys are unique across the shards
+// Replay applies on to the oldest changes of owners recorded on from, up to limit of them,
+// then deletes those on from; see rebalance.SharedStore. Keys are unique across the shards
 // (as the copy's INSERT ... ON CONFLICT (key) assumes), so a changed key missing on from is
-// deleted on to whoever's row it is there.
-func (s *Store) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+// deleted on to whoever's row it is there. A stop between the two transactions leaves the
+// changes recorded, and they are applied again: it is idempotent.
+func (s *Store) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	db, err := s.shard(from)
 	if err != nil {
-		return after, 0, err
+		return 0, err
 	}
 	if _, err := s.shard(to); err != nil {
-		return after, 0, err
+		return 0, err
 	}
 	q := &query{sqlite: s.dialect == SQLite}
 	q.b.WriteString("SELECT seq, row_key FROM " + s.changes() + " WHERE ")
 	ownersIn(q, owners)
-	q.b.WriteString(" AND seq > " + q.arg(after) + " ORDER BY seq LIMIT " + q.arg(limit))
+	q.b.WriteString(" ORDER BY seq LIMIT " + q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
-		return after, 0, s.wrap(from, "read changes", err)
+		return 0, s.wrap(from, "read changes", err)
 	}
-	last, n := after, 0
-	var keys []any
+	var seqs, keys []any
 	seen := map[string]bool{}
 	for rs.Next() {
+		var seq int64
 		var key any
-		if err := rs.Scan(&last, &key); err != nil {
+		if err := rs.Scan(&seq, &key); err != nil {
 			rs.Close()
-			return after, 0, s.wrap(from, "read changes", err)
+			return 0, s.wrap(from, "read changes", err)
 		}
-		n++
+		seqs = append(seqs, seq)
 		if k := fmt.Sprintf("%T:%v", key, key); !seen[k] {
 			seen[k] = true
 			keys = append(keys, key)
@@ -162,10 +163,10 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return after, 0, s.wrap(from, "read changes", err)
+		return 0, s.wrap(from, "read changes", err)
 	}
-	if n == 0 {
-		return after, 0, nil
+	if len(seqs) == 0 {
+		return 0, nil
 	}
 	// The rows of those keys on from: written on to; the keys not found: deleted there.
 	var rows [][]any
@@ -173,7 +174,7 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	for batch := range slices.Chunk(keys, 5000) {
 		got, err := s.rowsByKey(ctx, db, batch)
 		if err != nil {
-			return after, 0, s.wrap(from, "read changed rows", err)
+			return 0, s.wrap(from, "read changed rows", err)
 		}
 		for _, r := range got {
 			found[fmt.Sprintf("%T:%v", r[s.key], r[s.key])] = true
@@ -188,14 +189,14 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	}
 	tx, err := s.begin(ctx, to)
 	if err != nil {
-		return after, 0, err
+		return 0, err
 	}
 	defer tx.Rollback()
 	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
-		return after, 0, err
+		return 0, err
 	}
 	if err := s.insertRows(ctx, tx, rows); err != nil {
-		return after, 0, s.wrap(to, fmt.Sprintf("write %d changed rows", len(rows)), err)
+		return 0, s.wrap(to, fmt.Sprintf("write %d changed rows", len(rows)), err)
 	}
 	for batch := range slices.Chunk(gone, 5000) {
 		q := &query{sqlite: s.dialect == SQLite}
@@ -208,13 +209,32 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 		}
 		q.b.WriteString(")")
 		if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
-			return after, 0, s.wrap(to, fmt.Sprintf("delete %d rows deleted since their copy", len(batch)), err)
+			return 0, s.wrap(to, fmt.Sprintf("delete %d rows deleted since their copy", len(batch)), err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return after, 0, s.wrap(to, "commit: replay changes", err)
+		return 0, s.wrap(to, "commit: replay changes", err)
 	}
-	return last, n, nil
+	return len(seqs), s.consume(ctx, migration, token, owners, from, seqs)
+}
+
+// consume deletes the changes seqs of owners, applied, on shard.
+func (s *Store) consume(ctx context.Context, migration string, token uint64, owners []string, shard int, seqs []any) error {
+	tx, err := s.begin(ctx, shard)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Exporting, rebalance.Moved); err != nil {
+		return err
+	}
+	for batch := range slices.Chunk(seqs, 5000) {
+		q := "DELETE FROM " + s.changes() + " WHERE seq IN (" + s.placeholders(1, len(batch)) + ")"
+		if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
+			return s.wrap(shard, fmt.Sprintf("delete %d changes applied", len(batch)), err)
+		}
+	}
+	return s.wrap(shard, "commit: delete changes applied", tx.Commit())
 }
 
 func hasKey(m map[string]uint64, k string) bool { _, ok := m[k]; return ok }

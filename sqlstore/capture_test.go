@@ -169,9 +169,9 @@ type editB struct {
 	edit func()
 }
 
-func (e *editB) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, after int64, limit int) (int64, int, error) {
+func (e *editB) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	e.once.Do(e.edit)
-	return e.SharedStore.Replay(ctx, migration, token, owners, from, to, after, limit)
+	return e.SharedStore.Replay(ctx, migration, token, owners, from, to, limit)
 }
 
 // TestMismatchStopsTheMove: a row edited on the new shard mid-move makes the sums differ:
@@ -218,4 +218,74 @@ func TestMismatchStopsTheMove(t *testing.T) {
 			t.Fatalf("old shard holds %d rows (%v), want %d", n, err, w.acked[u].Load())
 		}
 	})
+}
+
+// lateChange runs between, once, before the mover's first replay.
+type lateChange struct {
+	rebalance.SharedStore[*sql.Tx]
+	once    sync.Once
+	between func()
+}
+
+func (l *lateChange) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
+	l.once.Do(l.between)
+	return l.SharedStore.Replay(ctx, migration, token, owners, from, to, limit)
+}
+
+// TestChangeCommittedOutOfOrder (PostgreSQL): a change recorded first commits last (its
+// sequence number is taken before another transaction's, which commits first), after the
+// mover's catch-up has replayed the later one. The window replays it all the same: the
+// changes are taken from the log as they are applied, not read past a position.
+func TestChangeCommittedOutOfOrder(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	e := newPostgres(t, 2)
+	ctx := context.Background()
+	admin := e.open(t, 2)
+	w := newWorld(t, e, 1, 2)
+	w.load(t, admin, w.moving(1, 1), 20)
+	u := w.users[0]
+	var first, second int64
+	if err := admin.dbs[w.before.Locate(u)].QueryRow("SELECT MIN(id), MAX(id) FROM messages WHERE user_id = $1", u).Scan(&first, &second); err != nil {
+		t.Fatal(err)
+	}
+	app := w.shared(t, e.open(t, 4), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+	update := func(id int64, wait <-chan struct{}, started chan<- struct{}) error {
+		return app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+			if _, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'changed' WHERE id = $1", id); err != nil {
+				return err
+			}
+			if started != nil {
+				close(started)
+				<-wait
+			}
+			return nil
+		})
+	}
+	slow := make(chan error, 1)
+	st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+		started, release := make(chan struct{}), make(chan struct{})
+		go func() { slow <- update(first, release, started) }() // its change is recorded first
+		<-started
+		if err := update(second, nil, nil); err != nil { // recorded second, committed first
+			t.Error(err)
+		}
+		go func() { time.Sleep(100 * time.Millisecond); close(release) }() // after the catch-up's replay
+	}}
+	m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	var changed int
+	if err := admin.dbs[w.after.Locate(u)].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1 AND message = 'changed'", u).Scan(&changed); err != nil || changed != 2 {
+		t.Fatalf("%d changed rows on the new shard (%v), want 2", changed, err)
+	}
+	w.requireClean(t, admin, w.after)
 }
