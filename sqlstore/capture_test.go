@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
 
 // mutable is the content ledger of a table whose rows change: for each message ID, how many
@@ -288,4 +289,76 @@ func TestChangeCommittedOutOfOrder(t *testing.T) {
 		t.Fatalf("%d changed rows on the new shard (%v), want 2", changed, err)
 	}
 	w.requireClean(t, admin, w.after)
+}
+
+// TestInitRefusesBadTables: a table that does not fit the TableSpec is refused by Init with
+// an error naming the shard and what is wrong, before anything is created on any shard: a
+// column missing, no index on (owner, key), a trigger of the change capture's name on
+// another table.
+func TestInitRefusesBadTables(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		noOwner := messages
+		noOwner.Owner, noOwner.Columns = "owner_id", append(slices.Clone(messages.Columns), "owner_id")
+		taken := []string{"CREATE TABLE other (x BIGINT)",
+			"CREATE TRIGGER rebalance_changes_messages_insert AFTER INSERT ON other BEGIN SELECT 1; END"}
+		if e.dialect == sqlstore.PostgreSQL {
+			taken = []string{"CREATE TABLE other (x BIGINT)",
+				"CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+				"CREATE TRIGGER rebalance_changes_messages AFTER INSERT ON other FOR EACH ROW EXECUTE FUNCTION nothing()"}
+		}
+		for _, tc := range []struct {
+			name  string
+			spec  sqlstore.TableSpec
+			setup []string
+			want  string
+		}{
+			{"no owner column", noOwner, nil, "shard 0: check table messages: no column owner_id"},
+			{"no index", messages, []string{"DROP INDEX messages_user_id_id"}, "shard 1: check table messages: no index leads with (user_id, id)"},
+			{"trigger name taken", messages, taken, "shard 1: check table messages: a trigger named rebalance_changes_messages... exists on table other"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				f := e.fresh(t)
+				dbs := []*sql.DB{openDB(t, f, f.shards[0]), openDB(t, f, f.shards[1])}
+				for _, q := range tc.setup {
+					if _, err := dbs[1].Exec(q); err != nil {
+						t.Fatal(q, err)
+					}
+				}
+				s, err := sqlstore.New(f.dialect, dbs, dbs[0], tc.spec, sqlstore.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = s.Init(ctx)
+				if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want ErrSchema: %s", err, tc.want)
+				}
+				var fences int
+				dbs[0].QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'rebalance_fence'").Scan(&fences)
+				if e.dialect == sqlstore.SQLite {
+					dbs[0].QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'rebalance_fence'").Scan(&fences)
+				}
+				if fences != 0 {
+					t.Fatal("Init created tables before it refused")
+				}
+			})
+		}
+	})
+}
+
+// fresh returns new databases of e's engine, with the messages table.
+func (e *engine) fresh(t *testing.T) *engine {
+	if e.dialect == sqlstore.SQLite {
+		return newSQLite(t, len(e.shards))
+	}
+	return newPostgres(t, len(e.shards))
+}
+
+func openDB(t *testing.T, e *engine, dsn string) *sql.DB {
+	db, err := sql.Open(e.driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -376,6 +376,7 @@ var ErrMissingTable = errors.New("data table missing")
 // Init checks that every shard holds the data table, and creates the fence, epoch and marks
 // tables where they are missing. It is idempotent; every process calls it once before use.
 func (s *Store) Init(ctx context.Context) error {
+	// Every shard checked before anything is created on any.
 	for i, db := range s.shards {
 		ok, err := s.hasTable(ctx, db, s.table.Table)
 		if err != nil {
@@ -384,6 +385,11 @@ func (s *Store) Init(ctx context.Context) error {
 		if !ok {
 			return s.wrap(i, "check", fmt.Errorf("table %s does not exist: the shard was lost or is the wrong database; refusing to use it as an empty shard: %w", s.table.Table, ErrMissingTable))
 		}
+		if err := s.checkTable(ctx, db); err != nil {
+			return s.wrap(i, "check table "+s.table.Table, err)
+		}
+	}
+	for i, db := range s.shards {
 		if err := execAll(ctx, db, shardSchema); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
@@ -400,6 +406,77 @@ func (s *Store) Init(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
 	return nil
+}
+
+// ErrSchema reports a shard whose table does not fit the TableSpec: a column it names is
+// missing, no index leads with (owner, key), or a name the change capture needs is taken.
+var ErrSchema = errors.New("table does not fit the TableSpec")
+
+// checkTable checks db's table against the TableSpec: every column, an index on (owner,
+// key) (without one every chunk, count and sum scans the shard), and the capture's names.
+func (s *Store) checkTable(ctx context.Context, db *sql.DB) error {
+	t, o, k := s.table.Table, s.table.Owner, s.table.Key
+	q := "SELECT name FROM pragma_table_info($1)"
+	if s.dialect == PostgreSQL {
+		q = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1"
+	}
+	have, err := queryStrings(ctx, db, q, t)
+	if err != nil {
+		return err
+	}
+	for _, c := range s.table.Columns {
+		if !slices.Contains(have, c) {
+			return fmt.Errorf("no column %s (the table has %q): %w", c, have, ErrSchema)
+		}
+	}
+	var indexed int
+	if s.dialect == PostgreSQL {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_index i
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			JOIN pg_attribute b ON b.attrelid = i.indrelid AND b.attnum = i.indkey[1]
+			WHERE i.indrelid = to_regclass($1) AND a.attname = $2 AND b.attname = $3`, t, o, k).Scan(&indexed)
+	} else {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_index_list($1) l
+			WHERE (SELECT name FROM pragma_index_info(l.name) WHERE seqno = 0) = $2
+			AND (SELECT name FROM pragma_index_info(l.name) WHERE seqno = 1) = $3`, t, o, k).Scan(&indexed)
+	}
+	if err != nil {
+		return err
+	}
+	if indexed == 0 {
+		return fmt.Errorf("no index leads with (%s, %s): every chunk, count and sum of a move would scan the table; create one (CREATE INDEX ON %s (%s, %s)): %w", o, k, t, o, k, ErrSchema)
+	}
+	// The capture's triggers: one of these names on another table is not ours.
+	q = "SELECT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE $1 AND tbl_name <> $2"
+	if s.dialect == PostgreSQL {
+		q = "SELECT c.relname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgname LIKE $1 AND c.relname <> $2"
+	}
+	taken, err := queryStrings(ctx, db, q, s.changes()+"%", t)
+	if err != nil {
+		return err
+	}
+	if len(taken) > 0 {
+		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", s.changes(), taken[0], t, ErrSchema)
+	}
+	return nil
+}
+
+// queryStrings returns the first column of every row of q.
+func queryStrings(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, error) {
