@@ -1,0 +1,478 @@
+package rebalance
+
+// The mover of a Shared migration: Run claims the migration and feeds groups of owners to
+// movers; moveGroup and move take each owner through the steps of Run's doc, from wherever a
+// stop left it.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// Run moves every owner of owners whose shard changes and that is not Done, up to
+// SharedOptions.Concurrency at once, and reports Progress. It ranges over owners twice (to
+// count, then to move) and holds only a batch of them at a time. For each owner, from its
+// old shard A to its new shard B:
+//
+//  1. fence B importing, and delete what a stopped copy left of the owner there (if B
+//     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
+//  2. fence A exporting: A still serves the owner and records every change of its rows
+//     from now on (change capture);
+//  3. copy the owner's rows A -> B in chunks, each its own short transaction, while A
+//     serves the owner and the application keeps writing there (owners whose rows fit in
+//     one chunk together share it), then replay on B the changes recorded meanwhile;
+//  4. fence A moved: the owner is served by no shard from here to step 6;
+//  5. replay the changes recorded since, and compare the owner's sums (rows and a digest
+//     of their content) on A and B; if they differ, fence A serving again and stop with
+//     ErrCopyMismatch naming the first key that differs, deleting nothing;
+//  6. fence B serving: the commit point, B serves the owner from now on;
+//  7. delete the owner's rows on A in chunks (A stays fenced moved), and its changes;
+//  8. mark the owner Done, in a batch with others.
+//
+// Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election
+// epoch): a second mover of the same epoch gets a *MoverError that names this one while its
+// lease runs, and Run renews the lease until it returns, then releases it. Every write
+// carries the token the claim returned, and a store that has seen a newer one refuses it
+// (ErrFenced): a mover that was replaced changes nothing, and its Run returns that error.
+// Every step is idempotent: a Run stopped anywhere (an error, ctx, a crash) resumes from the
+// fences and marks when run again, by this process or another. After a successful Finish it
+// returns an error wrapping ErrFinished; owners must not be nil (ErrConfig).
+func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
+	if owners == nil {
+		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
+	}
+	if m.finished.Load() {
+		return fmt.Errorf("rebalance: migration %q: Run after Finish: %w", m.id, ErrFinished)
+	}
+	total := 0
+	for range m.changed(owners) {
+		total++
+	}
+	if total == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	mv, stop, err := m.claim(ctx, cancel)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex // guards done, firstErr, the Progress calls and finished
+		done     int
+		firstErr error
+		finished []string // owners moved, whose Done marks are not written yet
+		work     = make(chan []string)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		firstErr = cmp.Or(firstErr, err)
+		mu.Unlock()
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	// flush writes the Done marks of the owners moved so far. A crash before it only makes
+	// the next Run find those owners committed on their new shard and mark them.
+	flush := func(force bool) {
+		mu.Lock()
+		if len(finished) == 0 || !force && len(finished) < m.opts.Batch {
+			mu.Unlock()
+			return
+		}
+		batch := finished
+		finished = nil
+		mu.Unlock()
+		if err := m.store.SetMarks(ctx, m.id, batch, Done, mv.token); err != nil {
+			fail(fmt.Errorf("rebalance: migration %q: mark %d owners done: %w", m.id, len(batch), err))
+		}
+	}
+	for range min(m.opts.Concurrency, total) {
+		wg.Go(func() {
+			for group := range work {
+				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
+				moved, err := mv.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
+				unlock()
+				if err != nil {
+					fail(err)
+				}
+				mu.Lock()
+				finished = append(finished, moved...)
+				for range moved {
+					if done++; m.opts.Progress != nil {
+						m.opts.Progress(Progress{Done: done, Total: total})
+					}
+				}
+				mu.Unlock()
+				flush(false)
+			}
+		})
+	}
+	// passed counts an owner the feed passes over: Done already, or listed twice.
+	passed := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; m.opts.Progress != nil {
+			m.opts.Progress(Progress{Done: done, Total: total})
+		}
+	}
+	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
+	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
+	groups := map[[2]int][]string{}
+	batch := make([]string, 0, m.opts.Batch)
+	feed := func() bool {
+		defer func() { batch = batch[:0] }()
+		marks, err := m.store.Marks(ctx, m.id, batch)
+		if err == nil && len(marks) != len(batch) {
+			err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(batch))
+		}
+		if err != nil {
+			fail(fmt.Errorf("rebalance: migration %q: read the marks of %d owners: %w", m.id, len(batch), err))
+			return false
+		}
+		for i, o := range batch {
+			switch {
+			case marks[i] > Done:
+				fail(fmt.Errorf("rebalance: migration %q: owner %q: store returned %v: %w", m.id, o, marks[i], ErrMark))
+				return false
+			case marks[i] == Done:
+				passed()
+				continue
+			}
+			pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+			if slices.Contains(groups[pair], o) {
+				// Listed twice: it moves with its twin (a group names each owner once, as the
+				// store copies a group's owners in one statement). Counted as its twin will be.
+				passed()
+				continue
+			}
+			groups[pair] = append(groups[pair], o)
+			if g := groups[pair]; len(g) == m.opts.Group {
+				if ctx.Err() != nil || failed() {
+					return false
+				}
+				work <- g
+				delete(groups, pair)
+			}
+		}
+		return true
+	}
+	for o := range m.changed(owners) {
+		if ctx.Err() != nil || failed() {
+			break // moves under way finish; the next Run resumes
+		}
+		if batch = append(batch, o); len(batch) == cap(batch) && !feed() {
+			break
+		}
+	}
+	if len(batch) > 0 && ctx.Err() == nil && !failed() {
+		feed()
+	}
+	for _, g := range groups {
+		if ctx.Err() != nil || failed() {
+			break
+		}
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+	flush(true)
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause // the lease was lost: the steps' errors only follow from it
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rebalance: migration %q: stopped after %d of %d owners: %w", m.id, done, total, err)
+	}
+	return nil
+}
+
+// mover is one Run's claim of the migration: every write it makes carries its token.
+type mover[Tx any] struct {
+	*Shared[Tx]
+	token uint64
+}
+
+// claim takes the migration for this mover and keeps it (hold).
+func (m *Shared[Tx]) claim(ctx context.Context, lost func(error)) (*mover[Tx], func(), error) {
+	token, stop, err := hold(ctx, m.store, Claim{Migration: m.id, Election: m.opts.Token, Mover: m.opts.Mover,
+		Lease: m.opts.Lease, Placement: m.placement}, lost)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mover[Tx]{Shared: m, token: token}, stop, nil
+}
+
+// changed yields the owners whose shard differs between before and after.
+func (m *Shared[Tx]) changed(owners iter.Seq[string]) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for o := range owners {
+			if m.before.Locate(o) != m.after.Locate(o) && !yield(o) {
+				return
+			}
+		}
+	}
+}
+
+// lockOwners locks the mover's stripes of owners, in order, and returns the unlock.
+func (m *Shared[Tx]) lockOwners(owners []string) func() {
+	stripes := make([]int, len(owners))
+	for i, o := range owners {
+		stripes[i] = int(keyhash.XXH64(o) % uint64(len(m.locks)))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		m.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			m.locks[i].Unlock()
+		}
+	}
+}
+
+// moveGroup moves owners, all from shard a to shard b, and returns those it moved (up to
+// the deletion of their old copies). Owners that start fresh go through the steps together;
+// an owner a stop left part way is resumed on its own (move).
+func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (moved []string, err error) {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: %d owners: %s (shard %d -> %d): %w", m.id, len(owners), what, a, b, err)
+		}
+		return nil
+	}
+	fas, err := m.fences(ctx, owners, a)
+	if err := step(fmt.Sprintf("read fences on shard %d", a), err); err != nil {
+		return nil, err
+	}
+	fbs, err := m.fences(ctx, owners, b)
+	if err := step(fmt.Sprintf("read fences on shard %d", b), err); err != nil {
+		return nil, err
+	}
+	// Not begun: A serves the owner, and B serves it too or says an earlier migration moved
+	// it away from B (moving back, 10 -> 5 after 5 -> 10). Owners a stop left part way are
+	// resumed one by one.
+	var fresh, away []string
+	for i, o := range owners {
+		if fas[i].State == Serving && fbs[i].State == Serving {
+			fresh = append(fresh, o)
+			continue
+		}
+		if fas[i].State == Serving && fbs[i].State == Moved && fbs[i].Migration != m.id {
+			fresh, away = append(fresh, o), append(away, o)
+			continue
+		}
+		if err := m.move(ctx, o, a, b); err != nil {
+			return moved, err
+		}
+		moved = append(moved, o)
+	}
+	if len(fresh) == 0 {
+		return moved, nil
+	}
+	// Where B serves an owner, rows there are its data, not a stopped copy, and the before
+	// sharder does not say where the owner is. Where B says the owner moved away, rows there
+	// are what that move had not deleted yet: cleared once B is fenced importing.
+	nb, err := m.store.Counts(ctx, fresh, b)
+	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
+		return moved, err
+	}
+	for i, o := range fresh {
+		if nb[i] > 0 && !slices.Contains(away, o) {
+			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
+		}
+	}
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.token)); err != nil {
+		return moved, err
+	}
+	if len(away) > 0 {
+		if err := step(fmt.Sprintf("clear old copies on shard %d", b), m.deleteAll(ctx, away, b)); err != nil {
+			return moved, err
+		}
+	}
+	na, err := m.store.Counts(ctx, fresh, a)
+	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
+		return moved, err
+	}
+	if err := step("copy", m.copyAll(ctx, fresh, a, b, na)); err != nil {
+		return moved, err
+	}
+	// From the fence on A to the commit on B, no shard serves these owners: Do waits. The
+	// window holds a few statements whatever the group's size: the fence, the changes
+	// recorded since the catch-up, a sum on each shard, the commit.
+	start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
+	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
+		return moved, err
+	}
+	commit, mismatch, err := m.verify(wctx, fresh, a, b)
+	if err := step("verify the copy", err); err != nil {
+		return moved, err
+	}
+	if len(commit) == 0 {
+		return moved, mismatch
+	}
+	if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, commit, b, Serving, m.token)); err != nil {
+		return moved, err
+	}
+	m.noteExclusive(time.Since(start))
+	m.moved.Add(int64(len(commit)))
+	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteOld(ctx, commit, a)); err != nil {
+		return moved, err
+	}
+	return append(moved, commit...), mismatch
+}
+
+func countsErr(n []int64, owners []string, err error) error {
+	if err == nil && len(n) != len(owners) {
+		return fmt.Errorf("store returned %d counts for %d owners", len(n), len(owners))
+	}
+	return err
+}
+
+func (m *Shared[Tx]) noteExclusive(held time.Duration) {
+	m.windows[windowBucket(held)].Add(1)
+	for {
+		old := m.maxExclusive.Load()
+		if int64(held) <= old || m.maxExclusive.CompareAndSwap(old, int64(held)) {
+			return
+		}
+	}
+}
+
+// move brings owner from shard a to shard b, from wherever a stop left it (the fences on a
+// and b say where), up to the deletion of its rows on a; Run marks it Done.
+func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
+	step := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: owner %q: %s (shard %d -> %d): %w", m.id, owner, what, a, b, err)
+		}
+		return nil
+	}
+	fa, err := m.fence(ctx, owner, a)
+	if err := step(fmt.Sprintf("read fence on shard %d", a), err); err != nil {
+		return err
+	}
+	fb, err := m.fence(ctx, owner, b)
+	if err := step(fmt.Sprintf("read fence on shard %d", b), err); err != nil {
+		return err
+	}
+	one := []string{owner}
+	mine := func(f Fence) bool { return f.Migration == m.id }
+	servingA := fa.State == Serving || fa.State == Exporting && mine(fa)
+	switch {
+	case fa.State == Moved && mine(fa) && fb.State == Serving:
+		// Committed by an earlier Run: only the old copy is left to delete, once B is seen to
+		// hold at least as many rows as remain of it.
+		old, err := m.store.Count(ctx, owner, a)
+		if err := step(fmt.Sprintf("count rows on shard %d", a), err); err != nil {
+			return err
+		}
+		if old > 0 {
+			n, err := m.store.Count(ctx, owner, b)
+			if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+				return err
+			}
+			if n < old {
+				return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", b, n, a, old, b, ErrCopyLost))
+			}
+		}
+	case servingA && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
+		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
+		// replaced by Importing, as the fence always says the current truth.
+		if servingA {
+			if fb.State == Serving {
+				// B serves the owner as far as B knows: rows there are the owner's data, not a
+				// stopped copy, and the before sharder does not say where the owner is.
+				n, err := m.store.Count(ctx, owner, b)
+				if err := step(fmt.Sprintf("count rows on shard %d", b), err); err != nil {
+					return err
+				}
+				if n > 0 {
+					return step("check the new shard", fmt.Errorf("shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", b, n, a, ErrConfig))
+				}
+			}
+			if fb.State != Importing {
+				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.token)); err != nil {
+					return err
+				}
+			}
+			if fb.State != Serving {
+				// A stopped copy of this migration, or an old copy a move away from B left.
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b)); err != nil {
+					return err
+				}
+			}
+			if err := m.copyAll(ctx, one, a, b, nil); err != nil {
+				return step("copy", err)
+			}
+		}
+		// From the fence on A to the commit on B, no shard serves the owner: Do waits.
+		start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
+		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.token)); err != nil {
+			return err
+		}
+		if !servingA {
+			// Stopped in the window: copy the owner again from its fenced old shard (the
+			// changes not replayed yet are replayed next, deletions among them).
+			if err := step("copy", m.copyChunks(wctx, one, a, b)); err != nil {
+				return err
+			}
+		}
+		commit, mismatch, err := m.verify(wctx, one, a, b)
+		if err != nil || len(commit) == 0 {
+			return cmp.Or(step("verify the copy", err), mismatch)
+		}
+		if err := step("commit on the new shard", m.store.SetFence(ctx, m.id, one, b, Serving, m.token)); err != nil {
+			return err
+		}
+		m.noteExclusive(time.Since(start))
+		m.moved.Add(1)
+	default:
+		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
+	}
+	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteOld(ctx, one, a))
+}
+
+// fences reads the fences of owners on shard s and checks what the store returned.
+func (m *Shared[Tx]) fences(ctx context.Context, owners []string, s int) ([]Fence, error) {
+	f, err := m.store.Fences(ctx, owners, s)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(f) != len(owners):
+		return nil, fmt.Errorf("store returned %d fences for %d owners", len(f), len(owners))
+	}
+	for _, x := range f {
+		if x.State > Exporting {
+			return nil, fmt.Errorf("store returned %v: %w", x.State, ErrMark)
+		}
+	}
+	return f, nil
+}
+
+func (m *Shared[Tx]) fence(ctx context.Context, owner string, s int) (Fence, error) {
+	f, err := m.store.Fences(ctx, []string{owner}, s)
+	switch {
+	case err != nil:
+		return Fence{}, err
+	case len(f) != 1:
+		return Fence{}, fmt.Errorf("store returned %d fences for 1 owner", len(f))
+	case f[0].State > Exporting:
+		return Fence{}, fmt.Errorf("store returned %v: %w", f[0].State, ErrMark)
+	}
+	return f[0], nil
+}
