@@ -556,3 +556,55 @@ func TestSharedRefusesDataOnTheNewShard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Serving, f[0].State)
 }
+
+// TestSharedVerify: Verify finds every row where it belongs after a migration, counts the old
+// copies a stopped mover left as stray, and names the key of a copy that differs between the
+// fence and the commit.
+func TestSharedVerify(t *testing.T) {
+	w := newSharedWorld(t, 40, 5, 3, 5)
+	ctx := context.Background()
+	total := int64(0)
+	moving := 0
+	for _, o := range w.owners {
+		if w.before.Locate(o) != w.after.Locate(o) {
+			total += int64(len(w.acked[o]))
+			moving++
+		}
+	}
+	first := w.shared(t, "grow", noDelete{w.store}, SharedOptions{})
+	require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
+	r, err := first.Verify(ctx, slices.Values(w.owners))
+	require.NoError(t, err)
+	require.Equal(t, int64(moving), r.Owners)
+	require.Equal(t, total, r.Rows)
+	require.Positive(t, r.Stray, "old copies not deleted yet")
+	require.Empty(t, r.Problems)
+
+	m := w.shared(t, "grow", w.store, SharedOptions{})
+	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
+	r, err = m.Verify(ctx, slices.Values(w.owners))
+	require.NoError(t, err)
+	require.Equal(t, Report{Owners: int64(moving), Rows: total}, *r)
+
+	// An owner between its fence and its commit whose copy differs.
+	var o string
+	for _, x := range w.owners {
+		if w.before.Locate(x) != w.after.Locate(x) {
+			o = x
+			break
+		}
+	}
+	a, b := w.before.Locate(o), w.after.Locate(o)
+	w.store.fences[b][o] = Fence{Importing, "grow"}
+	w.store.fences[a][o] = Fence{Moved, "grow"}
+	w.store.rows[a][o] = maps.Clone(w.store.rows[b][o])
+	w.store.rows[b][o][2] = "edited"
+	r, err = m.Verify(ctx, slices.Values(w.owners))
+	require.NoError(t, err)
+	require.Len(t, r.Problems, 1)
+	require.Equal(t, Problem{Owner: o, Shard: b, Key: "2", What: r.Problems[0].What}, r.Problems[0])
+	require.Contains(t, r.Problems[0].What, "copies differ between the fence and the commit")
+	require.Equal(t, int64(len(w.acked[o])), r.Compared)
+	require.ErrorIs(t, func() error { _, err := m.Verify(ctx, nil); return err }(), ErrConfig)
+}

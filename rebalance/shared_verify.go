@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"sync"
 	"time"
 )
@@ -77,4 +78,136 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int) error
 			return err
 		}
 	}
+}
+
+// Report is what Verify found.
+type Report struct {
+	// Owners counts the owners checked (those whose shard changes), Rows their rows on the
+	// shards that serve them.
+	Owners, Rows int64
+	// Compared counts the rows compared by content: owners between their fence and their
+	// commit, whose two copies must be equal.
+	Compared int64
+	// Stray counts rows on a shard that does not serve their owner: an old copy not deleted
+	// yet (Run deletes it when run again), or a copy stopped part way on a new shard.
+	Stray int64
+	// Problems lists what must not be, up to MaxProblems: copies that differ, an owner
+	// served by both shards, old copies left after the owner was done.
+	Problems []Problem
+	// More counts the problems past MaxProblems.
+	More int64
+}
+
+// MaxProblems bounds Report.Problems.
+const MaxProblems = 100
+
+// Problem is one owner that Verify found wrong.
+type Problem struct {
+	Owner string
+	// Shard holds the rows in question; Key is the first key that differs between the
+	// owner's two copies, "" if unknown.
+	Shard int
+	Key   string
+	What  string
+}
+
+// Verify checks, from the fences and the rows on the shards, where every owner of owners
+// whose shard changes stands, and compares by content what must be equal; an operator can
+// run it at any time, during a migration or after it (before the marks are deleted). It
+// changes nothing. An error is a store's failure; what it finds is in the Report. owners
+// must not be nil (ErrConfig).
+func (m *Shared[Tx]) Verify(ctx context.Context, owners iter.Seq[string]) (*Report, error) {
+	if owners == nil {
+		return nil, fmt.Errorf("rebalance: migration %q: Verify with nil owners: %w", m.id, ErrConfig)
+	}
+	r := &Report{}
+	pending := map[[2]int][]string{}
+	for o := range m.changed(owners) {
+		pair := [2]int{m.before.Locate(o), m.after.Locate(o)}
+		if pending[pair] = append(pending[pair], o); len(pending[pair]) == m.opts.Batch {
+			if err := m.verifyBatch(ctx, r, pending[pair], pair[0], pair[1]); err != nil {
+				return r, err
+			}
+			delete(pending, pair)
+		}
+	}
+	for pair, batch := range pending {
+		if err := m.verifyBatch(ctx, r, batch, pair[0], pair[1]); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string, a, b int) error {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("rebalance: migration %q: verify %d owners (shard %d -> %d): %s: %w", m.id, len(owners), a, b, what, err)
+	}
+	fas, err := m.fences(ctx, owners, a)
+	if err != nil {
+		return fail(fmt.Sprintf("read fences on shard %d", a), err)
+	}
+	fbs, err := m.fences(ctx, owners, b)
+	if err != nil {
+		return fail(fmt.Sprintf("read fences on shard %d", b), err)
+	}
+	sa, err := m.store.Sums(ctx, owners, a)
+	if err == nil && len(sa) != len(owners) {
+		err = fmt.Errorf("store returned %d sums for %d owners", len(sa), len(owners))
+	}
+	if err != nil {
+		return fail(fmt.Sprintf("sum rows on shard %d", a), err)
+	}
+	sb, err := m.store.Sums(ctx, owners, b)
+	if err == nil && len(sb) != len(owners) {
+		err = fmt.Errorf("store returned %d sums for %d owners", len(sb), len(owners))
+	}
+	if err != nil {
+		return fail(fmt.Sprintf("sum rows on shard %d", b), err)
+	}
+	problem := func(o string, s int, what string) {
+		if len(r.Problems) == MaxProblems {
+			r.More++
+			return
+		}
+		key, err := m.store.FirstDiff(ctx, o, a, b)
+		if err != nil {
+			what += fmt.Sprintf(" (the first key that differs is unknown: %v)", err)
+		}
+		r.Problems = append(r.Problems, Problem{Owner: o, Shard: s, Key: key, What: what})
+	}
+	for i, o := range owners {
+		r.Owners++
+		fa, fb := fas[i], fbs[i]
+		servesA := fa.State == Serving || fa.State == Exporting
+		switch {
+		case fa.State == Moved && fb.State == Serving: // moved: the old copy is deleted, or soon
+			r.Rows += sb[i].Rows
+			r.Stray += sa[i].Rows
+			if sa[i].Rows > 0 && fa.Migration == m.id && m.finished.Load() {
+				problem(o, a, fmt.Sprintf("%d rows left on the old shard after the migration finished", sa[i].Rows))
+			}
+		case servesA && fb.State == Serving && sb[i].Rows > 0 && sa[i].Rows > 0:
+			r.Rows += sa[i].Rows + sb[i].Rows
+			problem(o, b, "served by both shards, with rows on both")
+		case servesA: // not moved yet: whatever b holds is a copy under way or stopped
+			r.Rows += sa[i].Rows
+			if fb.State == Serving {
+				r.Rows += sb[i].Rows
+			} else {
+				r.Stray += sb[i].Rows
+			}
+		case fa.State == Moved && fb.State == Importing: // in the window, or stopped in it
+			r.Rows += sa[i].Rows
+			r.Compared += sa[i].Rows
+			if sa[i] != sb[i] {
+				r.Stray += sb[i].Rows
+				problem(o, b, fmt.Sprintf("copies differ between the fence and the commit: %d rows on shard %d, %d on shard %d (a move under way, or stopped there: Run replays the changes left and compares again)", sa[i].Rows, a, sb[i].Rows, b))
+			}
+		default:
+			r.Stray += sa[i].Rows + sb[i].Rows
+			problem(o, a, fmt.Sprintf("shard %d says %s and shard %d says %s: no shard serves the owner", a, fa, b, fb))
+		}
+	}
+	return nil
 }

@@ -151,6 +151,13 @@ func TestUpdatesAndDeletesDuringTheMove(t *testing.T) {
 			delete(w.ledger, id)
 		}
 		v := w.requireClean(t, admin, w.after)
+		r, err := m.Verify(ctx, slices.Values(w.users))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stray != 0 || len(r.Problems) != 0 || r.Rows == 0 {
+			t.Fatalf("Verify after the migration: %+v", r)
+		}
 		lost, back := led.check(t, admin, 7)
 		t.Logf("%d acknowledged updates, %d deletes: %d lost updates, %d resurrected deletes; %v", led.updates, led.deletes, lost, back, v)
 		if lost+back != 0 {
