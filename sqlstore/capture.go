@@ -106,23 +106,7 @@ func ownersIn(q *query, owners []string) {
 
 // ClearChanges deletes the changes recorded of owners on shard; see rebalance.SharedStore.
 func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error {
-	tx, err := s.begin(ctx, shard)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Exporting, rebalance.Moved); err != nil {
-		return err
-	}
-	for batch := range slices.Chunk(owners, armsPerStatement) {
-		q := &query{sqlite: s.dialect == SQLite}
-		q.b.WriteString("DELETE FROM " + s.changes() + " WHERE ")
-		ownersIn(q, batch)
-		if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
-			return s.wrap(shard, fmt.Sprintf("clear the changes of %d owners", len(batch)), err)
-		}
-	}
-	return s.wrap(shard, "commit: clear changes", tx.Commit())
+	return s.deleteChanges(ctx, migration, token, owners, shard, nil)
 }
 
 // Replay applies on to the oldest changes of owners recorded on from, up to limit of them,
@@ -215,11 +199,12 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	if err := tx.Commit(); err != nil {
 		return 0, s.wrap(to, "commit: replay changes", err)
 	}
-	return len(seqs), s.consume(ctx, migration, token, owners, from, seqs)
+	return len(seqs), s.deleteChanges(ctx, migration, token, owners, from, seqs)
 }
 
-// consume deletes the changes seqs of owners, applied, on shard.
-func (s *Store) consume(ctx context.Context, migration string, token uint64, owners []string, shard int, seqs []any) error {
+// deleteChanges deletes the changes seqs of owners on shard, every change of theirs if seqs
+// is nil, in a transaction that checks the token and that they are fenced by migration.
+func (s *Store) deleteChanges(ctx context.Context, migration string, token uint64, owners []string, shard int, seqs []any) error {
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
@@ -228,13 +213,23 @@ func (s *Store) consume(ctx context.Context, migration string, token uint64, own
 	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Exporting, rebalance.Moved); err != nil {
 		return err
 	}
+	if seqs == nil {
+		for batch := range slices.Chunk(owners, armsPerStatement) {
+			q := &query{sqlite: s.dialect == SQLite}
+			q.b.WriteString("DELETE FROM " + s.changes() + " WHERE ")
+			ownersIn(q, batch)
+			if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
+				return s.wrap(shard, fmt.Sprintf("clear the changes of %d owners", len(batch)), err)
+			}
+		}
+	}
 	for batch := range slices.Chunk(seqs, 5000) {
 		q := "DELETE FROM " + s.changes() + " WHERE seq IN (" + s.placeholders(1, len(batch)) + ")"
 		if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
 			return s.wrap(shard, fmt.Sprintf("delete %d changes applied", len(batch)), err)
 		}
 	}
-	return s.wrap(shard, "commit: delete changes applied", tx.Commit())
+	return s.wrap(shard, "commit: delete changes", tx.Commit())
 }
 
 func hasKey(m map[string]uint64, k string) bool { _, ok := m[k]; return ok }
