@@ -397,3 +397,64 @@ func BenchmarkSums(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 	})
 }
+
+// BenchmarkCapture measures what the change capture costs a foreground write: an access
+// that inserts one row and updates another, with no triggers on the table (none), with the
+// triggers and no owner of the shard moving (idle: they look the owner's fence up and find
+// none), and with the owner exporting (on: they record both changes). One process, one
+// goroutine, so that the ratio is the triggers' own cost.
+func BenchmarkCapture(b *testing.B) {
+	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
+		for _, mode := range []string{"none", "idle", "on"} {
+			b.Run("capture="+mode, func(b *testing.B) {
+				e := mk(b, 1)
+				p := e.open(b, 2)
+				ctx := context.Background()
+				w := newWorld(b, e, 1, 2)
+				w.load(b, p, span(1, 1), 10)
+				var first int64
+				if err := p.dbs[0].QueryRow("SELECT MIN(id) FROM messages WHERE user_id = 1").Scan(&first); err != nil {
+					b.Fatal(err)
+				}
+				switch mode {
+				case "none":
+					drop := []string{"DROP TRIGGER rebalance_changes_messages_insert", "DROP TRIGGER rebalance_changes_messages_update", "DROP TRIGGER rebalance_changes_messages_delete"}
+					if e.dialect == sqlstore.PostgreSQL {
+						drop = []string{"DROP TRIGGER rebalance_changes_messages ON messages"}
+					}
+					for _, q := range drop {
+						if _, err := p.dbs[0].Exec(q); err != nil {
+							b.Fatal(err)
+						}
+					}
+				case "on":
+					tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "bench", Lease: time.Hour})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := p.store.SetFence(ctx, "m", []string{"1"}, 0, rebalance.Exporting, tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ResetTimer()
+				for i := range b.N {
+					err := p.store.Access(ctx, rebalance.Placement{}, "1", 0, func(tx *sql.Tx) error {
+						id := nextID.Add(1)
+						if _, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES ($1, 1, $1, 'x', 0)", id); err != nil {
+							return err
+						}
+						_, err := tx.ExecContext(ctx, "UPDATE messages SET sender = $1 WHERE id = $2", i, first)
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				var recorded int64
+				p.dbs[0].QueryRow("SELECT COUNT(*) FROM rebalance_changes_messages").Scan(&recorded)
+				b.ReportMetric(float64(recorded)/float64(b.N), "changes/op")
+			})
+		}
+	})
+}
