@@ -137,6 +137,7 @@ func (p Placement) Accepts(served Placement, finished bool) bool {
 // PlacementError is the error of an access or a claim for a placement the shard does not
 // serve. errors.Is(err, ErrPlacement) is true of it.
 type PlacementError struct {
+	// Shard is the shard that refused, or -1 for the control database (a claim).
 	Shard int
 	// Served is what the shard serves, and Finished whether its migration is finished;
 	// Wanted is the access's or the claim's.
@@ -153,16 +154,20 @@ func (e *PlacementError) Error() string {
 		state = "finished"
 	}
 	served := fmt.Sprintf("migration %q (%s; sharders %016x -> %016x)", e.Served.Migration, state, e.Served.Before, e.Served.After)
+	where := fmt.Sprintf("shard %d", e.Shard)
+	if e.Shard < 0 {
+		where = "the control database"
+	}
 	wanted := fmt.Sprintf("migration %q (sharders %016x -> %016x)", e.Wanted.Migration, e.Wanted.Before, e.Wanted.After)
 	switch {
 	case e.Claim && e.Served.Migration == e.Wanted.Migration:
-		return fmt.Sprintf("rebalance: shard %d serves %s: a mover of the same ID with other sharders cannot claim it as %s", e.Shard, served, wanted)
+		return fmt.Sprintf("rebalance: %s serves %s: a mover of the same ID with other sharders cannot claim it as %s", where, served, wanted)
 	case e.Claim && !e.Finished:
-		return fmt.Sprintf("rebalance: shard %d serves %s: finish it before a mover claims %s", e.Shard, served, wanted)
+		return fmt.Sprintf("rebalance: %s serves %s: finish it before a mover claims %s", where, served, wanted)
 	case e.Claim:
-		return fmt.Sprintf("rebalance: shard %d serves %s, whose after sharder is not the before sharder of %s: the plan does not start where the data is", e.Shard, served, wanted)
+		return fmt.Sprintf("rebalance: %s serves %s, whose after sharder is not the before sharder of %s: the plan does not start where the data is", where, served, wanted)
 	}
-	return fmt.Sprintf("rebalance: shard %d serves %s, not an access routed by %s: the process routes by a placement out of date or wrong; reload it", e.Shard, served, wanted)
+	return fmt.Sprintf("rebalance: %s serves %s, not an access routed by %s: the process routes by a placement out of date or wrong; reload it", where, served, wanted)
 }
 
 // Is makes errors.Is(err, ErrPlacement) true.

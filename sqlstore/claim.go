@@ -82,6 +82,11 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 		return 0, &rebalance.MoverError{Migration: c.Migration, Holder: mover, Election: uint64(election),
 			Left: time.Duration(expires-now) * time.Millisecond}
 	}
+	// The control database decides the placement first, so that two movers of different
+	// migrations started at once cannot each claim a part of the shards.
+	if err := s.follow(ctx, tx, -1, c.Placement); err != nil {
+		return 0, err
+	}
 	token++
 	if _, err := tx.ExecContext(ctx, "UPDATE rebalance_claim SET election = $1, token = $2, mover = $3, expires = "+s.nowMillis()+
 		" + $4 WHERE migration = $5", int64(c.Election), token, c.Mover, c.Lease.Milliseconds(), c.Migration); err != nil {
@@ -107,28 +112,52 @@ func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token 
 	if err := s.checkToken(ctx, tx, c.Migration, token, i, tokenExclusive); err != nil {
 		return err
 	}
-	if !c.Placement.IsZero() {
-		served, finished, err := s.served(ctx, tx, i)
-		if err != nil {
-			return err
-		}
-		if !c.Placement.Accepts(served, finished) {
-			return &rebalance.PlacementError{Shard: i, Served: served, Wanted: c.Placement, Finished: finished, Claim: true}
-		}
-		if served != c.Placement {
-			p := c.Placement
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished)
-				VALUES (0, $1, $2, $3, 0) ON CONFLICT (id) DO UPDATE SET migration = excluded.migration,
-				before_fp = excluded.before_fp, after_fp = excluded.after_fp, finished = 0`,
-				p.Migration, int64(p.Before), int64(p.After)); err != nil {
-				return s.wrap(i, "record the placement served", err)
-			}
-		}
+	if err := s.follow(ctx, tx, i, c.Placement); err != nil {
+		return err
 	}
 	return s.wrap(i, "commit claim", tx.Commit())
 }
 
-// served reads the placement shard i serves: zero if none is recorded.
+// follow records p, if not zero, as the placement shard i (-1: the control database) serves,
+// in tx, if what it serves accepts it (Placement.Accepts), or returns a *PlacementError.
+func (s *Store) follow(ctx context.Context, tx *sql.Tx, i int, p rebalance.Placement) error {
+	if p.IsZero() {
+		return nil
+	}
+	if s.dialect == PostgreSQL {
+		// Claims of two migrations lock different claim rows: this lock makes their reads and
+		// writes of the placement one after the other (SQLite's write lock already does).
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 2)", epochNS); err != nil {
+			return s.where(i, "lock the placement served", err)
+		}
+	}
+	served, finished, err := s.served(ctx, tx, i)
+	if err != nil {
+		return err
+	}
+	if !p.Accepts(served, finished) {
+		return &rebalance.PlacementError{Shard: i, Served: served, Wanted: p, Finished: finished, Claim: true}
+	}
+	if served == p {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished)
+		VALUES (0, $1, $2, $3, 0) ON CONFLICT (id) DO UPDATE SET migration = excluded.migration,
+		before_fp = excluded.before_fp, after_fp = excluded.after_fp, finished = 0`,
+		p.Migration, int64(p.Before), int64(p.After))
+	return s.where(i, "record the placement served", err)
+}
+
+// where names shard i, or the control database for -1, in err, if not nil.
+func (s *Store) where(i int, what string, err error) error {
+	if err == nil || i >= 0 {
+		return s.wrap(max(i, 0), what, err)
+	}
+	return fmt.Errorf("sqlstore: control database: %s: %w", what, err)
+}
+
+// served reads the placement shard i (-1: the control database) serves: zero if none is
+// recorded.
 func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placement, bool, error) {
 	var p rebalance.Placement
 	var before, after, finished int64
@@ -138,7 +167,7 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 		return rebalance.Placement{}, false, nil
 	}
 	if err != nil {
-		return p, false, s.wrap(i, "read the placement served", err)
+		return p, false, s.where(i, "read the placement served", err)
 	}
 	p.Before, p.After = uint64(before), uint64(after)
 	return p, finished != 0, nil
@@ -174,16 +203,17 @@ func (s *Store) Release(ctx context.Context, migration string, token uint64) err
 	return nil
 }
 
-// Finished records on every shard that serves p that its migration is finished.
+// Finished records on every shard that serves p, and in the control database, that its
+// migration is finished.
 func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
+	const q = "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
 	for i, db := range s.shards {
-		_, err := db.ExecContext(ctx, "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3",
-			p.Migration, int64(p.Before), int64(p.After))
-		if err != nil {
+		if _, err := db.ExecContext(ctx, q, p.Migration, int64(p.Before), int64(p.After)); err != nil {
 			return s.wrap(i, "record the migration finished", err)
 		}
 	}
-	return nil
+	_, err := s.control.ExecContext(ctx, q, p.Migration, int64(p.Before), int64(p.After))
+	return s.where(-1, "record the migration finished", err)
 }
 
 // step is the first statement of a mover's write of owners' rows on shard, in its

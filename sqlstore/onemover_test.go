@@ -449,3 +449,63 @@ func TestWrongPlacementRefused(t *testing.T) {
 		w.requireClean(t, admin, w.after)
 	})
 }
+
+// TestTwoMigrationsAtOnce: two movers of two different migrations that both start where the
+// last one ended (grow to 4 and grow to 5 after 2 -> 3), started at once: the control
+// database lets one claim the shards and refuses the other before it claims any, so the one
+// that runs is not locked out of half the shards, and nothing is lost.
+func TestTwoMigrationsAtOnce(t *testing.T) {
+	forEngines(t, 5, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, span(1, 40), 5)
+		first := w.shared(t, e.open(t, 2), "grow-2-3", rebalance.SharedOptions{})
+		if err := first.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		three, _ := shard.NewJump(3)
+		var movers []*rebalance.Shared[*sql.Tx]
+		var afters []shard.Sharder
+		for _, n := range []int{4, 5} {
+			after, _ := shard.NewJump(n)
+			m, err := rebalance.NewShared(fmt.Sprintf("grow-3-%d", n), three, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			movers, afters = append(movers, m), append(afters, after)
+		}
+		errs := make([]error, 2)
+		var start, ran sync.WaitGroup
+		start.Add(1)
+		for i, m := range movers {
+			ran.Go(func() { start.Wait(); errs[i] = m.Run(ctx, slices.Values(w.users)) })
+		}
+		start.Done()
+		ran.Wait()
+		won := -1
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won = i
+			case !errors.Is(err, rebalance.ErrPlacement):
+				t.Fatalf("mover %d: %v, want nil or ErrPlacement", i, err)
+			}
+		}
+		if won < 0 || errs[1-won] == nil {
+			t.Fatalf("want one mover refused: %v", errs)
+		}
+		var pe *rebalance.PlacementError
+		if !errors.As(errs[1-won], &pe) || pe.Shard != -1 {
+			t.Fatalf("the refusal came from a shard, not the control database: %v", errs[1-won])
+		}
+		if err := movers[won].Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, afters[won])
+		t.Logf("mover %d ran; the other: %v", won, errs[1-won])
+	})
+}

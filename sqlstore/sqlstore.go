@@ -293,6 +293,13 @@ CREATE TABLE IF NOT EXISTS rebalance_claim (
 	token     BIGINT NOT NULL,
 	mover     TEXT NOT NULL,
 	expires   BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_placement (
+	id        INTEGER PRIMARY KEY,
+	migration TEXT NOT NULL,
+	before_fp BIGINT NOT NULL,
+	after_fp  BIGINT NOT NULL,
+	finished  INTEGER NOT NULL
 )`
 
 // pgFunctions are the PostgreSQL functions of a shard: each does in one round trip what
