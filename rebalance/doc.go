@@ -117,7 +117,8 @@
 //     of its sharders, recorded by the claim), and refuses an access routed by another
 //     ([ErrPlacement]), also for an owner it never held; a claim is refused while the
 //     shards serve an unfinished migration, or one whose after sharder is not the new
-//     before;
+//     before (the control database decides first: of two migrations claimed at once, one
+//     is refused before it touches a shard);
 //   - the copy goes in chunks, each its own short transaction, while the old shard serves the
 //     owner, so an owner is served by no shard only for the tail, whatever its size;
 //   - owners of one pair of shards move in groups: one fence change, one count and one chunk
