@@ -65,8 +65,21 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	defer tx.Rollback()
-	// One creator at a time: PostgreSQL refuses two CREATE OR REPLACE of one function at once.
+	// One creator at a time, and none once the trigger exists: every process calls Init,
+	// and DDL on the table would stop its writes.
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 1)", epochNS); err != nil {
+		return err
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2))", c, t).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return tx.Commit()
+	}
+	// The table's lock first, waiting for the writes under way: a writer holding the table
+	// while this transaction holds the change table would wait for each other.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE", t)); err != nil {
 		return err
 	}
 	for _, q := range []string{
@@ -83,7 +96,7 @@ BEGIN
 	RETURN NULL;
 END
 $f$`, c, o, k, rebalance.Exporting),
-		fmt.Sprintf("CREATE OR REPLACE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW EXECUTE FUNCTION %[1]s_record()", c, t),
+		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW EXECUTE FUNCTION %[1]s_record()", c, t),
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err

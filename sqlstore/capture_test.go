@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -368,4 +369,64 @@ func openDB(t *testing.T, e *engine, dsn string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// TestInitUnderWrites: processes start (each calls Init) while others write to the table, the
+// first of them creating the change capture: no Init fails (on PostgreSQL, creating the
+// trigger while writers held the table and the change table deadlocked), and Init leaves the
+// table alone once the capture exists.
+func TestInitUnderWrites(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		db := openDB(t, e, e.shards[0])
+		var next atomic.Int64
+		next.Store(1 << 40)
+		stop := make(chan struct{})
+		var writers sync.WaitGroup
+		for range 3 {
+			writers.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					tx, err := db.Begin()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					id := next.Add(1)
+					_, err = tx.Exec("INSERT INTO messages VALUES ($1, 1, 0, 'x', 0)", id)
+					if err == nil {
+						_, err = tx.Exec("UPDATE messages SET sender = sender + 1 WHERE id = $1", id)
+					}
+					if err == nil {
+						err = tx.Commit()
+					} else {
+						tx.Rollback()
+					}
+					if err != nil && !strings.Contains(err.Error(), "locked") && !strings.Contains(err.Error(), "busy") {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		var inits sync.WaitGroup
+		for range 6 {
+			inits.Go(func() {
+				for range 3 {
+					p, err := e.openErr(2)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					p.close()
+				}
+			})
+		}
+		inits.Wait()
+		close(stop)
+		writers.Wait()
+	})
 }

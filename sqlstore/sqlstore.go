@@ -397,7 +397,7 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 	}
 	for i, db := range s.shards {
-		if err := execAll(ctx, db, shardSchema); err != nil {
+		if err := s.execAll(ctx, db, shardSchema); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
 		if s.dialect == PostgreSQL {
@@ -409,7 +409,7 @@ func (s *Store) Init(ctx context.Context) error {
 			return s.wrap(i, "create the change capture of table "+s.table.Table, err)
 		}
 	}
-	if err := execAll(ctx, s.control, controlSchema); err != nil {
+	if err := s.execAll(ctx, s.control, controlSchema); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
 	return nil
@@ -517,13 +517,32 @@ func createFunctions(ctx context.Context, db *sql.DB) error {
 }
 
 // execAll runs the statements of a schema one by one: drivers differ on several in one Exec.
-func execAll(ctx context.Context, db *sql.DB, schema string) error {
+// On PostgreSQL they run in one transaction under an advisory lock: two CREATE TABLE IF NOT
+// EXISTS of one table at once fail there (a duplicate in pg_type), and every process calls
+// Init when it starts.
+func (s *Store) execAll(ctx context.Context, db *sql.DB, schema string) error {
+	if s.dialect != PostgreSQL {
+		for stmt := range strings.SplitSeq(schema, ";") {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", epochNS); err != nil {
+		return err
+	}
 	for stmt := range strings.SplitSeq(schema, ";") {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	return nil
+	return tx.Commit()
 }
 
 var _ rebalance.SharedStore[*sql.Tx] = (*Store)(nil)
