@@ -270,7 +270,7 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 		return err
 	}
 	defer log.close()
-	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{},
+	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{}, gone: map[int64]int64{},
 		route: &placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}}
 	stats := statsName(c.ledger, c.proc, os.Getpid())
 	// Written before "working": the parent kills only a process at work, so every
