@@ -172,8 +172,9 @@ func TestVerifyProcs(t *testing.T) {
 	update(write(13, true), 1, false, false) // in flight, not committed: allowed
 	deleted := write(14, true)
 	remove(deleted, true, true)
-	remove(write(15, true), true, false)  // committed, its ack lost: allowed
-	remove(write(16, true), false, false) // in flight, not committed: allowed
+	remove(write(15, true), true, false) // committed, its ack lost: allowed
+	notDeleted := write(16, true)
+	remove(notDeleted, false, false) // in flight, not committed: allowed
 	l.close()
 
 	check := func(what string, want procsVerification) {
@@ -226,6 +227,10 @@ func TestVerifyProcs(t *testing.T) {
 	want.lostUpdates--
 	want.lost++
 	check("an updated row deleted", want)
+	exec(1, "UPDATE messages SET message = 'changed' WHERE id = $1", notDeleted.ID) // user 16: shard 1
+	want.lost++
+	want.unknown++
+	check("an acknowledged insert, never updated, changed", want)
 }
 
 // TestProcs runs the -procs scenario with kills on SQLite, end to end: the parent, two

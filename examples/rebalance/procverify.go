@@ -115,6 +115,9 @@ func verifyProcs(ctx context.Context, d *dbs, layout shard.Sharder, users, messa
 			v.resurrected++
 		case w.mismatch > 0 && !w.acked:
 			v.unknown++ // never acknowledged, and not what its insert wrote
+		case w.mismatch > 0 && w.updates == 0 && w.pending != 'U':
+			v.unknown++ // never updated, and not what its insert wrote: that message is lost
+			v.lost++
 		case w.mismatch > 0:
 			v.lostUpdates++
 		case w.inFlight > 0 && w.pending == 'I':
