@@ -83,11 +83,11 @@ expect 1 "$bin" -shards 1 -grow 2 -pg 'postgres://nobody@127.0.0.1:1/a?sslmode=d
 step "SQLite, -procs 3 -kill -rogue-mover: 3 application processes and a mover process, kill -9 at random, etcd embedded"
 start=$SECONDS
 expect 0 "$bin" -procs 3 -kill -rogue-mover
-grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
+grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; .*acknowledged [0-9]* inserts, [1-9][0-9]* updates, [1-9][0-9]* deletes; .* OK$' "$work/out" || fail "verification"
 grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
 grep -q '^rogue mover (same epoch [0-9]*, no election): refused: .*a mover already runs it: ' "$work/out" || fail "the rogue mover was not refused"
 grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
-echo "verified in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced after the kills above"
+echo "verified in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced, no update lost and no delete undone after the kills above"
 
 step "-procs: unreachable etcd and a wrong DSN are refused before any data is touched"
 expect 1 "$bin" -procs 2 -etcd 127.0.0.1:1 -data "$work/procs-refused"
@@ -150,10 +150,10 @@ echo "verified on PostgreSQL: a full round, a crash resumed, foreign marks refus
 step "PostgreSQL, -procs 3 -kill -rogue-mover: the same with the shards in PostgreSQL, etcd embedded"
 start=$SECONDS
 expect 0 "$bin" -procs 3 -kill -rogue-mover -pg "$procsdsns"
-grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced; .* OK$' "$work/out" || fail "verification"
+grep -q '^verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; .*acknowledged [0-9]* inserts, [1-9][0-9]* updates, [1-9][0-9]* deletes; .* OK$' "$work/out" || fail "verification"
 grep -q '^second mover: refused, exit status 1: .*coord: a mover already runs' "$work/out" || fail "a second mover was not refused"
 grep -q '^rogue mover (same epoch [0-9]*, no election): refused: .*a mover already runs it: ' "$work/out" || fail "the rogue mover was not refused"
 grep -q '^\[parent\] SIGKILL' "$work/out" || fail "nothing was killed"
-echo "verified on PostgreSQL in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced"
+echo "verified on PostgreSQL in $((SECONDS - start)) s: a second mover refused by the election and a rogue one by the store, nothing lost, duplicated or misplaced, no update lost and no delete undone"
 
 step "rebalance example: all checks passed"

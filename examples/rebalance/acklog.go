@@ -19,10 +19,14 @@ import (
 // buffer: a SIGKILL cannot lose a line the process wrote (the page cache outlives the
 // process), only a power cut could, as it could lose the databases' unsynced commits too.
 //
-// The ledger's question is the same as in the one-process mode: which messages were
-// acknowledged. A message with an intent and no ack is the known "unrecorded" case: a kill
-// (or an error) came between its commit and its ack, so it may or may not be on a shard and
-// either is correct; the verifier counts those it finds, once each.
+// The ledger says which writes were acknowledged: inserts (I), updates (U) and deletes (D)
+// of messages, each an intent line and then, once it committed, an ack line (A) naming the
+// message. Only the writer goroutine that inserted a message updates or deletes it, one write
+// at a time, and never again after a write of it went unacknowledged: an ack always answers
+// the message's latest intent, and each message's lines in order give its final content. A
+// write with an intent and no ack is the known "unrecorded" case: a kill (or an error) came
+// between its commit and its ack, so the message may show it or not and either is correct;
+// the verifier counts those that show it.
 type ackLog struct {
 	mu sync.Mutex
 	f  *os.File
@@ -56,17 +60,34 @@ func (l *ackLog) intend(m message) error {
 	return l.line(fmt.Sprintf("I %d %d %d\n", m.ID, m.UserID, checksum(m)))
 }
 
-// ack records that message id committed and was acknowledged.
+// intendUpdate records that message m, inserted by this writer, is about to be updated to m.
+func (l *ackLog) intendUpdate(m message) error {
+	return l.line(fmt.Sprintf("U %d %d\n", m.ID, checksum(m)))
+}
+
+// intendDelete records that message id, inserted by this writer, is about to be deleted.
+func (l *ackLog) intendDelete(id int64) error { return l.line(fmt.Sprintf("D %d\n", id)) }
+
+// ack records that the latest intent of message id committed and was acknowledged.
 func (l *ackLog) ack(id int64) error { return l.line(fmt.Sprintf("A %d\n", id)) }
 
 func (l *ackLog) close() error { return l.f.Close() }
 
-// written is a message of an intent line, with whether an ack line followed.
+// written is the history of one message in the ledgers: its user, its last acknowledged
+// state, the write in flight when its writer stopped (an intent without an ack), and what
+// the verifier found of it.
 type written struct {
-	user  int64
-	sum   uint64
-	acked bool
-	seen  int32 // rows the verifier found with this ID
+	user     int64
+	acked    bool   // its insert was acknowledged
+	present  bool   // it exists after its last acknowledged write
+	sum      uint64 // its content then, when present
+	updates  int32  // acknowledged updates
+	deleted  bool   // its delete was acknowledged
+	pending  byte   // the write in flight at the end: 0 (none), 'I', 'U' or 'D'
+	pendSum  uint64 // the content an I or U in flight writes
+	seen     int32  // rows the verifier found with this ID
+	mismatch int32  // of them, rows with content neither acknowledged nor in flight
+	inFlight int32  // of them, rows that show the write in flight (I or U)
 }
 
 // readAckLogs reads every ledger file in dir. A last line without its newline (a kill in the
@@ -103,21 +124,48 @@ func readAckLog(name string, out map[int64]*written) error {
 		}
 		fields := strings.Fields(line)
 		bad := fmt.Errorf("line %d %q: %w", n, strings.TrimSpace(line), errState)
+		var id int64
+		if len(fields) >= 2 {
+			if id, err = strconv.ParseInt(fields[1], 10, 64); err != nil {
+				return bad
+			}
+		}
+		w := out[id]
+		// An update or a delete only follows an acknowledged write of a message that exists.
+		follows := w != nil && w.pending == 0 && w.present
 		switch {
 		case len(fields) == 4 && fields[0] == "I":
-			id, err1 := strconv.ParseInt(fields[1], 10, 64)
-			user, err2 := strconv.ParseInt(fields[2], 10, 64)
-			sum, err3 := strconv.ParseUint(fields[3], 10, 64)
-			if err1 != nil || err2 != nil || err3 != nil || out[id] != nil {
+			user, err1 := strconv.ParseInt(fields[2], 10, 64)
+			sum, err2 := strconv.ParseUint(fields[3], 10, 64)
+			if err1 != nil || err2 != nil || w != nil {
 				return bad
 			}
-			out[id] = &written{user: user, sum: sum}
+			out[id] = &written{user: user, pending: 'I', pendSum: sum}
+		case len(fields) == 3 && fields[0] == "U":
+			sum, err := strconv.ParseUint(fields[2], 10, 64)
+			if err != nil || !follows {
+				return bad
+			}
+			w.pending, w.pendSum = 'U', sum
+		case len(fields) == 2 && fields[0] == "D":
+			if !follows {
+				return bad
+			}
+			w.pending = 'D'
 		case len(fields) == 2 && fields[0] == "A":
-			id, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil || out[id] == nil {
+			if w == nil || w.pending == 0 {
 				return bad
 			}
-			out[id].acked = true
+			switch w.pending {
+			case 'I':
+				w.acked, w.present, w.sum = true, true, w.pendSum
+			case 'U':
+				w.updates++
+				w.sum = w.pendSum
+			case 'D':
+				w.deleted, w.present = true, false
+			}
+			w.pending, w.pendSum = 0, 0
 		default:
 			return bad
 		}

@@ -248,18 +248,19 @@ func TestProcsEtcdTLS(t *testing.T) {
 		t.Fatalf("parent: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{`(?m)^etcd: ` + regexp.QuoteMeta(endpoint) + ` \(-etcd\)$`,
-		`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
+		`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
 		`(?m)^\[mover\] all steps done$`,
 		`foreground \(all 2 incarnations of the 2 application processes; `} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("no line matches %q in:\n%s", want, out.String())
 		}
-	} // No kill: every acknowledged write is in the figures.
-	acked := regexp.MustCompile(`(\d+) acknowledged writes`).FindStringSubmatch(out.String())
-	counted := regexp.MustCompile(`at most\): (\d+) writes`).FindStringSubmatch(out.String())
-	if acked == nil || counted == nil || acked[1] != counted[1] {
-		t.Errorf("acknowledged writes %v, writes in the figures %v: want equal\n%s", acked, counted, out.String())
+	} // No kill: every acknowledged write (insert, update, delete) is in the figures.
+	acked := regexp.MustCompile(`acknowledged (\d+) inserts, (\d+) updates, (\d+) deletes`).FindStringSubmatch(out.String())
+	counted := regexp.MustCompile(`at most\): (\d+) writes \((\d+) updates, (\d+) deletes\)`).FindStringSubmatch(out.String())
+	if acked == nil || counted == nil || atoi(acked[1])+atoi(acked[2])+atoi(acked[3]) != atoi(counted[1]) ||
+		acked[2] != counted[2] || acked[3] != counted[3] {
+		t.Errorf("acknowledged inserts, updates, deletes %v, writes, updates, deletes in the figures %v: want equal\n%s", acked, counted, out.String())
 	}
 }
 

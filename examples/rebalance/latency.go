@@ -205,9 +205,9 @@ func readStats(dir string) ([]map[string]string, error) {
 
 // figures are the foreground figures of application processes, added up.
 type figures struct {
-	lat                    latencies
-	writes, reads, retries int64
-	incarnations           int
+	lat                                      latencies
+	writes, updates, deletes, reads, retries int64
+	incarnations                             int
 }
 
 // mergeFigures adds up the figures of parsed STATS lines; the histograms add exactly, bucket
@@ -231,6 +231,8 @@ func mergeFigures(stats []map[string]string) (*figures, error) {
 			}
 		}
 		f.writes += atoi(s["writes"])
+		f.updates += atoi(s["updates"])
+		f.deletes += atoi(s["deletes"])
 		f.reads += atoi(s["reads"])
 		f.retries += atoi(s["retries"])
 		f.incarnations++

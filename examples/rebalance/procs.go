@@ -294,9 +294,9 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if !v.ok() {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(out, "\nverify: %d lost, %d duplicated, %d misplaced; %d rows moved at %.0f rows/s; %d rows checked (%d loaded, %d acknowledged writes, %d committed without an ack, %d unknown); %d kills; %s\n",
-		v.lost, v.duplicate, v.misplaced, rows, float64(rows)/max(took.Seconds(), 1e-9),
-		v.rows, v.loaded, v.acked, v.unacked, v.unknown, nkills, verdict)
+	fmt.Fprintf(out, "\nverify: %d lost, %d duplicated, %d misplaced, %d lost updates, %d resurrected deletes; %d rows moved at %.0f rows/s; %d rows checked (%d loaded; acknowledged %d inserts, %d updates, %d deletes; %d committed without an ack: %d inserts, %d updates, %d deletes; %d unknown); %d kills; %s\n",
+		v.lost, v.duplicate, v.misplaced, v.lostUpdates, v.resurrected, rows, float64(rows)/max(took.Seconds(), 1e-9),
+		v.rows, v.loaded, v.acked, v.updates, v.deletes, v.unacked, v.unackedIns, v.unackedUpd, v.unackedDel, v.unknown, nkills, verdict)
 	fmt.Fprintf(out, "kills: %s\n", kills)
 	printFigures(out, fig, cs, steps, parentRole, c.appPause)
 	if !v.ok() {
@@ -427,8 +427,8 @@ func printFigures(out io.Writer, f *figures, cs *children, steps *stepClock, par
 	if n := starts - f.incarnations; n != 0 {
 		missing = fmt.Sprintf(", %d of them without figures", n)
 	}
-	fmt.Fprintf(out, "foreground (all %d incarnations of the %d application processes%s; one killed loses its last %v at most): %d writes, %d reads, %d retries after a fence\n",
-		starts, apps, missing, statsInterval, writes, reads, retries)
+	fmt.Fprintf(out, "foreground (all %d incarnations of the %d application processes%s; one killed loses its last %v at most): %d writes (%d updates, %d deletes), %d reads, %d retries after a fence\n",
+		starts, apps, missing, statsInterval, writes, f.updates, f.deletes, reads, retries)
 	if _, took := steps.total(); took > 0 {
 		var during uint64
 		for c := range classes {
@@ -482,7 +482,7 @@ func checkApps(stats []map[string]string) error {
 		anomalies += atoi(s["anomalies"])
 	}
 	if anomalies > 0 {
-		return fmt.Errorf("%d reads saw fewer messages than their process had acknowledged: %w", anomalies, errAnomaly)
+		return fmt.Errorf("%d accesses saw less than their process had acknowledged (fewer messages, a message gone or with other content; printed above): %w", anomalies, errAnomaly)
 	}
 	if errs > 0 {
 		return fmt.Errorf("the application processes met %d errors (printed above): %w", errs, errChild)

@@ -135,9 +135,46 @@ func TestVerifyProcs(t *testing.T) {
 		}
 		return m
 	}
+	exec := func(shard int, q string, args ...any) {
+		t.Helper()
+		if _, err := d.shards[shard].Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// update writes version v of m (when apply) after its intent, and acks it (when ack).
+	update := func(m message, v int, apply, ack bool) message {
+		m.Message, m.Sender = fmt.Sprintf("m, version %d", v), m.Sender+1
+		l.intendUpdate(m)
+		if apply {
+			exec(int(m.UserID%5), "UPDATE messages SET message = $1, sender = sender + 1 WHERE id = $2", m.Message, m.ID)
+		}
+		if ack {
+			l.ack(m.ID)
+		}
+		return m
+	}
+	remove := func(m message, apply, ack bool) {
+		l.intendDelete(m.ID)
+		if apply {
+			exec(int(m.UserID%5), "DELETE FROM messages WHERE id = $1", m.ID)
+		}
+		if ack {
+			l.ack(m.ID)
+		}
+	}
 	acked := write(7, true)
 	write(8, false) // committed, its ack lost to a kill: allowed
 	l.intend(message{ID: clock.next(), UserID: 9, Message: "never committed"})
+	updated := write(10, true)
+	first := update(updated, 1, true, true)
+	updated = update(first, 2, true, true)
+	update(write(11, true), 1, true, false)  // committed, its ack lost: allowed
+	update(write(13, true), 1, false, false) // in flight, not committed: allowed
+	deleted := write(14, true)
+	remove(deleted, true, true)
+	remove(write(15, true), true, false) // committed, its ack lost: allowed
+	notDeleted := write(16, true)
+	remove(notDeleted, false, false) // in flight, not committed: allowed
 	l.close()
 
 	check := func(what string, want procsVerification) {
@@ -146,23 +183,23 @@ func TestVerifyProcs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := procsVerification{lost: v.lost, duplicate: v.duplicate, misplaced: v.misplaced, unknown: v.unknown, unacked: v.unacked}
+		got := procsVerification{lost: v.lost, duplicate: v.duplicate, misplaced: v.misplaced, unknown: v.unknown,
+			lostUpdates: v.lostUpdates, resurrected: v.resurrected, unackedIns: v.unackedIns, unackedUpd: v.unackedUpd, unackedDel: v.unackedDel}
 		if got != want {
-			t.Errorf("%s: lost %d, duplicated %d, misplaced %d, unknown %d, unacked %d; want %d, %d, %d, %d, %d", what,
-				got.lost, got.duplicate, got.misplaced, got.unknown, got.unacked, want.lost, want.duplicate, want.misplaced, want.unknown, want.unacked)
+			t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
+		}
+		if v.acked != 7 || v.updates != 2 || v.deletes != 1 {
+			t.Errorf("%s: acknowledged %d inserts, %d updates, %d deletes; want 7, 2, 1", what, v.acked, v.updates, v.deletes)
 		}
 	}
-	check("intact", procsVerification{unacked: 1})
-	exec := func(shard int, q string, args ...any) {
-		t.Helper()
-		if _, err := d.shards[shard].Exec(q, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := procsVerification{unackedIns: 1, unackedUpd: 1, unackedDel: 1}
+	check("intact", want)
 	exec(2, "DELETE FROM messages WHERE id = $1", messageID(2, 3)) // user 2 lives on shard 2
-	check("a loaded row deleted", procsVerification{lost: 1, unacked: 1})
+	want.lost++
+	check("a loaded row deleted", want)
 	exec(2, "DELETE FROM messages WHERE id = $1", acked.ID) // user 7 lives on shard 2
-	check("an acknowledged row deleted", procsVerification{lost: 2, unacked: 1})
+	want.lost++
+	check("an acknowledged row deleted", want)
 	msgs, err := readMessages(ctx, d.shards[2], 12)
 	if err != nil || len(msgs) != c.messages {
 		t.Fatalf("user 12 on shard 2: %d messages, %v", len(msgs), err)
@@ -170,9 +207,30 @@ func TestVerifyProcs(t *testing.T) {
 	if err := insertMessages(ctx, d.shards[7], msgs[:2]); err != nil { // and on shard 7 too
 		t.Fatal(err)
 	}
-	check("two rows copied to a wrong shard", procsVerification{lost: 2, duplicate: 2, misplaced: 2, unacked: 1})
+	want.duplicate, want.misplaced = 2, 2
+	check("two rows copied to a wrong shard", want)
 	exec(4, "UPDATE messages SET message = 'changed' WHERE id = $1", messageID(4, 1))
-	check("a loaded row changed", procsVerification{lost: 3, duplicate: 2, misplaced: 2, unknown: 1, unacked: 1})
+	want.lost++
+	want.unknown++
+	check("a loaded row changed", want)
+	exec(0, "UPDATE messages SET message = $1, sender = $2 WHERE id = $3", first.Message, first.Sender, updated.ID) // user 10: shard 0
+	want.lostUpdates++
+	check("an acknowledged update undone", want)
+	exec(0, "UPDATE messages SET message = $1 WHERE id = $2", updated.Message, updated.ID)
+	check("the last update's text back, an earlier update's increment lost", want)
+	if err := insertMessages(ctx, d.shards[4], []message{deleted}); err != nil { // user 14: shard 4
+		t.Fatal(err)
+	}
+	want.resurrected++
+	check("a row back after its acknowledged delete", want)
+	exec(0, "DELETE FROM messages WHERE id = $1", updated.ID)
+	want.lostUpdates--
+	want.lost++
+	check("an updated row deleted", want)
+	exec(1, "UPDATE messages SET message = 'changed' WHERE id = $1", notDeleted.ID) // user 16: shard 1
+	want.lost++
+	want.unknown++
+	check("an acknowledged insert, never updated, changed", want)
 }
 
 // TestProcs runs the -procs scenario with kills on SQLite, end to end: the parent, two
@@ -190,7 +248,7 @@ func TestProcs(t *testing.T) {
 	if err := parent(context.Background(), c, &out); err != nil {
 		t.Fatalf("parent: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced; \d+ rows moved at \d+ rows/s;.* OK`,
+	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; \d+ rows moved at \d+ rows/s; \d+ rows checked \(\d+ loaded; acknowledged \d+ inserts, [1-9]\d* updates, [1-9]\d* deletes;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
 		`(?m)^\[mover\] step 1: holding for the rogue mover: pid (\d+), epoch (\d+)\n(?s:.*)^rogue mover \(same epoch \d+, no election\): refused: rebalance: migration "procs-step1-5-to-10": a mover already runs it: [^ ]*/pid \d+/`,
 		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,

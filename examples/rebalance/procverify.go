@@ -12,18 +12,25 @@ import (
 // compared with the loaded messages (which it regenerates) and the application processes'
 // ledgers.
 type procsVerification struct {
-	rows      int64 // rows on the shard databases
-	loaded    int64 // messages loaded before the processes started
-	acked     int64 // messages the ledgers acknowledged
-	unacked   int64 // rows whose write a kill or an error left unacknowledged: allowed once each
-	lost      int64 // loaded or acknowledged messages not found, or found with other content
-	duplicate int64 // rows found a second (third...) time, on one shard or another
-	misplaced int64 // rows on a shard the final placement does not give their user
-	unknown   int64 // rows nobody wrote: neither loaded nor in any ledger's intents
+	rows        int64 // rows on the shard databases
+	loaded      int64 // messages loaded before the processes started
+	acked       int64 // inserts the ledgers acknowledged
+	updates     int64 // updates the ledgers acknowledged
+	deletes     int64 // deletes the ledgers acknowledged
+	unacked     int64 // writes a kill or an error left unacknowledged that committed: allowed
+	unackedIns  int64 // of them, inserts: the message found once
+	unackedUpd  int64 // updates: the message found with the content in flight
+	unackedDel  int64 // deletes: the message not found
+	lost        int64 // loaded or acknowledged messages not found, or loaded ones found with other content
+	lostUpdates int64 // messages found with content other than their last acknowledged one (or the one in flight)
+	resurrected int64 // messages found whose delete was acknowledged
+	duplicate   int64 // rows found a second (third...) time, on one shard or another
+	misplaced   int64 // rows on a shard the final placement does not give their user
+	unknown     int64 // rows nobody wrote: neither loaded nor in any ledger's intents
 }
 
 func (v *procsVerification) ok() bool {
-	return v.lost == 0 && v.duplicate == 0 && v.misplaced == 0 && v.unknown == 0
+	return v.lost == 0 && v.lostUpdates == 0 && v.resurrected == 0 && v.duplicate == 0 && v.misplaced == 0 && v.unknown == 0
 }
 
 // loadedMessage is message n of user as load writes it: the verifier regenerates the loaded
@@ -66,16 +73,22 @@ func verifyProcs(ctx context.Context, d *dbs, layout shard.Sharder, users, messa
 			return
 		}
 		w := ledgers[m.ID]
-		switch {
-		case w == nil || w.user != m.UserID || w.sum != checksum(m):
+		if w == nil || w.user != m.UserID {
 			v.unknown++
 			return
-		case w.seen > 0:
-			v.duplicate++
-		case !w.acked:
-			v.unacked++
 		}
-		w.seen++
+		if w.seen++; w.seen > 1 {
+			v.duplicate++
+		}
+		// Each copy must show the last acknowledged content, or the write in flight when
+		// its writer stopped.
+		switch sum := checksum(m); {
+		case w.present && sum == w.sum:
+		case (w.pending == 'I' || w.pending == 'U') && sum == w.pendSum:
+			w.inFlight++
+		default:
+			w.mismatch++
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -88,10 +101,31 @@ func verifyProcs(ctx context.Context, d *dbs, layout shard.Sharder, users, messa
 	for _, w := range ledgers {
 		if w.acked {
 			v.acked++
-			if w.seen == 0 {
-				v.lost++
-			}
+		}
+		v.updates += int64(w.updates)
+		if w.deleted {
+			v.deletes++
+		}
+		switch {
+		case w.seen == 0 && w.present && w.pending == 'D':
+			v.unackedDel++ // its delete committed, the ack did not come
+		case w.seen == 0 && w.present:
+			v.lost++
+		case w.mismatch > 0 && w.deleted:
+			v.resurrected++
+		case w.mismatch > 0 && !w.acked:
+			v.unknown++ // never acknowledged, and not what its insert wrote
+		case w.mismatch > 0 && w.updates == 0 && w.pending != 'U':
+			v.unknown++ // never updated, and not what its insert wrote: that message is lost
+			v.lost++
+		case w.mismatch > 0:
+			v.lostUpdates++
+		case w.inFlight > 0 && w.pending == 'I':
+			v.unackedIns++
+		case w.inFlight > 0:
+			v.unackedUpd++
 		}
 	}
+	v.unacked = v.unackedIns + v.unackedUpd + v.unackedDel
 	return v, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardkit/shard/coord"
@@ -269,7 +270,7 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 		return err
 	}
 	defer log.close()
-	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{},
+	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{}, gone: map[int64]int64{},
 		route: &placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}}
 	stats := statsName(c.ledger, c.proc, os.Getpid())
 	// Written before "working": the parent kills only a process at work, so every
@@ -460,7 +461,8 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 		if i == 0 && c.rogueGate != "" {
 			opts.Progress = holdForRogue(ctx, c.rogueGate, mv.Epoch(), out, opts.Progress)
 		}
-		m, err := rebalance.NewShared(id, before, after, store, opts)
+		counted := &replayCounter{Store: store}
+		m, err := rebalance.NewShared(id, before, after, counted, opts)
 		if err != nil {
 			return err
 		}
@@ -478,10 +480,23 @@ func runMover(ctx context.Context, c config, cl *coord.Client, store *sqlstore.S
 			return lost(err)
 		}
 		st := m.Stats()
-		fmt.Fprintf(out, "step %d done: this incarnation moved %d users, %d rows in %v; users served by no shard (%d windows): p50 %v, p99 %v, longest %v\n",
-			i+1, st.Moved, st.Rows, time.Since(start).Round(time.Millisecond), st.Windows,
+		fmt.Fprintf(out, "step %d done: this incarnation moved %d users, %d rows in %v, replayed %d changes captured during the copy; users served by no shard (%d windows): p50 %v, p99 %v, longest %v\n",
+			i+1, st.Moved, st.Rows, time.Since(start).Round(time.Millisecond), counted.replayed.Load(), st.Windows,
 			st.ExclusiveQuantile(0.5).Round(100*time.Microsecond), st.ExclusiveQuantile(0.99).Round(100*time.Microsecond), st.MaxExclusive.Round(100*time.Microsecond))
 	}
+}
+
+// replayCounter is the mover's store, counting the changes its Replay applied: the
+// foreground's writes that the capture recorded while their owner was copied.
+type replayCounter struct {
+	*sqlstore.Store
+	replayed atomic.Int64
+}
+
+func (s *replayCounter) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
+	n, err := s.Store.Replay(ctx, migration, token, owners, from, to, limit)
+	s.replayed.Add(int64(n))
+	return n, err
 }
 
 // nextStep reads the record: the index of the step to run (len(steps) when all are done),
