@@ -451,8 +451,8 @@ func TestRogueVerdict(t *testing.T) {
 		{"refused", refused, exitRogueRefused, held, true},
 		{"exit 0", refused, 0, held, false},
 		{"exit 1", refused, 1, held, false},
-		{"another epoch", refused, exitRogueRefused, heldMover{pid: 7, epoch: 4}, false},
-		{"another holder", refused, exitRogueRefused, heldMover{pid: 8, epoch: 3}, false},
+		{"the held mover's successor", refused, exitRogueRefused, heldMover{pid: 8, epoch: 2}, true},
+		{"refused for another reason", strings.Replace(refused, "a mover already runs it", "stale mover epoch", 1), exitRogueRefused, held, false},
 		{"ran", "rogue mover (same epoch 3, no election): NOT refused by the lease of the mover that runs it: Run of migration m returned <nil>", 0, held, false},
 	} {
 		script := fmt.Sprintf("echo '%s'; exit %d", strings.ReplaceAll(tc.line, "'", `'\''`), tc.status)

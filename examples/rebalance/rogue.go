@@ -176,8 +176,8 @@ func (r *rogueTrial) err(wait time.Duration) error {
 }
 
 // rogueMover runs the rogue mover while h holds step 1 and says what happened: it must exit
-// with exitRogueRefused, its line saying the store refused it with h's epoch and naming h as
-// the mover that runs the migration.
+// with exitRogueRefused, its line saying the store refused it because a mover of its epoch
+// runs the migration.
 func rogueMover(exe string, env, args []string, h heldMover) (string, bool) {
 	cmd := exec.Command(exe, args...)
 	cmd.Env = env
@@ -190,10 +190,11 @@ func rogueMover(exe string, env, args []string, h heldMover) (string, bool) {
 			line = l
 		}
 	}
+	// Refused by the mover that holds the migration: h, or its successor if the kills took
+	// h before the rogue read the record (then both carry the successor's epoch).
 	var ee *exec.ExitError
-	want := rogueLine(h.epoch) + "refused: "
-	if errors.As(err, &ee) && ee.ExitCode() == exitRogueRefused && strings.HasPrefix(line, want) &&
-		strings.Contains(line, "a mover already runs it: ") && strings.Contains(line, fmt.Sprintf("/pid %d/", h.pid)) {
+	if errors.As(err, &ee) && ee.ExitCode() == exitRogueRefused && strings.HasPrefix(line, "rogue mover (same epoch ") &&
+		strings.Contains(line, "): refused: ") && strings.Contains(line, "a mover already runs it: ") {
 		return line, true
 	}
 	all := strings.TrimSpace(stdout.String() + "\n" + stderr.String())
