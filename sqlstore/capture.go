@@ -96,7 +96,7 @@ BEGIN
 	RETURN NULL;
 END
 $f$`, c, o, k, rebalance.Exporting),
-		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW EXECUTE FUNCTION %[1]s_record()", c, t),
+		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW WHEN (current_setting('rebalance.mover', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION %[1]s_record()", c, t),
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err

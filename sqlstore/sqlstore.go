@@ -331,6 +331,9 @@ BEGIN
 	-- The migration's token lock shared until the caller's transaction ends: a claim
 	-- waits for the steps under way, and refuses every later step of an older token.
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
+	-- The mover's own writes need no capture (they go where no owner is exporting): the
+	-- capture trigger's WHEN skips them without calling its function for each row.
+	PERFORM set_config('rebalance.mover', 'on', true);
 	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
 	IF newest > tok THEN
 		RETURN newest;
