@@ -391,3 +391,114 @@ func TestSharedWrongPlacementRefused(t *testing.T) {
 	require.Positive(t, refused)
 	w.check(t, true)
 }
+
+// interloper runs between once, just before the nth write of the mover that uses it: a
+// newer mover, or the application, acting between two steps of this one.
+type interloper struct {
+	*MemShared
+	mu      sync.Mutex
+	n, at   int
+	between func()
+	what    string
+}
+
+func (s *interloper) hit(what string) {
+	s.mu.Lock()
+	s.at++
+	now := s.at == s.n
+	if now {
+		s.what = what
+	}
+	s.mu.Unlock()
+	if now {
+		s.between()
+	}
+}
+
+func (s *interloper) SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
+	s.hit("fence " + state.String())
+	return s.MemShared.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+func (s *interloper) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []Cursor, limit int) ([]Cursor, int, bool, error) {
+	s.hit("copy chunk")
+	return s.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
+}
+
+func (s *interloper) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
+	s.hit("replay")
+	return s.MemShared.Replay(ctx, migration, token, owners, from, to, limit)
+}
+
+func (s *interloper) ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error {
+	s.hit("clear changes")
+	return s.MemShared.ClearChanges(ctx, migration, token, owners, shard)
+}
+
+func (s *interloper) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	s.hit("delete chunk")
+	return s.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+func (s *interloper) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
+	s.hit("marks")
+	return s.MemShared.SetMarks(ctx, migration, owners, m, token)
+}
+
+// TestSharedInterlopersAtEveryStep: before each write of a mover in turn, the application
+// inserts, updates and deletes rows of owners being moved, and a newer mover takes the
+// migration over and moves everything. The first mover then goes on: whatever it tries is
+// refused, and every acknowledged change is where it belongs, once.
+func TestSharedInterlopersAtEveryStep(t *testing.T) {
+	ctx := context.Background()
+	count := &interloper{MemShared: newSharedWorld(t, 12, 6, 2, 3).store, between: func() {}}
+	probe := newSharedWorld(t, 12, 6, 2, 3)
+	count.MemShared = probe.store
+	require.NoError(t, probe.shared(t, "grow", count, SharedOptions{Token: 1, ChunkRows: 4, Group: 3}).Run(ctx, slices.Values(probe.owners)))
+	steps := count.at
+	require.Greater(t, steps, 10)
+	for n := 1; n <= steps; n++ {
+		w := newSharedWorld(t, 12, 6, 2, 3)
+		// An owner between the fence and the commit refuses the application: those writes
+		// are not acknowledged.
+		app := w.shared(t, "grow", w.store, SharedOptions{FenceWait: time.Millisecond})
+		next := 1000
+		act := func() {
+			for i, o := range w.owners {
+				next++
+				if err := w.write(ctx, app, o, next); err != nil {
+					require.ErrorIs(t, err, ErrFenced)
+				}
+				k := i % 6
+				err := app.Do(ctx, o, func(tx *MemTx, _ int) error {
+					if i%2 == 0 {
+						tx.Put(k, fmt.Sprint("updated ", next))
+					} else {
+						tx.Delete(k)
+					}
+					return nil
+				})
+				switch {
+				case err != nil:
+					require.ErrorIs(t, err, ErrFenced)
+				case i%2 == 0:
+					w.acked[o][k] = fmt.Sprint("updated ", next)
+				default:
+					delete(w.acked[o], k)
+				}
+			}
+		}
+		st := &interloper{MemShared: w.store, n: n}
+		st.between = func() {
+			act()
+			newer := w.shared(t, "grow", w.store, SharedOptions{Token: 2, ChunkRows: 4, Group: 3})
+			require.NoError(t, newer.Run(ctx, slices.Values(w.owners)), "the newer mover, before write %d", n)
+			act()
+		}
+		old := w.shared(t, "grow", st, SharedOptions{Token: 1, ChunkRows: 4, Group: 3})
+		err := old.Run(ctx, slices.Values(w.owners))
+		require.ErrorIs(t, err, ErrFenced, "write %d (%s)", n, st.what)
+		w.check(t, true)
+	}
+	t.Logf("a newer mover and the application acted before each of %d writes", steps)
+}
