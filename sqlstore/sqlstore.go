@@ -400,11 +400,11 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 	}
 	for i, db := range s.shards {
-		if err := s.execAll(ctx, db, shardSchema); err != nil {
+		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
 		if s.dialect == PostgreSQL {
-			if err := createFunctions(ctx, db); err != nil {
+			if err := s.execAll(ctx, db, pgFunctions); err != nil {
 				return s.wrap(i, "create fence functions", err)
 			}
 		}
@@ -412,7 +412,7 @@ func (s *Store) Init(ctx context.Context) error {
 			return s.wrap(i, "create the change capture of table "+s.table.Table, err)
 		}
 	}
-	if err := s.execAll(ctx, s.control, controlSchema); err != nil {
+	if err := s.execAll(ctx, s.control, strings.Split(controlSchema, ";")); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
 	return nil
@@ -499,33 +499,13 @@ func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, er
 	return n > 0, err
 }
 
-// createFunctions creates or replaces pgFunctions, under an advisory lock: PostgreSQL
-// refuses two CREATE OR REPLACE of one function at once ("tuple concurrently updated"), and
-// every process calls Init when it starts.
-func createFunctions(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", epochNS); err != nil {
-		return err
-	}
-	for _, f := range pgFunctions {
-		if _, err := tx.ExecContext(ctx, f); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// execAll runs the statements of a schema one by one: drivers differ on several in one Exec.
-// On PostgreSQL they run in one transaction under an advisory lock: two CREATE TABLE IF NOT
-// EXISTS of one table at once fail there (a duplicate in pg_type), and every process calls
-// Init when it starts.
-func (s *Store) execAll(ctx context.Context, db *sql.DB, schema string) error {
+// execAll runs statements one by one (drivers differ on several in one Exec). On PostgreSQL
+// they run in one transaction under an advisory lock: every process calls Init when it
+// starts, and two CREATE TABLE IF NOT EXISTS of one table at once fail there (a duplicate in
+// pg_type), as two CREATE OR REPLACE of one function do ("tuple concurrently updated").
+func (s *Store) execAll(ctx context.Context, db *sql.DB, stmts []string) error {
 	if s.dialect != PostgreSQL {
-		for stmt := range strings.SplitSeq(schema, ";") {
+		for _, stmt := range stmts {
 			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return err
 			}
@@ -540,7 +520,7 @@ func (s *Store) execAll(ctx context.Context, db *sql.DB, schema string) error {
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", epochNS); err != nil {
 		return err
 	}
-	for stmt := range strings.SplitSeq(schema, ";") {
+	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
