@@ -29,7 +29,7 @@ keys moved when a node in the middle leaves, when it rejoins and when a new node
 the end, next to that node's fair share. Last it repeats the experiment of the
 consistent-hash homework [002]: the Murmur ring's deviation against its number of points
 per shard. It takes about fifteen seconds with the defaults; progress shows on stderr when
-it is a terminal.
+it is a terminal (with stderr redirected, compare says nothing until it is done).
 
   shard compare                            # 1,000,000 random 16-byte keys, 10 shards
   shard compare -keyfile keys.txt          # your own keys, one per line
@@ -39,14 +39,20 @@ it is a terminal.
 The chart is drawn by the nested module examples/plot (gonum.org/v1/plot), run with
 "go run ." in that directory with the data as JSON on its standard input, so that the
 command and the library need nothing beyond the standard library: run compare -plot from
-a clone of the repository, or give -plotter.`,
+a clone of the repository, or give -plotter.
+
+Limits, checked before any work: -shards at most 1024; -vnodes at most 16384 and -vnodes ×
+-shards at most 4194304 (a ring's points); -keys at most 10000000 and -keys × -keylen at
+most 2^28 bytes; a -keyfile at most 10000000 keys and 2^28 bytes, each key at most 65536
+bytes; -rounds at most 1000; -seeds at most 20. Time grows with -keys × -seeds and with
+-shards: rendezvous places a key in time proportional to the shards.`,
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var c compareConfig
-		c.keys.define(fs, 1_000_000)
-		fs.IntVar(&c.shards, "shards", 10, "shard count")
-		fs.IntVar(&c.vnodes, "vnodes", catalog.DefaultVnodes, "points per shard on the Murmur ring")
-		fs.IntVar(&c.rounds, "rounds", 31, "interleaved timing rounds, the lower quartile reported (0: no timing)")
-		fs.IntVar(&c.seeds, "seeds", 3, "rings (server names and keys) averaged in the vnodes experiment (0: skip it)")
+		c.keys.define(fs, 1_000_000, compareKeyLimits)
+		intFlag(fs, &c.shards, "shards", 10, maxCompareShards, "shard `count`")
+		intFlag(fs, &c.vnodes, "vnodes", catalog.DefaultVnodes, maxCompareVnodes, "`points` per shard on the Murmur ring, and per unit of weight on the pools' ring")
+		intFlag(fs, &c.rounds, "rounds", 31, maxRounds, "interleaved timing `rounds`, the lower quartile reported (0: no timing)")
+		intFlag(fs, &c.seeds, "seeds", 3, maxSeeds, "`rings` (server names and keys) averaged in the vnodes experiment (0: skip it)")
 		fs.StringVar(&c.plot, "plot", "", "also draw a chart to this `file`, .svg or .png")
 		fs.StringVar(&c.plotter, "plotter", "", "`directory` of the examples/plot module (default: found from the working directory)")
 		fs.BoolVar(&c.json, "json", false, "print the measurements as one JSON object")
@@ -82,6 +88,8 @@ func (c compareConfig) check() error {
 		return badUsage("-shards %d: want at least 1", c.shards)
 	case c.vnodes < 1:
 		return badUsage("-vnodes %d: want at least 1", c.vnodes)
+	case c.vnodes*c.shards > maxVnodes:
+		return badUsage("-vnodes %d × -shards %d: want at most %d points on the Murmur ring", c.vnodes, c.shards, maxVnodes)
 	case c.rounds < 0 || c.seeds < 0:
 		return badUsage("-rounds %d, -seeds %d: want 0 or more", c.rounds, c.seeds)
 	case c.plot != "" && !strings.HasSuffix(c.plot, ".svg") && !strings.HasSuffix(c.plot, ".png"):

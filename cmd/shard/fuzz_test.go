@@ -26,13 +26,17 @@ func FuzzParseNodes(f *testing.F) {
 		}
 		var parts []string
 		for _, n := range nodes {
-			if n.Name == "" || n.Weight < 0 {
+			if n.Name == "" || n.Weight < 0 || n.Weight == 0 && strings.Contains(n.Name, ":") {
 				t.Fatalf("parseNodes(%q) = %+v", list, nodes)
 			}
 			if strings.Contains(n.Name, ",") {
 				t.Fatalf("parseNodes(%q): name %q holds a comma", list, n.Name)
 			}
-			parts = append(parts, n.Name+":"+strconv.Itoa(n.Weight))
+			part := n.Name // no weight given: the name holds no ':'
+			if n.Weight > 0 {
+				part += ":" + strconv.Itoa(n.Weight)
+			}
+			parts = append(parts, part)
 		}
 		again, err := parseNodes(strings.Join(parts, ","))
 		if err != nil || len(again) != len(nodes) {

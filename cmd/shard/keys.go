@@ -20,12 +20,14 @@ import (
 type sample struct {
 	count, keylen int
 	file          string
+	lim           keyLimits // of -keys and of the file
 }
 
-func (s *sample) define(fs *flag.FlagSet, count int) {
-	fs.IntVar(&s.count, "keys", count, "random keys to place (ignored with -keyfile)")
-	fs.IntVar(&s.keylen, "keylen", 16, "length of the random keys in bytes")
-	fs.StringVar(&s.file, "keyfile", "", "read the keys from this `file`, one per line, instead (- for stdin)")
+func (s *sample) define(fs *flag.FlagSet, count int, lim keyLimits) {
+	s.lim = lim
+	intFlag(fs, &s.count, "keys", count, lim.keys, "`N` random keys to place (ignored with -keyfile)")
+	intFlag(fs, &s.keylen, "keylen", 16, maxKeyLen, "`length` of the random keys in bytes")
+	fs.StringVar(&s.file, "keyfile", "", fmt.Sprintf("read the keys from this `file`, one per line, instead (- for stdin; at most %d keys,\n%d bytes, and %d bytes a key)", lim.keys, lim.bytes, maxKeyLine))
 }
 
 func (s *sample) check() error {
@@ -34,12 +36,15 @@ func (s *sample) check() error {
 		return badUsage("-keys %d: want at least 1", s.count)
 	case s.keylen < 1:
 		return badUsage("-keylen %d: want at least 1", s.keylen)
+	case s.file == "" && s.count*s.keylen > s.lim.bytes:
+		return badUsage("-keys %d × -keylen %d: want at most %d bytes of keys", s.count, s.keylen, s.lim.bytes)
 	}
 	return nil
 }
 
 // open returns the keys, a phrase that says where they come from, and a function that
-// releases the file; the sequence ends with an error if the file cannot be read to its end.
+// releases the file; the sequence ends with an error if the file cannot be read to its end
+// or is over the limits.
 func (s *sample) open(e *env) (iter.Seq2[string, error], string, func(), error) {
 	if s.file == "" {
 		keys := func(yield func(string, error) bool) {
@@ -52,27 +57,13 @@ func (s *sample) open(e *env) (iter.Seq2[string, error], string, func(), error) 
 		return keys, fmt.Sprintf("%d random %d-byte keys", s.count, s.keylen), func() {}, nil
 	}
 	if s.file == "-" {
-		return measure.ScanKeys(e.stdin), "keys from stdin", func() {}, nil
+		return scanKeys(e.stdin, "stdin", s.lim, e.warn), "keys from stdin", func() {}, nil
 	}
 	f, err := os.Open(s.file)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("key file: %w", err)
 	}
-	return keyLines(f, s.file), "keys from " + s.file, func() { f.Close() }, nil
-}
-
-// keyLines yields the keys of r, naming name in a read error.
-func keyLines(r io.Reader, name string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		for k, err := range measure.ScanKeys(r) {
-			if err != nil {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
-			if !yield(k, err) {
-				return
-			}
-		}
-	}
+	return scanKeys(f, s.file, s.lim, e.warn), "keys from " + s.file, func() { f.Close() }, nil
 }
 
 // showKey returns key as typed, or quoted as in Go when it is empty, begins with a quote or

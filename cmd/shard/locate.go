@@ -6,29 +6,37 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/shardkit/shard/pool"
 )
 
 var locateVerb = &verb{
 	name:    "locate",
 	args:    "[flags] KEY... (a KEY of - reads keys from stdin, one per line)",
 	summary: "print the shard or node that holds each key",
-	about: `
+	about: fmt.Sprintf(`
 Locate prints one line per key: the key, a tab, and its shard number or node name (a key
 that holds a tab, a control character or bytes that are not UTF-8 is printed quoted as in
 Go). With -replicas R, a pool prints the first R distinct nodes of each key, the owner
-first, tab-separated. With -json it prints one JSON object per key, one per line.
+first, tab-separated. With -json it prints one JSON object per key, one per line. Flags may
+come before or after the keys; a key that begins with '-' goes after "--".
+
+Limits: stdin gives at most %d keys and 2^30 bytes, each key at most %d bytes;
+a -config or -table file is at most 16 MiB, each line at most 1 MiB; a node's weight is 1
+to %d (0 is refused: to drain a node, leave it out).
 
   shard locate -strategy jump -n 10 user:1 user:2
   shard locate -strategy redis-cluster -n 3 '{user1000}.following'
-  shard locate -table partitions.txt - < keys.txt`,
+  shard locate -table partitions.txt - < keys.txt`, maxStreamKeys, maxKeyLine, pool.MaxWeight),
 	names: true,
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var s spec
 		s.define(fs)
-		replicas := fs.Int("replicas", 1, "with a pool: how many distinct nodes to print per key, the owner first")
+		var replicas int
+		intFlag(fs, &replicas, "replicas", 1, maxReplicas, "with a pool: how many distinct nodes (`R`) to print per key, the owner first")
 		asJSON := fs.Bool("json", false, "print one JSON object per key, one per line")
 		return func(e *env, args []string) error {
-			keys, err := parse(fs, args)
+			keys, err := parseInterleaved(fs, args)
 			if err != nil {
 				return err
 			}
@@ -38,17 +46,17 @@ first, tab-separated. With -json it prints one JSON object per key, one per line
 			if n := len(slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k != "-" })); n > 1 {
 				return badUsage("- given %d times: stdin can be read once", n)
 			}
-			if *replicas < 1 {
-				return badUsage("-replicas %d: want at least 1", *replicas)
+			if replicas < 1 {
+				return badUsage("-replicas %d: want at least 1", replicas)
 			}
 			p, err := s.build()
 			if err != nil {
 				return err
 			}
-			if *replicas > 1 && p.pool == nil {
-				return badUsage("-replicas %d: only a pool (-nodes, -preset or a pool state) has replicas", *replicas)
+			if replicas > 1 && p.pool == nil {
+				return badUsage("-replicas %d: only a pool (-nodes, -preset or a pool state) has replicas", replicas)
 			}
-			return locate(e, p, argKeys(e, keys), *replicas, *asJSON)
+			return locate(e, p, argKeys(e, keys), replicas, *asJSON)
 		}
 	},
 }
@@ -63,7 +71,7 @@ func argKeys(e *env, args []string) iter.Seq2[string, error] {
 				}
 				continue
 			}
-			for k, err := range keyLines(e.stdin, "stdin") {
+			for k, err := range scanKeys(e.stdin, "stdin", streamKeyLimits, e.warn) {
 				if !yield(k, err) {
 					return
 				}

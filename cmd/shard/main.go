@@ -49,6 +49,12 @@ type env struct {
 	stdout, stderr io.Writer
 	// stderrTerminal says whether stderr is a terminal, where progress is shown.
 	stderrTerminal bool
+	verb           string // the verb running, for warnings
+}
+
+// warn prints a warning on stderr: one line, prefixed with the verb.
+func (e *env) warn(msg string) {
+	fmt.Fprintf(e.stderr, "shard %s: warning: %s\n", e.verb, msg)
 }
 
 // usageError is bad usage: the command exits with status 2 and shows the usage line.
@@ -91,21 +97,22 @@ func run(e *env, args []string) int {
 		commandUsage(e.stderr)
 		return 2
 	}
+	e.verb = v.name
+	// The flag package prints nothing: -h prints the usage below, and a bad flag is reported
+	// in one line, as every other usage error.
 	fs := flag.NewFlagSet("shard "+v.name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { verbUsage(fs.Output(), v, fs) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	err := v.flags(fs)(e, rest)
 	var u usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		return 0 // -h: the flag package has printed the usage
-	case errors.Is(err, errFlagParse):
-		return 2 // the flag package has printed the problem and the usage
+		verbUsage(e.stderr, v, fs)
+		return 0
 	case errors.As(err, &u):
 		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
-		fmt.Fprintf(e.stderr, "usage: shard %s %s\nRun 'shard help %s' for the flags.\n", v.name, v.args, v.name)
 		return 2
 	default:
 		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
@@ -113,19 +120,55 @@ func run(e *env, args []string) int {
 	}
 }
 
-// errFlagParse marks an error the flag package has already reported.
-var errFlagParse = errors.New("bad flag")
-
-// parse parses args into fs and returns the positional arguments. A bad flag has been
-// reported by the flag package when it returns errFlagParse.
+// parse parses args into fs and returns the positional arguments. A bad flag is a
+// usageError; -h returns flag.ErrHelp.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, errFlagParse
+		return nil, usageError{err}
 	}
 	return fs.Args(), nil
+}
+
+// parseInterleaved is parse for a verb whose arguments are keys: flags after a key are
+// parsed as flags too ("locate k1 -replicas 2" is "locate -replicas 2 k1"). An argument that
+// begins with '-' and is not a flag of fs is a key, and so is every argument after "--".
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var keys []string
+	for {
+		rest, err := parse(fs, args)
+		if err != nil {
+			return nil, err
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(keys, rest...), nil
+		}
+		i := 0
+		for i < len(rest) && rest[i] != "--" && !isFlag(fs, rest[i]) {
+			i++
+		}
+		keys = append(keys, rest[:i]...)
+		switch {
+		case i == len(rest):
+			return keys, nil
+		case rest[i] == "--":
+			return append(keys, rest[i+1:]...), nil
+		}
+		args = rest[i:]
+	}
+}
+
+// isFlag says whether arg is -NAME, --NAME or -NAME=VALUE for a flag NAME of fs, or -h.
+func isFlag(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok || name == "" {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return fs.Lookup(name) != nil || name == "h" || name == "help"
 }
 
 func findVerb(name string) *verb {

@@ -249,7 +249,7 @@ var cases = []struct {
 	{"table-check-bad", []string{"table", "check", "parts.txt", "parts-bad.txt", "trie-bad.txt"}, "", 1, "table line 4: gap: partitions 8-8 have no owner"},
 	{"table-check-bad-json", []string{"table", "check", "-json", "parts-bad.txt"}, "", 1, "1 of 1 files"},
 	{"table-check-missing", []string{"table", "check", "nowhere.txt"}, "", 1, "nowhere.txt: no such file"},
-	{"table-check-not-a-table", []string{"table", "check", "keys.txt"}, "", 1, "keys.txt: shard: trie: line 1"},
+	{"table-check-not-a-table", []string{"table", "check", "keys.txt"}, "", 1, "keys.txt: its first line \"user:1\" is none of"},
 	{"table-new-partitions", []string{"table", "new", "-strategy", "partitions", "-partitions", "12", "-n", "5"}, "", 0, ""},
 	{"table-new-trie", []string{"table", "new", "-strategy", "trie", "-n", "6"}, "", 0, ""},
 	{"table-new-exists", []string{"table", "new", "-strategy", "trie", "-n", "6", "-o", "trie.txt"}, "", 1, "trie.txt exists"},

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -29,14 +28,14 @@ type spec struct {
 
 func (s *spec) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.strategy, "strategy", "", "placement strategy by name: a dense one with -n, a pool with -nodes (names below)")
-	fs.IntVar(&s.n, "n", 0, "number of shards of a dense strategy, numbered 0..n-1")
-	fs.IntVar(&s.vnodes, "vnodes", 0, fmt.Sprintf("points per shard of murmur-ring (0: %d), or per node of a pool ring (0: its default)", catalog.DefaultVnodes))
-	fs.IntVar(&s.partitions, "partitions", 0, fmt.Sprintf("partitions of the partitions strategy (0: %d)", catalog.DefaultPartitions))
+	intFlag(fs, &s.n, "n", 0, maxShardCount, "`number` of shards of a dense strategy, numbered 0..n-1; each strategy's own limit is listed below")
+	intFlag(fs, &s.vnodes, "vnodes", 0, maxVnodes, fmt.Sprintf("`points` per shard of murmur-ring (0: %d), or per unit of weight of a pool ring (0: its default)", catalog.DefaultVnodes))
+	intFlag(fs, &s.partitions, "partitions", 0, maxPartitionsFlag, fmt.Sprintf("`number` of partitions of the partitions strategy (0: %d)", catalog.DefaultPartitions))
 	fs.StringVar(&s.nodes, "nodes", "", "pool members in join order, a `LIST` of name[:weight],...; as in nutcracker.yml the\nweight follows the last ':', so a host:port name carries it: 10.0.0.7:6379:1")
 	fs.StringVar(&s.preset, "preset", "", "place keys as another system does, configured by its own file (-config)")
-	fs.StringVar(&s.config, "config", "", "the preset's configuration `file`")
+	fs.StringVar(&s.config, "config", "", fmt.Sprintf("the preset's configuration `file` (at most %d bytes, %d a line)", maxFileBytes, maxFileLine))
 	fs.StringVar(&s.group, "pool", "", "the pool, upstream or backend of -config to use, when it has several")
-	fs.StringVar(&s.table, "table", "", "a saved partition table, trie shape or pool state `file` to place keys with")
+	fs.StringVar(&s.table, "table", "", fmt.Sprintf("a saved partition table, trie shape or pool state `file` to place keys with (at most\n%d bytes, %d a line)", maxFileBytes, maxFileLine))
 }
 
 // placement is a built spec: a dense sharder or a pool of named nodes.
@@ -150,7 +149,7 @@ func (s *spec) buildPreset() (*placement, error) {
 	if s.strategy != "" || s.n != 0 {
 		return nil, badUsage("-preset takes its strategy and nodes from -config: drop -strategy and -n")
 	}
-	text, err := os.ReadFile(s.config)
+	text, err := readFile("configuration", s.config)
 	if err != nil {
 		return nil, err
 	}
@@ -176,21 +175,25 @@ func (s *spec) buildTable() (*placement, error) {
 	return t.placement(), nil
 }
 
-// parseNodes parses "name[:weight],..." into nodes; the weight follows the last ':'.
+// parseNodes parses "name[:weight],..." into nodes; the weight follows the last ':'. A weight
+// of 0, which the pools read as 1, is refused: it reads as a drained node, which it is not.
 func parseNodes(list string) ([]pool.Node, error) {
 	var nodes []pool.Node
 	for item := range strings.SplitSeq(list, ",") {
 		n := pool.Node{Name: item}
 		if i := strings.LastIndexByte(item, ':'); i >= 0 {
 			w, err := strconv.Atoi(item[i+1:])
+			if err == nil && w == 0 {
+				return nil, badUsage("-nodes: %.80q: weight 0: want a weight in [1, %d]; to drain a node, remove it", item, pool.MaxWeight)
+			}
 			if err != nil || w < 0 || item[i+1] == '+' {
-				return nil, badUsage("-nodes: %q: want name[:weight] with a weight in [0, %d] after the last ':' (a host:port name needs one: %s:1)",
+				return nil, badUsage("-nodes: %.80q: want name[:weight] with a weight in [1, %d] after the last ':' (a host:port name needs one: %.80s:1)",
 					item, pool.MaxWeight, item)
 			}
 			n = pool.Node{Name: item[:i], Weight: w}
 		}
 		if n.Name == "" {
-			return nil, badUsage("-nodes: empty node name in %q", list)
+			return nil, badUsage("-nodes: empty node name in %.80q", list)
 		}
 		nodes = append(nodes, n)
 	}

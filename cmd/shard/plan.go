@@ -43,25 +43,31 @@ The placement before is given as for locate. The change is one of:
   shard plan -strategy modulo -n 10 -to-strategy jump
   shard plan -table before.txt -to-table after.txt -keyfile keys.txt
 
-Progress shows on stderr when it is a terminal.`,
+Its memory grows with the keys planned (and the flows between owners), not with the shard
+count: jump or modulo at n = 2147483647 plan as fast as at n = 10. Progress shows on stderr
+when it is a terminal; with stderr redirected, plan says nothing until it is done.
+
+Limits: -keys at most 100000000; a -keyfile (or stdin) at most 100000000 keys and 2^30
+bytes, each key at most 65536 bytes; a -config or -table file at most 16 MiB, each line at
+most 1 MiB; a node's weight 1 to 65536 (0 is refused: -remove a node to drain it).`,
 	names: true,
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var c planChange
 		c.before.define(fs)
-		c.keys.define(fs, 100_000)
-		fs.IntVar(&c.to, "to", 0, "resize to `N` shards")
+		c.keys.define(fs, 100_000, streamKeyLimits)
+		intFlag(fs, &c.to, "to", 0, maxShardCount, "resize to `N` shards")
 		fs.StringVar(&c.add, "add", "", "add pool members, a `LIST` of name[:weight],...")
 		fs.StringVar(&c.remove, "remove", "", "remove the pool members `NAMES`, name,...")
 		fs.StringVar(&c.weight, "weight", "", "set a pool member's weight, `NAME:WEIGHT`")
 		fs.StringVar(&c.after.strategy, "to-strategy", "", "the strategy after")
-		fs.IntVar(&c.after.n, "to-n", 0, "the shard count of the placement after, built anew (-to resizes the one before)")
+		intFlag(fs, &c.after.n, "to-n", 0, maxShardCount, "the shard `count` of the placement after, built anew (-to resizes the one before)")
 		fs.StringVar(&c.after.nodes, "to-nodes", "", "the pool members after")
 		fs.StringVar(&c.after.preset, "to-preset", "", "the preset after")
 		fs.StringVar(&c.after.config, "to-config", "", "the preset's configuration after")
 		fs.StringVar(&c.after.group, "to-pool", "", "the pool of the configuration after")
 		fs.StringVar(&c.after.table, "to-table", "", "the saved table after")
-		fs.IntVar(&c.flows, "flows", 50, "print at most `N` flows, the largest (-json prints them all)")
-		fs.IntVar(&c.ranges, "ranges", 20, "print at most `N` ranges of a range plan, the largest (-json prints them all)")
+		intFlag(fs, &c.flows, "flows", 50, maxShown, "print at most `N` flows, the largest (-json prints them all)")
+		intFlag(fs, &c.ranges, "ranges", 20, maxShown, "print at most `N` ranges of a range plan, the largest (-json prints them all)")
 		asJSON := fs.Bool("json", false, "print the plan as one JSON object")
 		return func(e *env, args []string) error {
 			rest, err := parse(fs, args)
@@ -563,11 +569,30 @@ func (o *owners) label(i int) any {
 	return o.names[i]
 }
 
+// shares is the share of the keys each owner is meant to hold: equal shares of n owners
+// (uniform > 0), kept as that count so that its memory does not grow with n, or one share per
+// owner (each).
+type shares struct {
+	uniform int
+	each    map[int]float64
+}
+
+// of returns owner i's share.
+func (s shares) of(i int) float64 {
+	if s.uniform > 0 {
+		if i < s.uniform {
+			return 1 / float64(s.uniform)
+		}
+		return 0
+	}
+	return s.each[i]
+}
+
 // shares returns the share of the keys each owner of p is meant to hold: in proportion to
 // the weights of a pool, to the partitions of a table, to the key space of trie leaves, and
 // equal for other dense strategies.
-func (o *owners) shares(p *placement) map[int]float64 {
-	s := map[int]float64{}
+func (o *owners) shares(p *placement) shares {
+	s := shares{each: map[int]float64{}}
 	switch d := p.dense.(type) {
 	case nil:
 		total := 0
@@ -575,30 +600,49 @@ func (o *owners) shares(p *placement) map[int]float64 {
 			total += n.Weight
 		}
 		for _, n := range p.pool.Nodes() {
-			s[o.index[n.Name]] += float64(n.Weight) / float64(total)
+			s.each[o.index[n.Name]] += float64(n.Weight) / float64(total)
 		}
 	case *shard.Partitions:
 		table := d.Table()
 		for _, sh := range table {
-			s[sh] += 1 / float64(len(table))
+			s.each[sh] += 1 / float64(len(table))
 		}
 	case *shard.Trie:
 		for _, l := range d.Leaves() {
-			s[l.Shard] += 1 / float64(uint64(1)<<l.Depth)
+			s.each[l.Shard] += 1 / float64(uint64(1)<<l.Depth)
 		}
 	default:
-		for i := range d.Shards() {
-			s[i] = 1 / float64(d.Shards())
-		}
+		return shares{uniform: d.Shards()}
 	}
 	return s
 }
 
-// leastMoved is the total variation distance between two shares: what must change owner.
-func leastMoved(before, after map[int]float64) float64 {
-	moved := 0.0
-	for o, b := range before {
-		moved += max(0, b-after[o])
+// leastMoved is the total variation distance between two shares: what must change owner. It
+// takes time in proportion to the owners listed one by one, not to a uniform count.
+func leastMoved(before, after shares) float64 {
+	if before.uniform > 0 && after.uniform > 0 {
+		n, m := float64(before.uniform), float64(after.uniform)
+		if m >= n {
+			return 1 - n/m // each of the n owners gives up 1/n - 1/m
+		}
+		return (n - m) / n // the owners m..n-1 give up all they hold
 	}
-	return moved
+	moved := 0.0
+	if before.uniform == 0 {
+		for o, b := range before.each {
+			moved += max(0, b-after.of(o))
+		}
+		return moved
+	}
+	// before is uniform over n owners, after lists its own: the owners that after lists,
+	// then the rest of the n, which after gives nothing.
+	n := before.uniform
+	listed := 0
+	for o, a := range after.each {
+		if o < n {
+			listed++
+			moved += max(0, 1/float64(n)-a)
+		}
+	}
+	return moved + float64(n-listed)/float64(n)
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -40,7 +41,8 @@ the state of a Memento pool (pool.Memento). The kind is read from the file.
                  written, read back and checked) or -o; what the change moves is printed on
                  stderr: exactly for tables and shapes, on 100000 random keys for pools
 
-Flags go before FILE.
+Flags go before FILE. A FILE is at most 16 MiB, each line at most 1 MiB; a file that is
+none of the three kinds is reported as such.
 
   shard table new -strategy redis-cluster -n 3 -o slots.txt
   shard table edit -move 0-99:2 -w slots.txt
@@ -50,13 +52,13 @@ Flags go before FILE.
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var t tableFlags
 		fs.StringVar(&t.strategy, "strategy", "", "new: partitions, redis-cluster, trie or memento")
-		fs.IntVar(&t.n, "n", 0, "new: the number of shards")
+		intFlag(fs, &t.n, "n", 0, maxShardCount, "new: the `number` of shards")
 		fs.StringVar(&t.nodes, "nodes", "", "new, memento: the pool's members `LIST`, name[:weight],...")
-		fs.IntVar(&t.partitions, "partitions", 0, fmt.Sprintf("new, partitions: the number of partitions (0: %d)", catalog.DefaultPartitions))
-		fs.IntVar(&t.resize, "resize", 0, "edit: resize to `N` shards (partition table or trie shape)")
+		intFlag(fs, &t.partitions, "partitions", 0, maxPartitionsFlag, fmt.Sprintf("new, partitions: the `number` of partitions (0: %d)", catalog.DefaultPartitions))
+		intFlag(fs, &t.resize, "resize", 0, maxShardCount, "edit: resize to `N` shards (partition table or trie shape)")
 		fs.Func("move", "edit: give partitions `P[-Q]:SHARD` to a shard (repeatable; partition table)", t.addMove)
-		fs.IntVar(&t.split, "split", 0, "edit: split the leaf of `SHARD` in two (trie shape)")
-		fs.IntVar(&t.merge, "merge", 0, "edit: merge the leaf of `SHARD` into its sibling (trie shape)")
+		intFlag(fs, &t.split, "split", 0, maxShardCount, "edit: split the leaf of `SHARD` in two (trie shape)")
+		intFlag(fs, &t.merge, "merge", 0, maxShardCount, "edit: merge the leaf of `SHARD` into its sibling (trie shape)")
 		fs.StringVar(&t.add, "add", "", "edit: add members `LIST`, name[:weight],... (pool state)")
 		fs.StringVar(&t.remove, "remove", "", "edit: remove the members `NAMES`, name,... (pool state)")
 		fs.StringVar(&t.weight, "weight", "", "edit: set a member's weight, `NAME:WEIGHT` (pool state)")
@@ -175,6 +177,13 @@ type savedTable struct {
 // mementoHeader is the line a Memento state begins with, after comments.
 const mementoHeader = "memento v1"
 
+// trieLine is the form of a trie shape's lines, as shard.Trie writes them: the leaf's bits,
+// "-" for the root, and its shard.
+var trieLine = regexp.MustCompile(`^(-|[01]+) [0-9]+$`)
+
+// errNotTable is a file that is none of the kinds of saved table.
+var errNotTable = errors.New("not a saved table")
+
 // parseTable reads text as the kind of table it is.
 func parseTable(name string, text []byte) (*savedTable, error) {
 	t := &savedTable{name: name}
@@ -186,9 +195,12 @@ func parseTable(name string, text []byte) (*savedTable, error) {
 	case first == mementoHeader:
 		t.state = &pool.Memento{}
 		err = t.state.UnmarshalText(text)
-	default:
+	case trieLine.MatchString(first):
 		t.trie = &shard.Trie{}
 		err = t.trie.UnmarshalText(text)
+	default:
+		return nil, fmt.Errorf("%s: its first line %.40q is none of a partition table's header (hash=...), a trie leaf (BITS SHARD) or %q: %w",
+			name, first, mementoHeader, errNotTable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -197,7 +209,7 @@ func parseTable(name string, text []byte) (*savedTable, error) {
 }
 
 func loadTable(path string) (*savedTable, error) {
-	text, err := os.ReadFile(path)
+	text, err := readFile("saved table", path)
 	if err != nil {
 		return nil, err
 	}

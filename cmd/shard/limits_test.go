@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// allocated runs f and returns the bytes it allocated on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileCommandLines runs command lines that asked for memory or time out of
+// proportion before the command had limits: each now ends with the status wanted, one line
+// on stderr that names the problem, within a small memory budget (bytes allocated, not time).
+func TestHostileCommandLines(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		args   []string
+		code   int
+		want   string // in stderr
+		budget uint64 // bytes allocated
+	}{
+		// plan's memory follows the keys, not n (it grew with n: n = 1e8 took 5.7 GB).
+		{[]string{"plan", "-strategy", "jump", "-n", "2147483647", "-to", "2147483646", "-keys", "1000"}, 0, "", 4 * mib},
+		{[]string{"plan", "-strategy", "modulo", "-n", "2147483647", "-to", "2147483646", "-keys", "1000"}, 0, "", 4 * mib},
+		{[]string{"plan", "-strategy", "jump", "-n", "2147483647", "-to-strategy", "modulo", "-keys", "1000"}, 0, "", 4 * mib},
+		{[]string{"plan", "-strategy", "partitions", "-n", "10", "-to-strategy", "jump", "-to-n", "2147483647", "-keys", "1000"}, 0, "", 8 * mib},
+		{[]string{"plan", "-strategy", "rendezvous", "-n", "2147483647", "-to", "2147483646", "-keys", "1000"}, 2, "allowed range is [1, 65536]", mib},
+		// Every numeric flag has a bound, checked before any work.
+		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keys", "1000000000000"}, 2, "flag -keys: want at most 100000000", mib},
+		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keylen", "1000000000"}, 2, "flag -keylen: want at most 4096", mib},
+		{[]string{"compare", "-keys", "1000000000000"}, 2, "flag -keys: want at most 10000000", mib},
+		{[]string{"compare", "-shards", "1000000000"}, 2, "flag -shards: want at most 1024", mib},
+		{[]string{"compare", "-shards", "2147483647"}, 2, "flag -shards: want at most 1024", mib},
+		{[]string{"compare", "-keylen", "1000000000"}, 2, "flag -keylen: want at most 4096", mib},
+		{[]string{"compare", "-keys", "10000000", "-keylen", "4096"}, 2, "-keys 10000000 × -keylen 4096: want at most 268435456 bytes", mib},
+		{[]string{"compare", "-rounds", "1000000000"}, 2, "flag -rounds: want at most 1000", mib},
+		{[]string{"compare", "-seeds", "1000000000"}, 2, "flag -seeds: want at most 20", mib},
+		{[]string{"compare", "-vnodes", "1000000000"}, 2, "flag -vnodes: want at most 16384", mib},
+		{[]string{"compare", "-vnodes", "16384", "-shards", "1000"}, 2, "-vnodes 16384 × -shards 1000: want at most 4194304 points", mib},
+		{[]string{"locate", "-strategy", "jump", "-n", "1e12", "k"}, 2, `invalid value "1e12" for flag -n: want a whole number, at most 2147483647`, mib},
+		{[]string{"locate", "-strategy", "jump", "-n", "99999999999999999999", "k"}, 2, "flag -n: want at most 2147483647", mib},
+		{[]string{"locate", "-strategy", "ring", "-nodes", "a,b", "-replicas", "1000000000", "k"}, 2, "flag -replicas: want at most 65536", mib},
+		{[]string{"table", "new", "-strategy", "partitions", "-n", "2", "-partitions", "1000000000000"}, 2, "flag -partitions: want at most 16777216", mib},
+		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-flows", "1000000000000"}, 2, "flag -flows: want at most 1048576", mib},
+		// A weight of 0 read as 1 without a word: refused.
+		{[]string{"locate", "-strategy", "ring", "-nodes", "a:0,b", "k"}, 2, `"a:0": weight 0: want a weight in [1, 65536]`, mib},
+		{[]string{"plan", "-strategy", "ring", "-nodes", "a,b", "-weight", "b:0"}, 2, "weight 0", mib},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+		var code int
+		got := allocated(func() { code = run(e, c.args) })
+		name := strings.Join(c.args, " ")
+		t.Logf("shard %s: exit %d, %d bytes allocated", name, code, got)
+		assert.Equal(t, c.code, code, "shard %s: exit status; stderr: %s", name, stderr.String())
+		assert.LessOrEqual(t, got, c.budget, "shard %s: bytes allocated", name)
+		if c.code != 0 {
+			assert.Contains(t, stderr.String(), c.want, "shard %s", name)
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "shard %s: one line: %q", name, stderr.String())
+			assert.True(t, strings.HasPrefix(stderr.String(), "shard "+c.args[0]+": "), "shard %s: the line names the verb: %q", name, stderr.String())
+		}
+	}
+}
+
+// TestHostileFiles reads files without end or without line breaks as configurations, tables
+// and keys: each is refused at its limit, in bytes allocated in proportion to the limit, not
+// to the file.
+func TestHostileFiles(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	const mib = 1 << 20
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"locate", "-preset", "nginx", "-config", "/dev/zero", "k"}, "a configuration is at most 16777216 bytes"},
+		{[]string{"locate", "-table", "/dev/zero", "k"}, "a saved table is at most 16777216 bytes"},
+		{[]string{"table", "show", "/dev/zero"}, "a saved table is at most 16777216 bytes"},
+		{[]string{"plan", "-strategy", "jump", "-n", "2", "-to", "3", "-keyfile", "/dev/zero"}, "line 1: a key is at most 65536 bytes"},
+		{[]string{"compare", "-keyfile", "/dev/zero"}, "line 1: a key is at most 65536 bytes"},
+	} {
+		var stderr bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}
+		var code int
+		got := allocated(func() { code = run(e, c.args) })
+		name := strings.Join(c.args, " ")
+		t.Logf("shard %s: exit %d, %d bytes allocated", name, code, got)
+		assert.Equal(t, 1, code, "shard %s: exit status; stderr: %s", name, stderr.String())
+		assert.Contains(t, stderr.String(), c.want, "shard %s", name)
+		assert.LessOrEqual(t, got, uint64(3*maxFileBytes+mib), "shard %s: bytes allocated", name)
+	}
+	// A line too long for a configuration, in a file under the size limit.
+	path := t.TempDir() + "/long.conf"
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte("x"), maxFileLine+1), 0o644))
+	var stderr bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr}
+	assert.Equal(t, 1, run(e, []string{"locate", "-preset", "nginx", "-config", path, "k"}))
+	assert.Contains(t, stderr.String(), "line 1: a line of a configuration is at most 1048576 bytes")
+}
+
+// endless is an endless reader of one line over and over.
+type endless struct{ line []byte }
+
+func (r endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = r.line[i%len(r.line)]
+	}
+	return len(p) - len(p)%len(r.line), nil
+}
+
+// TestScanKeysLimits reads endless key streams: each stops at its limit with an error
+// wrapping errLimit, and the bytes allocated follow the keys yielded, not the stream.
+func TestScanKeysLimits(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		lim  keyLimits
+		want string
+	}{
+		{"key\n", keyLimits{1000, 1 << 20, "test"}, "more than 1000 keys (test)"},
+		{strings.Repeat("k", 1000) + "\n", keyLimits{1 << 20, 100_000, "test"}, "more than 100000 bytes of keys (test)"},
+		{"\x00", keyLimits{1 << 20, 1 << 30, "test"}, "line 1: a key is at most 65536 bytes"},
+	} {
+		var last error
+		n := 0
+		got := allocated(func() {
+			for _, err := range scanKeys(endless{[]byte(c.line)}, "stream", c.lim, nil) {
+				last = err
+				n++
+			}
+		})
+		require.Error(t, last, "%.20q", c.line)
+		assert.True(t, errors.Is(last, errLimit), "%v wraps errLimit", last)
+		assert.Contains(t, last.Error(), c.want)
+		assert.LessOrEqual(t, got, uint64(256<<10+n*(len(c.line)+32)), "%.20q: bytes allocated for %d keys", c.line, n)
+	}
+	// A binary stream is read, with one warning.
+	var warnings []string
+	for range scanKeys(strings.NewReader("a\nb\x00c\nd\xff\n"), "bin", streamKeyLimits, func(s string) { warnings = append(warnings, s) }) {
+	}
+	assert.Equal(t, []string{"bin looks binary: line 2 holds a NUL byte or bytes that are not UTF-8; keys are read one per line"}, warnings)
+}
+
+// TestFlagsAfterKeys: locate takes flags after its keys as before them, and keys that begin
+// with '-' after "--" or when they name no flag.
+func TestFlagsAfterKeys(t *testing.T) {
+	locate := func(args ...string) string {
+		var stdout, stderr bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+		require.Equal(t, 0, run(e, append([]string{"locate"}, args...)), "%v: %s", args, stderr.String())
+		return stdout.String()
+	}
+	for _, c := range []struct{ args, same []string }{
+		{[]string{"-strategy", "ring", "-nodes", "a,b,c", "user:1", "-replicas", "2"}, []string{"-strategy", "ring", "-nodes", "a,b,c", "-replicas", "2", "user:1"}},
+		{[]string{"user:1", "-strategy", "jump", "-n", "10", "user:2"}, []string{"-strategy", "jump", "-n", "10", "user:1", "user:2"}},
+		{[]string{"user:1", "-strategy=jump", "--n=10", "user:2"}, []string{"-strategy", "jump", "-n", "10", "user:1", "user:2"}},
+	} {
+		assert.Equal(t, locate(c.same...), locate(c.args...), "%v", c.args)
+	}
+	// Keys that look like flags, each placed as the key it is.
+	key := func(k string) string { return locate("-strategy", "jump", "-n", "10", "--", k) }
+	assert.Equal(t, key("-n")+key("x"), locate("-strategy", "jump", "-n", "10", "--", "-n", "x"))
+	assert.Equal(t, key("k")+key("-n"), locate("-strategy", "jump", "-n", "10", "k", "--", "-n"))
+	assert.Equal(t, key("k")+key("-k"), locate("-strategy", "jump", "-n", "10", "k", "-k"))
+	assert.True(t, strings.HasPrefix(key("-n"), "-n\t"))
+}
