@@ -25,12 +25,10 @@ import (
 // record nothing (an indexed lookup of the owner's fence, which finds none) while no owner
 // of the shard is moving.
 
-// changes is the name of the change table of s's table.
-func (s *Store) changes() string { return "rebalance_changes_" + s.table.Table }
-
-// createCapture creates the change table and the triggers of shard db, if missing.
-func (s *Store) createCapture(ctx context.Context, db *sql.DB) error {
-	t, o, k, c := s.table.Table, s.table.Owner, s.table.Key, s.changes()
+// createCapture creates the change table and the triggers of table tb on shard db, if
+// missing.
+func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error {
+	t, o, k, c := tb.Table, tb.Owner, tb.Key, tb.changes()
 	if s.dialect == SQLite {
 		stmts := []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (seq INTEGER PRIMARY KEY AUTOINCREMENT, owner TEXT NOT NULL, row_key NOT NULL)", c),
@@ -122,11 +120,22 @@ func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64
 	return s.deleteChanges(ctx, migration, token, owners, shard, nil)
 }
 
+// replayed is what a replay found of one table: the changes it applies (their seqs), the
+// changed rows that exist on the old shard and the keys of those that do not.
+type replayed struct {
+	t    *table
+	seqs []any
+	rows [][]any
+	gone []any
+}
+
 // Replay applies on to the oldest changes of owners recorded on from, up to limit of them,
-// then deletes those on from; see rebalance.SharedStore. Keys are unique across the shards
-// (as the copy's INSERT ... ON CONFLICT (key) assumes), so a changed key missing on from is
-// deleted on to whoever's row it is there. A stop between the two transactions leaves the
-// changes recorded, and they are applied again: it is idempotent.
+// then deletes those on from; see rebalance.SharedStore. It takes the tables' changes in
+// their order, and writes the changed rows parents first and deletes the rows gone
+// children first. Keys are unique across the shards (as the copy's INSERT ... ON CONFLICT
+// (key) assumes), so a changed key missing on from is deleted on to whoever's row it is
+// there. A stop between the two transactions leaves the changes recorded, and they are
+// applied again: it is idempotent.
 func (s *Store) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	db, err := s.shard(from)
 	if err != nil {
@@ -135,24 +144,74 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	if _, err := s.shard(to); err != nil {
 		return 0, err
 	}
+	var work []replayed
+	n := 0
+	for _, t := range s.tables {
+		if n >= limit {
+			break
+		}
+		r, err := s.changedRows(ctx, db, t, owners, limit-n)
+		if err != nil {
+			return 0, s.wrap(from, "read changes of table "+t.Table, err)
+		}
+		if len(r.seqs) > 0 {
+			work = append(work, r)
+			n += len(r.seqs)
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	tx, done, err := s.beginImport(ctx, to)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
+		return 0, err
+	}
+	for _, r := range work {
+		if err := s.insertRows(ctx, tx, r.t, r.rows); err != nil {
+			return 0, s.wrap(to, fmt.Sprintf("write %d changed rows of table %s", len(r.rows), r.t.Table), err)
+		}
+	}
+	for i := len(work) - 1; i >= 0; i-- {
+		r := work[i]
+		for batch := range slices.Chunk(r.gone, 5000) {
+			q := "DELETE FROM " + r.t.Table + " WHERE " + r.t.Key + " IN (" + s.placeholders(1, len(batch)) + ")"
+			if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
+				return 0, s.wrap(to, fmt.Sprintf("delete %d rows of table %s deleted since their copy", len(batch), r.t.Table), err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.wrap(to, "commit: replay changes", err)
+	}
+	return n, s.deleteChanges(ctx, migration, token, owners, from, work)
+}
+
+// changedRows reads up to limit of the oldest changes of owners in table t on db, then the
+// rows of their keys there.
+func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []string, limit int) (replayed, error) {
+	r := replayed{t: t}
 	q := &query{sqlite: s.dialect == SQLite}
-	q.b.WriteString("SELECT seq, row_key FROM " + s.changes() + " WHERE ")
+	q.b.WriteString("SELECT seq, row_key FROM " + t.changes() + " WHERE ")
 	ownersIn(q, owners)
 	q.b.WriteString(" ORDER BY seq LIMIT " + q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
-		return 0, s.wrap(from, "read changes", err)
+		return r, err
 	}
-	var seqs, keys []any
+	var keys []any
 	seen := map[string]bool{}
 	for rs.Next() {
 		var seq int64
 		var key any
 		if err := rs.Scan(&seq, &key); err != nil {
 			rs.Close()
-			return 0, s.wrap(from, "read changes", err)
+			return r, err
 		}
-		seqs = append(seqs, seq)
+		r.seqs = append(r.seqs, seq)
 		if k := fmt.Sprintf("%T:%v", key, key); !seen[k] {
 			seen[k] = true
 			keys = append(keys, key)
@@ -160,64 +219,32 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return 0, s.wrap(from, "read changes", err)
+		return r, err
 	}
-	if len(seqs) == 0 {
-		return 0, nil
-	}
-	// The rows of those keys on from: written on to; the keys not found: deleted there.
-	var rows [][]any
+	// The rows of those keys: written on the new shard; the keys not found: deleted there.
 	found := map[string]bool{}
 	for batch := range slices.Chunk(keys, 5000) {
-		got, err := s.rowsByKey(ctx, db, batch)
+		got, err := s.rowsByKey(ctx, db, t, batch)
 		if err != nil {
-			return 0, s.wrap(from, "read changed rows", err)
+			return r, err
 		}
-		for _, r := range got {
-			found[fmt.Sprintf("%T:%v", r[s.key], r[s.key])] = true
+		for _, row := range got {
+			found[fmt.Sprintf("%T:%v", row[t.key], row[t.key])] = true
 		}
-		rows = append(rows, got...)
+		r.rows = append(r.rows, got...)
 	}
-	var gone []any
 	for _, k := range keys {
 		if !found[fmt.Sprintf("%T:%v", k, k)] {
-			gone = append(gone, k)
+			r.gone = append(r.gone, k)
 		}
 	}
-	tx, err := s.begin(ctx, to)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
-		return 0, err
-	}
-	if err := s.insertRows(ctx, tx, rows); err != nil {
-		return 0, s.wrap(to, fmt.Sprintf("write %d changed rows", len(rows)), err)
-	}
-	for batch := range slices.Chunk(gone, 5000) {
-		q := &query{sqlite: s.dialect == SQLite}
-		q.b.WriteString("DELETE FROM " + s.table.Table + " WHERE " + s.table.Key + " IN (")
-		for i, k := range batch {
-			if i > 0 {
-				q.b.WriteString(", ")
-			}
-			q.b.WriteString(q.arg(k))
-		}
-		q.b.WriteString(")")
-		if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
-			return 0, s.wrap(to, fmt.Sprintf("delete %d rows deleted since their copy", len(batch)), err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, s.wrap(to, "commit: replay changes", err)
-	}
-	return len(seqs), s.deleteChanges(ctx, migration, token, owners, from, seqs)
+	return r, nil
 }
 
-// deleteChanges deletes the changes seqs of owners on shard, every change of theirs if seqs
-// is nil, in a transaction that checks the token and that they are fenced by migration.
-func (s *Store) deleteChanges(ctx context.Context, migration string, token uint64, owners []string, shard int, seqs []any) error {
+// deleteChanges deletes the changes of work (every change of owners in every table if
+// work is nil) on shard, in a transaction that checks the token and that owners are fenced
+// by migration.
+func (s *Store) deleteChanges(ctx context.Context, migration string, token uint64, owners []string, shard int, work []replayed) error {
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
@@ -226,46 +253,40 @@ func (s *Store) deleteChanges(ctx context.Context, migration string, token uint6
 	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Exporting, rebalance.Moved); err != nil {
 		return err
 	}
-	if seqs == nil {
-		for batch := range slices.Chunk(owners, armsPerStatement) {
-			q := &query{sqlite: s.dialect == SQLite}
-			q.b.WriteString("DELETE FROM " + s.changes() + " WHERE ")
-			ownersIn(q, batch)
-			if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
-				return s.wrap(shard, fmt.Sprintf("clear the changes of %d owners", len(batch)), err)
+	if work == nil {
+		for _, t := range s.tables {
+			for batch := range slices.Chunk(owners, armsPerStatement) {
+				q := &query{sqlite: s.dialect == SQLite}
+				q.b.WriteString("DELETE FROM " + t.changes() + " WHERE ")
+				ownersIn(q, batch)
+				if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
+					return s.wrap(shard, fmt.Sprintf("clear the changes of %d owners in table %s", len(batch), t.Table), err)
+				}
 			}
 		}
 	}
-	for batch := range slices.Chunk(seqs, 5000) {
-		q := "DELETE FROM " + s.changes() + " WHERE seq IN (" + s.placeholders(1, len(batch)) + ")"
-		if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
-			return s.wrap(shard, fmt.Sprintf("delete %d changes applied", len(batch)), err)
+	for _, r := range work {
+		for batch := range slices.Chunk(r.seqs, 5000) {
+			q := "DELETE FROM " + r.t.changes() + " WHERE seq IN (" + s.placeholders(1, len(batch)) + ")"
+			if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
+				return s.wrap(shard, fmt.Sprintf("delete %d changes applied of table %s", len(batch), r.t.Table), err)
+			}
 		}
 	}
 	return s.wrap(shard, "commit: delete changes", tx.Commit())
 }
 
-func hasKey(m map[string]uint64, k string) bool { _, ok := m[k]; return ok }
-
-// rowsByKey reads the rows of keys on db, every copied column.
-func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, keys []any) ([][]any, error) {
-	q := &query{sqlite: s.dialect == SQLite}
-	q.b.WriteString("SELECT " + strings.Join(s.table.Columns, ", ") + " FROM " + s.table.Table + " WHERE " + s.table.Key + " IN (")
-	for i, k := range keys {
-		if i > 0 {
-			q.b.WriteString(", ")
-		}
-		q.b.WriteString(q.arg(k))
-	}
-	q.b.WriteString(")")
-	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
+// rowsByKey reads the rows of keys in table t on db, every copied column.
+func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys []any) ([][]any, error) {
+	q := "SELECT " + strings.Join(t.Columns, ", ") + " FROM " + t.Table + " WHERE " + t.Key + " IN (" + s.placeholders(1, len(keys)) + ")"
+	rs, err := db.QueryContext(ctx, q, keys...)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
 	var out [][]any
 	for rs.Next() {
-		row, err := s.scanRow(rs, 0)
+		row, err := t.scanRow(rs, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -274,92 +295,67 @@ func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, keys []any) ([][]any,
 	return out, rs.Err()
 }
 
-// scanRow scans extra leading columns into nothing and then the copied columns.
-func (s *Store) scanRow(rs *sql.Rows, extra int) ([]any, error) {
-	row := make([]any, extra+len(s.table.Columns))
-	ptrs := make([]any, len(row))
-	for i := range row {
-		ptrs[i] = &row[i]
-	}
-	if err := rs.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	return row, nil
-}
-
-// Sums returns each owner's row count and content digest on shard. On PostgreSQL the digest
-// is computed in SQL, the sum of hashtextextended over each row's text form (the copied
-// columns); SQLite has no hash function in SQL, so the rows are read and each one's values
-// hashed here (FNV-1a over a typed encoding), summed modulo 2^64. Either way the digest does
-// not depend on the order of the rows, and both shards of a comparison use the same rule.
+// Sums returns each owner's row count and content digest on shard, over all the tables. On
+// PostgreSQL a table's digest is computed in SQL, the sum of hashtextextended over each
+// row's text form (the copied columns); SQLite has no hash function in SQL, so the rows are
+// read and each one's values hashed here (FNV-1a over a typed encoding), summed modulo
+// 2^64. Either way the digest does not depend on the order of the rows, and both shards of
+// a comparison use the same rule. With several tables, the digest is the tables' digests in
+// their order, separated by "/".
 func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalance.Sum, error) {
-	db, err := s.shard(shard)
+	rows := make([]int64, len(owners))
+	digests := make([][]uint64, len(owners)) // SQLite: by owner, then table
+	texts := make([][]string, len(owners))   // PostgreSQL: by owner, then table
+	for i := range owners {
+		digests[i] = make([]uint64, len(s.tables))
+		texts[i] = make([]string, len(s.tables))
+	}
+	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
+	var (
+		n      int64
+		digest string
+		h      uint64
+	)
+	var err error
+	if s.dialect == PostgreSQL {
+		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(hashtextextended(ROW(%s)::text, 0)::numeric), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",
+				t.Owner, strings.Join(t.Columns, ", "), t.Table, t.Owner, in, t.Owner)
+		}, func(t *table, rs *sql.Rows) (owner any, err error) {
+			return owner, rs.Scan(&owner, &n, &digest)
+		}, func(t *table, i int) {
+			rows[i] += n
+			texts[i][tableAt(t)] = digest
+		})
+	} else {
+		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+			return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", t.Owner, strings.Join(t.Columns, ", "), t.Table, t.Owner, in)
+		}, func(t *table, rs *sql.Rows) (any, error) {
+			row, err := t.scanRow(rs, 1)
+			if err != nil {
+				return nil, err
+			}
+			h = rowHash(row[1:])
+			return row[0], nil
+		}, func(t *table, i int) {
+			rows[i]++
+			digests[i][tableAt(t)] += h
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := make([]rebalance.Sum, len(owners))
-	at := make(map[string][]int, len(owners))
-	for i, o := range owners {
-		arg, err := s.ownerArg(o)
-		if err != nil {
-			return nil, err
-		}
-		k := fmt.Sprint(arg)
-		at[k] = append(at[k], i)
-		out[i].Digest = "0"
-	}
-	cols, t, o := strings.Join(s.table.Columns, ", "), s.table.Table, s.table.Owner
-	for batch := range slices.Chunk(owners, armsPerStatement) {
-		args := make([]any, len(batch))
-		for i, o := range batch {
-			args[i], _ = s.ownerArg(o)
-		}
-		var q string
-		if s.dialect == PostgreSQL {
-			q = fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(hashtextextended(ROW(%s)::text, 0)::numeric), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",
-				o, cols, t, o, s.placeholders(1, len(batch)), o)
-		} else {
-			q = fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", o, cols, t, o, s.placeholders(1, len(batch)))
-		}
-		rs, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, s.wrap(shard, fmt.Sprintf("sum the rows of %d owners", len(batch)), err)
-		}
-		digests := map[string]uint64{}
-		for rs.Next() {
-			if s.dialect == PostgreSQL {
-				var owner any
-				var n int64
-				var digest string
-				if err := rs.Scan(&owner, &n, &digest); err != nil {
-					rs.Close()
-					return nil, s.wrap(shard, "sum rows", err)
-				}
-				for _, i := range at[ownerKey(owner)] {
-					out[i] = rebalance.Sum{Rows: n, Digest: digest}
-				}
-				continue
-			}
-			row, err := s.scanRow(rs, 1)
-			if err != nil {
-				rs.Close()
-				return nil, s.wrap(shard, "sum rows", err)
-			}
-			k := ownerKey(row[0])
-			digests[k] += rowHash(row[1:])
-			for _, i := range at[k] {
-				out[i].Rows++
+	for i := range owners {
+		parts := texts[i]
+		for ti := range s.tables {
+			if s.dialect == SQLite {
+				parts[ti] = strconv.FormatUint(digests[i][ti], 10)
+			} else if parts[ti] == "" {
+				parts[ti] = "0"
 			}
 		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return nil, s.wrap(shard, "sum rows", err)
-		}
-		for k, d := range digests {
-			for _, i := range at[k] {
-				out[i].Digest = strconv.FormatUint(d, 10)
-			}
-		}
+		out[i] = rebalance.Sum{Rows: rows[i], Digest: strings.Join(parts, "/")}
 	}
 	return out, nil
 }
@@ -416,51 +412,54 @@ func rowHash(row []any) uint64 {
 	return h.Sum64()
 }
 
-// FirstDiff returns the first key at which owner's rows on a and b differ: walking a's rows
-// in key order, the first missing on b or different there; else the first of b's rows
-// missing on a. It reads the owner's rows of both shards (it runs only when their sums
-// differ).
+// FirstDiff returns the first key at which owner's rows on a and b differ, in the first
+// table where they do: walking a's rows in key order, the first missing on b or different
+// there; else the first of b's rows missing on a. With several tables the key is prefixed
+// by its table's name and a colon. It reads the owner's rows of both shards (it runs only
+// when their sums differ).
 func (s *Store) FirstDiff(ctx context.Context, owner string, a, b int) (string, error) {
-	all := func(shard int) ([][]any, error) {
-		var out [][]any
-		var cur rebalance.Cursor
-		for {
-			rows, err := s.readRows(ctx, owner, shard, cur, 5000)
-			if err != nil || len(rows) == 0 {
-				return out, err
-			}
-			out = append(out, rows...)
-			if cur, err = encodeCursor(rows[len(rows)-1][s.key]); err != nil {
-				return nil, s.wrap(shard, "read key", err)
-			}
+	for _, t := range s.tables {
+		ra, err := s.allRows(ctx, t, owner, a)
+		if err != nil {
+			return "", err
+		}
+		rb, err := s.allRows(ctx, t, owner, b)
+		if err != nil {
+			return "", err
+		}
+		key := firstDiff(ra, rb, t.key)
+		if key != "" && len(s.tables) > 1 {
+			key = t.Table + ":" + key
+		}
+		if key != "" {
+			return key, nil
 		}
 	}
-	ra, err := all(a)
-	if err != nil {
-		return "", err
-	}
-	rb, err := all(b)
-	if err != nil {
-		return "", err
-	}
+	return "", nil
+}
+
+// firstDiff returns the key of the first row of ra missing from rb or different there, else
+// of the first row of rb missing from ra, or "" if they hold the same rows; key is the index
+// of the key column.
+func firstDiff(ra, rb [][]any, key int) string {
 	byKey := func(rows [][]any) map[string]uint64 {
 		m := make(map[string]uint64, len(rows))
 		for _, r := range rows {
-			m[fmt.Sprint(r[s.key])] = rowHash(r)
+			m[fmt.Sprint(r[key])] = rowHash(r)
 		}
 		return m
 	}
 	ha, hb := byKey(ra), byKey(rb)
 	for _, r := range ra {
-		k := fmt.Sprint(r[s.key])
+		k := fmt.Sprint(r[key])
 		if h, ok := hb[k]; !ok || h != ha[k] {
-			return k, nil
+			return k
 		}
 	}
 	for _, r := range rb {
-		if k := fmt.Sprint(r[s.key]); !hasKey(ha, k) {
-			return k, nil
+		if _, ok := ha[fmt.Sprint(r[key])]; !ok {
+			return fmt.Sprint(r[key])
 		}
 	}
-	return "", nil
+	return ""
 }

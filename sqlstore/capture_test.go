@@ -333,7 +333,7 @@ func TestInitRefusesBadTables(t *testing.T) {
 						t.Fatal(q, err)
 					}
 				}
-				s, err := sqlstore.New(f.dialect, dbs, dbs[0], tc.spec, sqlstore.Options{})
+				s, err := sqlstore.New(f.dialect, dbs, dbs[0], []sqlstore.TableSpec{tc.spec}, sqlstore.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -354,12 +354,9 @@ func TestInitRefusesBadTables(t *testing.T) {
 	})
 }
 
-// fresh returns new databases of e's engine, with the messages table.
+// fresh returns new databases of e's engine, with its tables.
 func (e *engine) fresh(t *testing.T) *engine {
-	if e.dialect == sqlstore.SQLite {
-		return newSQLite(t, len(e.shards))
-	}
-	return newPostgres(t, len(e.shards))
+	return newEngine(t, e.dialect, len(e.shards), e.schema, e.tables)
 }
 
 func openDB(t *testing.T, e *engine, dsn string) *sql.DB {

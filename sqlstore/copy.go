@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,24 +16,29 @@ import (
 // 65535.
 const maxParams = 30000
 
-// encodeCursor turns a key value as the driver returns it into a Cursor.
-func encodeCursor(v any) (rebalance.Cursor, error) {
+// A Store's cursor is the index of the table it is in, in decimal, then the key of the last
+// row copied of that table ("" before the first): the kind of the key's value (i, s or b)
+// then its text. An owner past its last table is done.
+
+// encodeKey turns a key value as the driver returns it into the key part of a cursor.
+func encodeKey(v any) (string, error) {
 	switch k := v.(type) {
 	case int64:
-		return rebalance.Cursor("i" + strconv.FormatInt(k, 10)), nil
+		return "i" + strconv.FormatInt(k, 10), nil
 	case string:
-		return rebalance.Cursor("s" + k), nil
+		return "s" + k, nil
 	case []byte:
-		return rebalance.Cursor("b" + string(k)), nil
+		return "b" + string(k), nil
 	}
 	return "", fmt.Errorf("key value %v of type %T: want an integer, text or bytes column: %w", v, v, rebalance.ErrConfig)
 }
 
-func decodeCursor(c rebalance.Cursor) (any, error) {
+// decodeKey is encodeKey's inverse; "" is before the first key.
+func decodeKey(c string) (any, error) {
 	if c == "" {
 		return nil, nil
 	}
-	switch s := string(c[1:]); c[0] {
+	switch s := c[1:]; c[0] {
 	case 'i':
 		return strconv.ParseInt(s, 10, 64)
 	case 's':
@@ -40,45 +46,89 @@ func decodeCursor(c rebalance.Cursor) (any, error) {
 	case 'b':
 		return []byte(s), nil
 	}
-	return nil, fmt.Errorf("cursor %q was not made by this package: %w", c, rebalance.ErrConfig)
+	return nil, fmt.Errorf("cursor key %q was not made by this package: %w", c, rebalance.ErrConfig)
 }
 
-// readRows reads up to limit rows of owner on shard after cur, in key order.
-func (s *Store) readRows(ctx context.Context, owner string, shard int, cur rebalance.Cursor, limit int) ([][]any, error) {
-	db, err := s.shard(shard)
+// cursorAt returns the cursor in table t after key (encoded).
+func cursorAt(t int, key string) rebalance.Cursor {
+	return rebalance.Cursor(strconv.Itoa(t) + key)
+}
+
+// splitCursor returns the table of c and its key part; "" is the start of table 0.
+func (s *Store) splitCursor(c rebalance.Cursor) (int, string, error) {
+	if c == "" {
+		return 0, "", nil
+	}
+	digits := strings.IndexFunc(string(c), func(r rune) bool { return r < '0' || r > '9' })
+	if digits < 0 {
+		digits = len(c)
+	}
+	t, err := strconv.Atoi(string(c[:digits]))
+	if err != nil || t > len(s.tables) {
+		return 0, "", fmt.Errorf("sqlstore: cursor %q was not made by this Store: %w", excerpt(string(c)), rebalance.ErrConfig)
+	}
+	return t, string(c[digits:]), nil
+}
+
+// excerpt quotes at most 80 bytes of s.
+func excerpt(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+// readRows reads up to limit rows of owner in table t on db after the key cur, in key order.
+func (t *table) readRows(ctx context.Context, db *sql.DB, owner string, cur string, limit int) ([][]any, error) {
+	o, err := t.ownerArg(owner)
 	if err != nil {
 		return nil, err
 	}
-	o, err := s.ownerArg(owner)
+	after, err := decodeKey(cur)
 	if err != nil {
 		return nil, err
 	}
-	after, err := decodeCursor(cur)
-	if err != nil {
-		return nil, err
-	}
-	q, args := s.selectFirst, []any{o, limit}
+	q, args := t.selectFirst, []any{o, limit}
 	if after != nil {
-		q, args = s.selectAfter, append(args, after)
+		q, args = t.selectAfter, append(args, after)
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out [][]any
 	for rows.Next() {
-		row := make([]any, len(s.table.Columns))
-		ptrs := make([]any, len(row))
-		for i := range row {
-			ptrs[i] = &row[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), err)
+		row, err := t.scanRow(rows, 0)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, row)
 	}
-	return out, s.wrap(shard, fmt.Sprintf("read rows of owner %q", owner), rows.Err())
+	return out, rows.Err()
+}
+
+// allRows reads every row of owner in table t on shard, in key order.
+func (s *Store) allRows(ctx context.Context, t *table, owner string, shard int) ([][]any, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]any
+	cur := ""
+	for {
+		rows, err := t.readRows(ctx, db, owner, cur, 5000)
+		if err != nil {
+			return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q in table %s", owner, t.Table), err)
+		}
+		if len(rows) == 0 {
+			return out, nil
+		}
+		out = append(out, rows...)
+		if cur, err = encodeKey(rows[len(rows)-1][t.key]); err != nil {
+			return nil, s.wrap(shard, "read key", err)
+		}
+	}
 }
 
 // execer is a *sql.DB or a *sql.Tx.
@@ -86,20 +136,17 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// perStatement is how many rows one INSERT carries.
-func (s *Store) perStatement() int { return maxParams / len(s.table.Columns) }
-
-// insertRows writes rows, many per statement, replacing rows of the same key.
-func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
-	ncol := len(s.table.Columns)
-	per := s.perStatement()
+// insertRows writes rows of table t, many per statement, replacing rows of the same key.
+func (s *Store) insertRows(ctx context.Context, tx execer, t *table, rows [][]any) error {
+	ncol := len(t.Columns)
+	per := t.perStatement()
 	var b strings.Builder
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), per)]
 		rows = rows[len(batch):]
 		b.Reset()
-		b.Grow(len(s.insertHead) + len(s.insertTail) + 8*ncol*len(batch))
-		b.WriteString(s.insertHead)
+		b.Grow(len(t.insertHead) + len(t.insertTail) + 8*ncol*len(batch))
+		b.WriteString(t.insertHead)
 		args := make([]any, 0, ncol*len(batch))
 		for i, r := range batch {
 			if i > 0 {
@@ -110,7 +157,7 @@ func (s *Store) insertRows(ctx context.Context, tx execer, rows [][]any) error {
 			b.WriteByte(')')
 			args = append(args, r...)
 		}
-		b.WriteString(s.insertTail)
+		b.WriteString(t.insertTail)
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
 		}
@@ -139,10 +186,11 @@ func (q *query) arg(v any) string {
 const armsPerStatement = 500
 
 // CopyChunk copies owners' rows after their cursors from shard from to shard to, up to limit
-// rows in all, owner after owner, in one transaction on to; see rebalance.SharedStore. One
-// statement reads the rows of up to 500 owners (a UNION ALL of one index range per owner,
-// each up to the limit, the whole cut at the limit), and multi-row INSERTs write them, in a
-// transaction whose first statement checks the token and the owners' fences on to.
+// rows in all, in one transaction on to; see rebalance.SharedStore. It goes table by table,
+// parents first, each owner through every table in turn: one statement reads the rows of up
+// to 500 owners of a table (a UNION ALL of one index range per owner, each up to the limit,
+// the whole cut at the limit), and multi-row INSERTs write them, in a transaction whose
+// first statement checks the token and the owners' fences on to.
 func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
 	switch {
 	case limit <= 0:
@@ -150,82 +198,109 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 	case len(after) != len(owners):
 		return nil, 0, false, fmt.Errorf("sqlstore: copy chunk: %d cursors for %d owners: %w", len(after), len(owners), rebalance.ErrConfig)
 	}
-	if _, err := s.shard(to); err != nil {
-		return nil, 0, false, err
-	}
-	next := slices.Clone(after)
-	var rows [][]any
-	done := true
-	for first := 0; first < len(owners) && done; first += armsPerStatement {
-		last := min(first+armsPerStatement, len(owners))
-		got, full, err := s.readArms(ctx, owners[first:last], from, after[first:last], limit-len(rows), next[first:last])
-		if err != nil {
-			return nil, 0, false, err
-		}
-		rows = append(rows, got...)
-		done = !full
-	}
-	if len(rows) == 0 {
-		return next, 0, done, nil
-	}
-	what := fmt.Sprintf("write %d rows of %d owners", len(rows), len(owners))
-	tx, err := s.begin(ctx, to)
+	db, err := s.shard(from)
 	if err != nil {
 		return nil, 0, false, err
 	}
-	defer tx.Rollback()
+	if _, err := s.shard(to); err != nil {
+		return nil, 0, false, err
+	}
+	in := make([]int, len(owners)) // the table of each owner's cursor
+	keys := make([]string, len(owners))
+	for i, c := range after {
+		if in[i], keys[i], err = s.splitCursor(c); err != nil {
+			return nil, 0, false, err
+		}
+	}
+	rows := make([][][]any, len(s.tables)) // the rows read, by table
+	n, full := 0, false
+	for ti := 0; ti < len(s.tables) && !full; ti++ {
+		var at []int // the owners in table ti
+		for i := range owners {
+			if in[i] == ti {
+				at = append(at, i)
+			}
+		}
+		for batch := range slices.Chunk(at, armsPerStatement) {
+			got, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit-n)
+			if err != nil {
+				return nil, 0, false, s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
+			}
+			rows[ti] = append(rows[ti], got...)
+			if n += len(got); n == limit {
+				full = true
+				break
+			}
+		}
+		if !full { // every owner in table ti has no row left there
+			for _, i := range at {
+				in[i], keys[i] = ti+1, ""
+			}
+		}
+	}
+	next := make([]rebalance.Cursor, len(owners))
+	for i := range owners {
+		next[i] = cursorAt(in[i], keys[i])
+	}
+	if n == 0 {
+		return next, 0, !full, nil
+	}
+	what := fmt.Sprintf("write %d rows of %d owners", n, len(owners))
+	tx, done, err := s.beginImport(ctx, to)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	defer done()
 	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
 		return nil, 0, false, err
 	}
-	if err := s.insertRows(ctx, tx, rows); err != nil {
-		return nil, 0, false, s.wrap(to, what, err)
+	for ti, t := range s.tables {
+		if err := s.insertRows(ctx, tx, t, rows[ti]); err != nil {
+			return nil, 0, false, s.wrap(to, what+" in table "+t.Table, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, 0, false, s.wrap(to, "commit: "+what, err)
 	}
-	return next, len(rows), done, nil
+	return next, n, !full, nil
 }
 
-// readArms reads up to limit rows of owners on shard, each owner's after its cursor in
-// after, in owner order then key order, in one statement, and sets next[i] to the cursor of
-// owner i's last row read. full reports that it read limit rows: more may be left.
-func (s *Store) readArms(ctx context.Context, owners []string, shard int, after []rebalance.Cursor, limit int, next []rebalance.Cursor) (rows [][]any, full bool, err error) {
-	db, err := s.shard(shard)
-	if err != nil {
-		return nil, false, err
-	}
+// readArms reads, in one statement, up to limit rows of table t on db of the owners at
+// positions batch of owners, each owner's after its key in keys, in batch order then key
+// order, and sets keys[i] to the key of owner i's last row read.
+func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []string, batch []int, keys []string, limit int) ([][]any, error) {
 	q := &query{sqlite: s.dialect == SQLite}
-	cols, t, o, k := strings.Join(s.table.Columns, ", "), s.table.Table, s.table.Owner, s.table.Key
+	cols := strings.Join(t.Columns, ", ")
 	q.b.WriteString("SELECT * FROM (")
-	for i, owner := range owners {
-		arg, err := s.ownerArg(owner)
+	for arm, i := range batch {
+		arg, err := t.ownerArg(owners[i])
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		cur, err := decodeCursor(after[i])
+		cur, err := decodeKey(keys[i])
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		if i > 0 {
+		if arm > 0 {
 			q.b.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&q.b, "SELECT %d AS rebalance_arm, %s FROM (SELECT %s FROM %s WHERE %s = %s", i, cols, cols, t, o, q.arg(arg))
+		fmt.Fprintf(&q.b, "SELECT %d AS rebalance_arm, %s FROM (SELECT %s FROM %s WHERE %s = %s", arm, cols, cols, t.Table, t.Owner, q.arg(arg))
 		if cur != nil {
-			fmt.Fprintf(&q.b, " AND %s > %s", k, q.arg(cur))
+			fmt.Fprintf(&q.b, " AND %s > %s", t.Key, q.arg(cur))
 		}
-		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", k, q.arg(limit), i)
+		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", t.Key, q.arg(limit), arm)
 	}
-	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", k, q.arg(limit))
-	what := fmt.Sprintf("read rows of %d owners", len(owners))
+	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", t.Key, q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
-		return nil, false, s.wrap(shard, what, err)
+		return nil, err
 	}
 	defer rs.Close()
-	ncol := len(s.table.Columns)
+	ncol := len(t.Columns)
 	ptrs := make([]any, ncol+1)
 	var arm int64
 	ptrs[0] = &arm
+	var rows [][]any
 	var cells []any // the rows' values, allocated a few rows at a time
 	for rs.Next() {
 		if len(cells) < ncol {
@@ -237,32 +312,27 @@ func (s *Store) readArms(ctx context.Context, owners []string, shard int, after 
 			ptrs[i+1] = &row[i]
 		}
 		if err := rs.Scan(ptrs...); err != nil {
-			return nil, false, s.wrap(shard, what, err)
+			return nil, err
 		}
-		if arm < 0 || arm >= int64(len(owners)) {
-			return nil, false, s.wrap(shard, what, fmt.Errorf("row of arm %d among %d", arm, len(owners)))
+		if arm < 0 || arm >= int64(len(batch)) {
+			return nil, fmt.Errorf("row of arm %d among %d", arm, len(batch))
 		}
-		if next[arm], err = encodeCursor(row[s.key]); err != nil {
-			return nil, false, s.wrap(shard, "read key", err)
+		if keys[batch[arm]], err = encodeKey(row[t.key]); err != nil {
+			return nil, err
 		}
 		rows = append(rows, row)
 	}
-	if err := rs.Err(); err != nil {
-		return nil, false, s.wrap(shard, what, err)
-	}
-	return rows, len(rows) == limit, nil
+	return rows, rs.Err()
 }
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
-// that deletes the owner's rows there and inserts every row read from from, chunk by chunk.
-// If from holds none while to held some, or from's count after the copy differs from the
-// rows copied, it rolls back and returns an error wrapping rebalance.ErrSourceEmpty.
+// that deletes the owner's rows there (children first) and inserts every row read from
+// from (parents first), chunk by chunk. If from holds none while to held some, or from's
+// count after the copy differs from the rows copied, it rolls back and returns an error
+// wrapping rebalance.ErrSourceEmpty.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
-	o, err := s.ownerArg(owner)
+	db, err := s.shard(from)
 	if err != nil {
-		return err
-	}
-	if _, err := s.shard(from); err != nil {
 		return err
 	}
 	tx, err := s.begin(ctx, to)
@@ -270,30 +340,28 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, s.deleteAll, o)
+	deleted, err := s.deleteOwner(ctx, tx, owner)
 	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
-	deleted, err := res.RowsAffected()
-	if err != nil {
-		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
-	}
-	var cur rebalance.Cursor
-	copied := 0
-	for {
-		rows, err := s.readRows(ctx, owner, from, cur, 5000)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			break
-		}
-		copied += len(rows)
-		if err := s.insertRows(ctx, tx, rows); err != nil {
-			return s.wrap(to, fmt.Sprintf("write rows of owner %q", owner), err)
-		}
-		if cur, err = encodeCursor(rows[len(rows)-1][s.key]); err != nil {
-			return s.wrap(from, "read key", err)
+	copied := int64(0)
+	for _, t := range s.tables {
+		cur := ""
+		for {
+			rows, err := t.readRows(ctx, db, owner, cur, 5000)
+			if err != nil {
+				return s.wrap(from, fmt.Sprintf("read rows of owner %q in table %s", owner, t.Table), err)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			copied += int64(len(rows))
+			if err := s.insertRows(ctx, tx, t, rows); err != nil {
+				return s.wrap(to, fmt.Sprintf("write rows of owner %q in table %s", owner, t.Table), err)
+			}
+			if cur, err = encodeKey(rows[len(rows)-1][t.key]); err != nil {
+				return s.wrap(from, "read key", err)
+			}
 		}
 	}
 	if copied == 0 && deleted > 0 {
@@ -305,97 +373,121 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if err != nil {
 		return err
 	}
-	if n != int64(copied) {
+	if n != copied {
 		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
 	}
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), tx.Commit())
 }
 
-// Count returns how many rows owner has on shard.
+// deleteOwner deletes every row of owner in tx, children first, and returns how many.
+func (s *Store) deleteOwner(ctx context.Context, tx execer, owner string) (int64, error) {
+	var deleted int64
+	for _, t := range s.tablesFor(true) {
+		o, err := t.ownerArg(owner)
+		if err != nil {
+			return 0, err
+		}
+		res, err := tx.ExecContext(ctx, t.deleteAll, o)
+		if err != nil {
+			return 0, fmt.Errorf("table %s: %w", t.Table, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("table %s: %w", t.Table, err)
+		}
+		deleted += n
+	}
+	return deleted, nil
+}
+
+// Count returns how many rows owner has on shard, in all its tables.
 func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, error) {
-	db, err := s.shard(shard)
+	n, err := s.Counts(ctx, []string{owner}, shard)
 	if err != nil {
 		return 0, err
 	}
-	o, err := s.ownerArg(owner)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = db.QueryRowContext(ctx, s.count, o).Scan(&n)
-	return n, s.wrap(shard, fmt.Sprintf("count rows of owner %q", owner), err)
+	return n[0], nil
 }
 
-// Counts returns how many rows each of owners has on shard, a statement per 500 owners.
+// Counts returns how many rows each of owners has on shard in all the tables, a statement
+// per table and 500 owners.
 func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64, error) {
-	db, err := s.shard(shard)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]int64, len(owners))
-	at := make(map[string][]int, len(owners))
-	args := make([]any, 0, min(len(owners), 500))
-	for i, o := range owners {
-		arg, err := s.ownerArg(o)
-		if err != nil {
-			return nil, err
-		}
-		// The owner column's value comes back in its own form: key the map by it.
-		k := fmt.Sprint(arg)
-		at[k] = append(at[k], i)
-	}
-	for batch := range slices.Chunk(owners, 500) {
-		args = args[:0]
-		for _, o := range batch {
-			arg, _ := s.ownerArg(o)
-			args = append(args, arg)
-		}
-		q := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s",
-			s.table.Owner, s.table.Table, s.table.Owner, s.placeholders(1, len(batch)), s.table.Owner)
-		rows, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, s.wrap(shard, fmt.Sprintf("count rows of %d owners", len(batch)), err)
-		}
-		for rows.Next() {
-			var o any
-			var n int64
-			if err := rows.Scan(&o, &n); err != nil {
-				rows.Close()
-				return nil, s.wrap(shard, "count rows", err)
-			}
-			if b, ok := o.([]byte); ok {
-				o = string(b)
-			}
-			for _, i := range at[fmt.Sprint(o)] {
-				out[i] = n
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, s.wrap(shard, "count rows", err)
-		}
-	}
-	return out, nil
+	var n int64
+	err := s.perOwner(ctx, owners, shard, "count rows", func(t *table, in string) string {
+		return fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s", t.Owner, t.Table, t.Owner, in, t.Owner)
+	}, func(t *table, rs *sql.Rows) (owner any, err error) {
+		return owner, rs.Scan(&owner, &n)
+	}, func(t *table, i int) { out[i] += n })
+	return out, err
 }
 
-// Delete removes every row of owner from shard, in one statement.
-func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+// perOwner runs, for each table and each 500 of owners, the statement query returns for
+// the placeholders of their owner values. It calls scan for each row (which reads the row
+// and returns its owner column's value), then add for each position in owners of that
+// owner.
+func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what string,
+	query func(t *table, in string) string, scan func(t *table, rs *sql.Rows) (any, error), add func(t *table, i int)) error {
 	db, err := s.shard(shard)
 	if err != nil {
 		return err
 	}
-	o, err := s.ownerArg(owner)
+	for _, t := range s.tables {
+		args, err := t.ownerArgs(owners)
+		if err != nil {
+			return err
+		}
+		// The owner column's value comes back in its own form: index owners by it.
+		at := make(map[string][]int, len(owners))
+		for i, a := range args {
+			k := ownerKey(a)
+			at[k] = append(at[k], i)
+		}
+		for batch := range slices.Chunk(args, armsPerStatement) {
+			rs, err := db.QueryContext(ctx, query(t, s.placeholders(1, len(batch))), batch...)
+			if err != nil {
+				return s.wrap(shard, fmt.Sprintf("%s of %d owners in table %s", what, len(batch), t.Table), err)
+			}
+			for rs.Next() {
+				owner, err := scan(t, rs)
+				if err != nil {
+					rs.Close()
+					return s.wrap(shard, what+" in table "+t.Table, err)
+				}
+				for _, i := range at[ownerKey(owner)] {
+					add(t, i)
+				}
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return s.wrap(shard, what+" in table "+t.Table, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Delete removes every row of owner from shard, children first, in one transaction.
+func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, s.deleteAll, o)
-	return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+	defer tx.Rollback()
+	if _, err := s.deleteOwner(ctx, tx, owner); err != nil {
+		return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
+	}
+	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), tx.Commit())
 }
 
-// DeleteChunk deletes up to limit rows of owners on shard, in one statement per 500 owners
-// in a transaction whose first statement checks the token and the owners' fences, and
-// returns how many.
+// DeleteChunk deletes up to limit rows of owners on shard, children first (a table's rows
+// only once the tables after it have none of these owners left), in one statement per
+// table and 500 owners in a transaction whose first statement checks the token and the
+// owners' fences, and returns how many.
 func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("sqlstore: delete chunk of %d rows: %w", limit, rebalance.ErrConfig)
+	}
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return 0, err
@@ -405,43 +497,94 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 		return 0, err
 	}
 	deleted := 0
-	for batch := range slices.Chunk(owners, armsPerStatement) {
-		if deleted == limit {
-			break
-		}
-		q := &query{sqlite: s.dialect == SQLite}
-		t, o, k := s.table.Table, s.table.Owner, s.table.Key
-		// PostgreSQL plans "key IN (SELECT ...)" of a list of owners as a hash join over a
-		// scan of the whole table (25 ms a chunk on a 44k-row shard, measured here), and an
-		// array of keys as probes of the key's index (3 ms).
-		in, end := "IN (", ")"
-		if s.dialect == PostgreSQL {
-			in, end = "= ANY(ARRAY(", "))"
-		}
-		fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s %sSELECT %s FROM %s WHERE %s IN (", t, k, in, k, t, o)
-		for i, owner := range batch {
-			arg, err := s.ownerArg(owner)
+	for _, t := range s.tablesFor(true) {
+		for batch := range slices.Chunk(owners, armsPerStatement) {
+			if deleted == limit {
+				break
+			}
+			args, err := t.ownerArgs(batch)
 			if err != nil {
-				return deleted, err
+				return 0, err
 			}
-			if i > 0 {
-				q.b.WriteString(", ")
+			q := &query{sqlite: s.dialect == SQLite}
+			// PostgreSQL plans "key IN (SELECT ...)" of a list of owners as a hash join over a
+			// scan of the whole table (25 ms a chunk on a 44k-row shard, measured here), and an
+			// array of keys as probes of the key's index (3 ms).
+			in, end := "IN (", ")"
+			if s.dialect == PostgreSQL {
+				in, end = "= ANY(ARRAY(", "))"
 			}
-			q.b.WriteString(q.arg(arg))
+			fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s %sSELECT %s FROM %s WHERE %s IN (", t.Table, t.Key, in, t.Key, t.Table, t.Owner)
+			for i, a := range args {
+				if i > 0 {
+					q.b.WriteString(", ")
+				}
+				q.b.WriteString(q.arg(a))
+			}
+			fmt.Fprintf(&q.b, ") LIMIT %s%s", q.arg(limit-deleted), end)
+			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
+			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
+			if err != nil {
+				return 0, s.wrap(shard, what, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return 0, s.wrap(shard, what, err)
+			}
+			deleted += int(n)
 		}
-		fmt.Fprintf(&q.b, ") LIMIT %s%s", q.arg(limit-deleted), end)
-		res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
-		if err != nil {
-			return 0, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
+		if deleted == limit {
+			break // this table may have rows left: its parents wait for the next chunk
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, s.wrap(shard, fmt.Sprintf("delete rows of %d owners", len(batch)), err)
-		}
-		deleted += int(n)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
 	return deleted, nil
+}
+
+// beginImport starts a mover's transaction on shard to, which imports owners: if the tables
+// have foreign keys among them, with their checks off (see Init), on SQLite by a
+// connection of its own whose foreign_keys pragma is off until done, which ends the
+// transaction (rolling it back if not committed) and gives the connection back as it was.
+func (s *Store) beginImport(ctx context.Context, to int) (*sql.Tx, func(), error) {
+	if !s.foreignKeys || s.dialect == PostgreSQL {
+		tx, err := s.begin(ctx, to)
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.foreignKeys {
+			if _, err := tx.ExecContext(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+				tx.Rollback()
+				return nil, nil, s.wrap(to, "skip the foreign key checks of the rows the mover imports (it needs a superuser, or GRANT SET ON PARAMETER session_replication_role)", err)
+			}
+		}
+		return tx, func() { tx.Rollback() }, nil
+	}
+	conn, err := s.shards[to].Conn(ctx)
+	if err != nil {
+		return nil, nil, s.wrap(to, "begin", err)
+	}
+	var was int
+	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&was); err != nil {
+		conn.Close()
+		return nil, nil, s.wrap(to, "begin", err)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+		conn.Close()
+		return nil, nil, s.wrap(to, "begin", err)
+	}
+	restore := func() {
+		// A connection that cannot be put back as it was is not given back.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = "+strconv.Itoa(was)); err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		restore()
+		return nil, nil, s.wrap(to, "begin", err)
+	}
+	return tx, func() { tx.Rollback(); restore() }, nil
 }

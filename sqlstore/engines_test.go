@@ -196,41 +196,52 @@ type engine struct {
 	driver  string
 	shards  []string // DSNs
 	control string
+	schema  string               // the data tables' DDL; messagesSchema if ""
+	tables  []sqlstore.TableSpec // what a Store moves; messages if nil
 }
 
 // forEngines runs f on SQLite and, if it runs, PostgreSQL, each with fresh databases of n
 // shards holding the messages table of examples/rebalance.
 func forEngines(t *testing.T, n int, f func(t *testing.T, e *engine)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, newSQLite(t, n)) })
+	forSchema(t, n, "", nil, f)
+}
+
+// forSchema is forEngines with the tables of schema, moved as tables (messages if "", nil).
+func forSchema(t *testing.T, n int, schema string, tables []sqlstore.TableSpec, f func(t *testing.T, e *engine)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, newEngine(t, sqlstore.SQLite, n, schema, tables)) })
 	t.Run("postgres", func(t *testing.T) {
 		if pg == nil {
 			t.Skip("PostgreSQL not available: " + pgWhy)
 		}
-		f(t, newPostgres(t, n))
+		f(t, newEngine(t, sqlstore.PostgreSQL, n, schema, tables))
 	})
 }
 
-func newSQLite(t testing.TB, n int) *engine {
-	dir := t.TempDir()
-	e := &engine{dialect: sqlstore.SQLite, driver: "sqlite"}
-	dsn := func(name string) string {
-		return "file:" + filepath.Join(dir, name) + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-	}
-	for i := range n {
-		e.shards = append(e.shards, dsn(fmt.Sprintf("shard%d.db", i)))
-	}
-	e.control = dsn("control.db")
-	e.createTables(t)
-	return e
-}
+func newSQLite(t testing.TB, n int) *engine { return newEngine(t, sqlstore.SQLite, n, "", nil) }
 
-func newPostgres(t testing.TB, n int) *engine {
-	dsns, err := pg.createDBs(n)
-	if err != nil {
-		t.Fatal(err)
+func newPostgres(t testing.TB, n int) *engine { return newEngine(t, sqlstore.PostgreSQL, n, "", nil) }
+
+// newEngine returns n new shard databases of dialect holding the tables of schema. SQLite
+// databases enforce foreign keys, as PostgreSQL's always do.
+func newEngine(t testing.TB, dialect sqlstore.Dialect, n int, schema string, tables []sqlstore.TableSpec) *engine {
+	e := &engine{dialect: dialect, driver: "sqlite", schema: schema, tables: tables}
+	if dialect == sqlstore.PostgreSQL {
+		dsns, err := pg.createDBs(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The control tables live in shard 0's database, as in examples/rebalance.
+		e.driver, e.shards, e.control = "pgx", dsns, dsns[0]
+	} else {
+		dir := t.TempDir()
+		dsn := func(name string) string {
+			return "file:" + filepath.Join(dir, name) + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+		}
+		for i := range n {
+			e.shards = append(e.shards, dsn(fmt.Sprintf("shard%d.db", i)))
+		}
+		e.control = dsn("control.db")
 	}
-	// The control tables live in shard 0's database, as in examples/rebalance.
-	e := &engine{dialect: sqlstore.PostgreSQL, driver: "pgx", shards: dsns, control: dsns[0]}
 	e.createTables(t)
 	return e
 }
@@ -254,7 +265,7 @@ func (e *engine) createTables(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for stmt := range strings.SplitSeq(messagesSchema, ";") {
+		for stmt := range strings.SplitSeq(cmp.Or(e.schema, messagesSchema), ";") {
 			if _, err := db.Exec(stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +321,11 @@ func (e *engine) openErr(conns int) (*proc, error) {
 	}
 	p.ctl = ctl
 	var err error
-	p.store, err = sqlstore.New(e.dialect, p.dbs, p.ctl, messages, sqlstore.Options{})
+	tables := e.tables
+	if tables == nil {
+		tables = []sqlstore.TableSpec{messages}
+	}
+	p.store, err = sqlstore.New(e.dialect, p.dbs, p.ctl, tables, sqlstore.Options{})
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = p.store.Init(ctx)

@@ -15,7 +15,7 @@ import (
 	"github.com/shardkit/shard/rebalance"
 )
 
-// lockKey is owner's advisory lock key within the Store's namespace (PostgreSQL). Two
+// lockKey is owner's advisory lock key within fenceNS (PostgreSQL). Two
 // owners of one key only wait for each other's fence changes.
 func lockKey(owner string) int32 {
 	h := fnv.New32a()
@@ -124,7 +124,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	case sharedLock:
 		// The owner's lock shared, then the placement and its fence, in one round trip
 		// (rebalance_enter: -1 when the placement is refused).
-		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6)", s.ns, lockKey(owner), owner, pm, pb, pa).Scan(&state)
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6)", fenceNS, lockKey(owner), owner, pm, pb, pa).Scan(&state)
 		if state.Int64 == -1 {
 			state, refused = sql.NullInt64{}, 1
 		}
@@ -284,7 +284,7 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	slices.Sort(keys)
 	var newest int64
 	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8)",
-		s.ns, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token)).Scan(&newest)
+		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token)).Scan(&newest)
 	if err != nil {
 		return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
 	}
@@ -295,11 +295,18 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 }
 
 // epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).
-var epochNS = func() int32 {
+var epochNS = namespace("shardkit/rebalance-epoch")
+
+// fenceNS is the advisory lock namespace of the owners' fences (PostgreSQL). It is one for
+// every Store, whatever its tables: a shard has one fence per owner, which every Store on
+// it reads, so every Store must lock it alike.
+var fenceNS = namespace("shardkit/rebalance-fence")
+
+func namespace(name string) int32 {
 	h := fnv.New32a()
-	h.Write([]byte("shardkit/rebalance-epoch"))
+	h.Write([]byte(name))
 	return int32(h.Sum32())
-}()
+}
 
 // How checkToken takes the migration's token lock on PostgreSQL.
 const (

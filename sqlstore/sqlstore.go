@@ -1,7 +1,8 @@
 // Package sqlstore is a [rebalance.SharedStore] over database/sql, for SQLite
 // (modernc.org/sqlite) and PostgreSQL (the pgx stdlib driver): one database per shard, and a
-// control database for the marks. It moves the rows of one table, an owner at a time, with the
-// fences of the package rebalance documentation kept on each shard.
+// control database for the marks. It moves the rows of an owner in one table or several (a
+// user, their messages and the messages' reactions), with the fences of the package
+// rebalance documentation kept on each shard, one per owner for all its tables.
 //
 // # What holds across processes, and why
 //
@@ -44,18 +45,26 @@
 // coordinator still cannot read or write an owner on a shard that no longer serves it: the
 // shard itself refuses, with an error wrapping [rebalance.ErrFenced].
 //
-// # The table
+// # The tables
 //
-// A [TableSpec] names the table, its owner column, a key column that is unique on the table
+// A [TableSpec] names a table, its owner column, a key column that is unique on the table
 // (across the shards: keys are how a copy and a replay find a row) and orders an owner's rows
 // (the chunks of a copy follow it), and every column to copy. A chunk reads the rows of many
 // owners in one statement (a UNION ALL of one range per owner: index the table on (owner,
 // key)) and writes them with INSERT ... ON CONFLICT (key) DO UPDATE, many rows per statement,
 // so a row copied again replaces its copy.
 //
+// The tables of a Store are listed parents first: each after the tables its foreign keys
+// reference. A copy takes each owner through them in that order, and a deletion in the
+// reverse one, so the old copy is deleted children first. [Store.Init] refuses, before it
+// creates anything, tables listed against their foreign keys and a table outside the Store
+// that references one of them: deleting an owner's old copy would fail on it, or cascade
+// into its rows, which nothing copied. Tables that belong to an owner without a foreign key
+// are the caller's to list; the Store cannot see them.
+//
 // # Rows that change during the copy
 //
-// [Store.Init] puts triggers on the table (rebalance_changes_<table>_insert, _update and
+// [Store.Init] puts triggers on each table (rebalance_changes_<table>_insert, _update and
 // _delete on SQLite, one rebalance_changes_<table> on PostgreSQL) that record, in the
 // writing transaction, the key of every row inserted, updated or deleted of an owner whose
 // fence on that shard is exporting, in the change table rebalance_changes_<table>. The mover
@@ -98,7 +107,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"regexp"
 	"slices"
 	"strconv"
@@ -128,7 +136,7 @@ func (d Dialect) String() string {
 	return fmt.Sprintf("dialect(%d)", uint8(d))
 }
 
-// TableSpec describes the table whose rows move with their owner. For the messages table of
+// TableSpec describes a table whose rows move with their owner. For the messages table of
 // examples/rebalance:
 //
 //	sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true,
@@ -136,9 +144,10 @@ func (d Dialect) String() string {
 type TableSpec struct {
 	// Table is the table's name.
 	Table string
-	// Owner is the column that holds the owner; it should be indexed.
+	// Owner is the column that holds the owner.
 	Owner string
-	// Key is a column unique on the table (its primary key) that orders an owner's rows.
+	// Key is a column unique on the table (its primary key) that orders an owner's rows. It
+	// may be Owner itself, in a table of one row per owner (users, keyed by user ID).
 	Key string
 	// Columns are every column a copy carries, Owner and Key among them.
 	Columns []string
@@ -160,20 +169,25 @@ type Store struct {
 	dialect Dialect
 	shards  []*sql.DB
 	control *sql.DB
-	table   TableSpec
+	tables  []*table // parents first
 	names   []string
-	ns      int32 // the advisory lock namespace of this table's owners (PostgreSQL)
-	key     int   // the index of Key in Columns
-
-	// statements built once from the TableSpec
-	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
+	// foreignKeys says some of the tables reference others (Init finds out): the mover's
+	// writes on the new shard then skip the checks (see Init).
+	foreignKeys bool
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// New returns a Store over shards (shard i is shards[i]) and control, for table. It does no
-// I/O: call Init before use. Bad arguments are errors wrapping rebalance.ErrConfig.
-func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, opts Options) (*Store, error) {
+// MaxTables bounds the tables of one Store.
+const MaxTables = 64
+
+// New returns a Store over shards (shard i is shards[i]) and control, for tables: one or
+// more tables whose rows of an owner move together, under one fence per owner, each
+// referenced table before the tables that reference it (users, then their messages, then
+// the messages' reactions). A copy writes them in that order and a deletion in the reverse
+// one. It does no I/O: call Init before use. Bad arguments are errors wrapping
+// rebalance.ErrConfig.
+func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec, opts Options) (*Store, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("sqlstore: "+format+": %w", append(args, rebalance.ErrConfig)...)
 	}
@@ -184,45 +198,29 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, table TableSpec, op
 		return nil, bad("no shard, a nil shard or a nil control database")
 	case opts.ShardNames != nil && len(opts.ShardNames) != len(shards):
 		return nil, bad("%d shard names for %d shards", len(opts.ShardNames), len(shards))
+	case len(tables) == 0 || len(tables) > MaxTables:
+		return nil, bad("%d tables: want 1 to %d", len(tables), MaxTables)
 	}
-	for _, name := range append([]string{table.Table, table.Owner, table.Key}, table.Columns...) {
-		if !identifier.MatchString(name) {
-			return nil, bad("table %q: name %q is not a plain SQL identifier", table.Table, name)
+	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames}
+	for i, spec := range tables {
+		t, err := newTable(spec, bad)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range tables[:i] {
+			// Change tables and triggers are named after the table, so compare them folded.
+			if strings.EqualFold(u.Table, spec.Table) {
+				return nil, bad("table %q listed twice", spec.Table)
+			}
+		}
+		s.tables = append(s.tables, t)
+	}
+	if s.names == nil {
+		s.names = make([]string, len(shards))
+		for i := range s.names {
+			s.names[i] = "shard " + strconv.Itoa(i)
 		}
 	}
-	key := slices.Index(table.Columns, table.Key)
-	if key < 0 || !slices.Contains(table.Columns, table.Owner) || table.Key == table.Owner {
-		return nil, bad("table %q: Columns %q must hold the key %q and the owner %q, two different columns", table.Table, table.Columns, table.Key, table.Owner)
-	}
-	for i, c := range table.Columns {
-		if slices.Contains(table.Columns[:i], c) {
-			return nil, bad("table %q: column %q listed twice", table.Table, c)
-		}
-	}
-	names := opts.ShardNames
-	if names == nil {
-		names = make([]string, len(shards))
-		for i := range names {
-			names[i] = "shard " + strconv.Itoa(i)
-		}
-	}
-	h := fnv.New32a()
-	h.Write([]byte("shardkit/rebalance:" + table.Table))
-	s := &Store{dialect: dialect, shards: shards, control: control, table: table, names: names,
-		ns: int32(h.Sum32()), key: key}
-	cols, t, o, k := strings.Join(table.Columns, ", "), table.Table, table.Owner, table.Key
-	s.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s LIMIT $2", cols, t, o, k)
-	s.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s LIMIT $2", cols, t, o, k, k)
-	s.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", t, o)
-	s.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", t, o)
-	s.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", t, cols)
-	var set []string
-	for _, c := range table.Columns {
-		if c != k {
-			set = append(set, c+" = excluded."+c)
-		}
-	}
-	s.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s", k, strings.Join(set, ", "))
 	return s, nil
 }
 
@@ -243,18 +241,6 @@ func (s *Store) wrap(i int, what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("sqlstore: %s: %s: %w", s.names[i], what, err)
-}
-
-// ownerArg is owner as the owner column's value.
-func (s *Store) ownerArg(owner string) (any, error) {
-	if !s.table.IntOwner {
-		return owner, nil
-	}
-	n, err := strconv.ParseInt(owner, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: table %s: owner %q is not an integer: %w", s.table.Table, owner, rebalance.ErrConfig)
-	}
-	return n, nil
 }
 
 const shardSchema = `
@@ -383,21 +369,43 @@ $f$`}
 // or a wrong database. Init refuses to use it rather than take it for an empty shard.
 var ErrMissingTable = errors.New("data table missing")
 
-// Init checks that every shard holds the data table, and creates the fence, epoch and marks
-// tables where they are missing. It is idempotent; every process calls it once before use.
+// Init checks every shard: each table exists, has its columns, a unique index on its key
+// and an index that leads with (owner, key), tables that reference others come after them,
+// no table outside the Store references one of them (the deletion of an owner's old copy
+// would fail, or cascade into rows never copied), and the change capture's names are free.
+// Only then does it create, where missing, the fence, epoch and marks tables, the
+// PostgreSQL functions and the change capture. A table missing on a shard is an error
+// wrapping ErrMissingTable, any other misfit one wrapping ErrSchema. It is idempotent;
+// every process calls it once before use.
+//
+// Foreign keys among the tables are allowed. A chunk may copy a child row whose parent
+// changed after the parent's chunk was copied (its change is replayed later), so the
+// mover's writes on the shard that imports the owners skip the foreign key checks: on
+// SQLite it writes on a connection with PRAGMA foreign_keys off, on PostgreSQL with
+// session_replication_role set to replica for its transaction, which needs a superuser or
+// (PostgreSQL 15) GRANT SET ON PARAMETER session_replication_role TO the mover's role. The
+// new shard serves the owners only once their rows there equal the old shard's, which met
+// the constraints.
 func (s *Store) Init(ctx context.Context) error {
 	// Every shard checked before anything is created on any.
 	for i, db := range s.shards {
-		ok, err := s.hasTable(ctx, db, s.table.Table)
+		for _, t := range s.tables {
+			ok, err := s.hasTable(ctx, db, t.Table)
+			if err != nil {
+				return s.wrap(i, "look for table "+t.Table, err)
+			}
+			if !ok {
+				return s.wrap(i, "check", fmt.Errorf("table %s does not exist: the shard was lost or is the wrong database; refusing to use it as an empty shard: %w", t.Table, ErrMissingTable))
+			}
+			if err := s.checkTable(ctx, db, t); err != nil {
+				return s.wrap(i, "check table "+t.Table, err)
+			}
+		}
+		fk, err := s.checkReferences(ctx, db)
 		if err != nil {
-			return s.wrap(i, "look for table "+s.table.Table, err)
+			return s.wrap(i, "check foreign keys", err)
 		}
-		if !ok {
-			return s.wrap(i, "check", fmt.Errorf("table %s does not exist: the shard was lost or is the wrong database; refusing to use it as an empty shard: %w", s.table.Table, ErrMissingTable))
-		}
-		if err := s.checkTable(ctx, db); err != nil {
-			return s.wrap(i, "check table "+s.table.Table, err)
-		}
+		s.foreignKeys = s.foreignKeys || fk
 	}
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
@@ -408,8 +416,10 @@ func (s *Store) Init(ctx context.Context) error {
 				return s.wrap(i, "create fence functions", err)
 			}
 		}
-		if err := s.createCapture(ctx, db); err != nil {
-			return s.wrap(i, "create the change capture of table "+s.table.Table, err)
+		for _, t := range s.tables {
+			if err := s.createCapture(ctx, db, t); err != nil {
+				return s.wrap(i, "create the change capture of table "+t.Table, err)
+			}
 		}
 	}
 	if err := s.execAll(ctx, s.control, strings.Split(controlSchema, ";")); err != nil {
@@ -418,57 +428,133 @@ func (s *Store) Init(ctx context.Context) error {
 	return nil
 }
 
-// ErrSchema reports a shard whose table does not fit the TableSpec: a column it names is
-// missing, no index leads with (owner, key), or a name the change capture needs is taken.
-var ErrSchema = errors.New("table does not fit the TableSpec")
+// ErrSchema reports a shard whose tables do not fit the TableSpecs: a column one names is
+// missing, an index is missing, the tables are listed in an order their foreign keys
+// contradict, a table outside the Store references one of them, or a name the change
+// capture needs is taken.
+var ErrSchema = errors.New("tables do not fit the TableSpecs")
 
-// checkTable checks db's table against the TableSpec: every column, an index on (owner,
-// key) (without one every chunk, count and sum scans the shard), and the capture's names.
-func (s *Store) checkTable(ctx context.Context, db *sql.DB) error {
-	t, o, k := s.table.Table, s.table.Owner, s.table.Key
+// checkTable checks db's table t against its TableSpec: every column, a unique index on the
+// key (a copy writes INSERT ... ON CONFLICT (key)), an index that leads with (owner, key)
+// (without one every chunk, count and sum scans the shard), and the capture's names.
+func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
+	n, o, k := t.Table, t.Owner, t.Key
 	q := "SELECT name FROM pragma_table_info($1)"
 	if s.dialect == PostgreSQL {
 		q = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1"
 	}
-	have, err := queryStrings(ctx, db, q, t)
+	have, err := queryStrings(ctx, db, q, n)
 	if err != nil {
 		return err
 	}
-	for _, c := range s.table.Columns {
+	for _, c := range t.Columns {
 		if !slices.Contains(have, c) {
-			return fmt.Errorf("no column %s (the table has %q): %w", c, have, ErrSchema)
+			return fmt.Errorf("no column %s (the table has %q): %w", c, excerptList(have), ErrSchema)
 		}
 	}
-	var indexed int
-	if s.dialect == PostgreSQL {
-		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_index i
-			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-			JOIN pg_attribute b ON b.attrelid = i.indrelid AND b.attnum = i.indkey[1]
-			WHERE i.indrelid = to_regclass($1) AND a.attname = $2 AND b.attname = $3`, t, o, k).Scan(&indexed)
-	} else {
-		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_index_list($1) l
-			WHERE (SELECT name FROM pragma_index_info(l.name) WHERE seqno = 0) = $2
-			AND (SELECT name FROM pragma_index_info(l.name) WHERE seqno = 1) = $3`, t, o, k).Scan(&indexed)
+	// Each index as its leading column names and whether it is unique; on SQLite an
+	// INTEGER PRIMARY KEY is the table's rowid and has no index of its own.
+	type index struct {
+		first, second string
+		unique        bool
+		columns       int
 	}
+	var indexes []index
+	if s.dialect == PostgreSQL {
+		q = `SELECT a.attname, COALESCE(b.attname, ''), i.indisunique, i.indnkeyatts FROM pg_index i
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			LEFT JOIN pg_attribute b ON b.attrelid = i.indrelid AND b.attnum = i.indkey[1]
+			WHERE i.indrelid = to_regclass($1)`
+	} else {
+		q = `SELECT (SELECT name FROM pragma_index_info(l.name) WHERE seqno = 0),
+			COALESCE((SELECT name FROM pragma_index_info(l.name) WHERE seqno = 1), ''), l."unique",
+			(SELECT COUNT(*) FROM pragma_index_info(l.name))
+			FROM pragma_index_list($1) l
+			UNION ALL SELECT name, '', 1, 1 FROM pragma_table_info($1)
+			WHERE pk = 1 AND lower(type) = 'integer' AND (SELECT COUNT(*) FROM pragma_table_info($1) WHERE pk > 0) = 1`
+	}
+	rows, err := db.QueryContext(ctx, q, n)
 	if err != nil {
 		return err
 	}
-	if indexed == 0 {
-		return fmt.Errorf("no index leads with (%s, %s): every chunk, count and sum of a move would scan the table; create one (CREATE INDEX ON %s (%s, %s)): %w", o, k, t, o, k, ErrSchema)
+	for rows.Next() {
+		var ix index
+		if err := rows.Scan(&ix.first, &ix.second, &ix.unique, &ix.columns); err != nil {
+			rows.Close()
+			return err
+		}
+		indexes = append(indexes, ix)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(indexes, func(ix index) bool { return ix.unique && ix.columns == 1 && ix.first == k }) {
+		return fmt.Errorf("no unique index on the key %s alone: keys are how a copy and a replay find a row; make it the primary key: %w", k, ErrSchema)
+	}
+	leads := func(ix index) bool { return ix.first == o && (ix.second == k || o == k) }
+	if !slices.ContainsFunc(indexes, leads) {
+		return fmt.Errorf("no index leads with (%s, %s): every chunk, count and sum of a move would scan the table; create one (CREATE INDEX ON %s (%s, %s)): %w", o, k, n, o, k, ErrSchema)
 	}
 	// The capture's triggers: one of these names on another table is not ours.
 	q = "SELECT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE $1 AND tbl_name <> $2"
 	if s.dialect == PostgreSQL {
 		q = "SELECT c.relname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgname LIKE $1 AND c.relname <> $2"
 	}
-	taken, err := queryStrings(ctx, db, q, s.changes()+"%", t)
+	taken, err := queryStrings(ctx, db, q, t.changes()+"%", n)
 	if err != nil {
 		return err
 	}
 	if len(taken) > 0 {
-		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", s.changes(), taken[0], t, ErrSchema)
+		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", t.changes(), taken[0], n, ErrSchema)
 	}
 	return nil
+}
+
+// checkReferences reads the foreign keys of db that touch the Store's tables and reports
+// whether some link two of them. A table that references one listed after it, or a table
+// not among them that references one of them, is an error wrapping ErrSchema.
+func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, err error) {
+	// Every (referencing, referenced) pair of the database.
+	q := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
+	if s.dialect == PostgreSQL {
+		q = `SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM pg_constraint c
+			JOIN pg_namespace n ON n.oid = c.connamespace
+			WHERE c.contype = 'f' AND n.nspname = current_schema()`
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	at := func(name string) int {
+		return slices.IndexFunc(s.tables, func(t *table) bool { return strings.EqualFold(t.Table, name) })
+	}
+	for rows.Next() {
+		var child, parent string
+		if err := rows.Scan(&child, &parent); err != nil {
+			return false, err
+		}
+		c, p := at(child), at(parent)
+		switch {
+		case p < 0 || c == p:
+		case c < 0:
+			return false, fmt.Errorf("table %s references %s but is not moved with it: moving %s would leave its rows behind or delete them with the old copy; add %s to the tables: %w", child, parent, parent, child, ErrSchema)
+		case c < p:
+			return false, fmt.Errorf("table %s references %s, which is listed after it: list each table after the tables it references: %w", child, parent, ErrSchema)
+		default:
+			linked = true
+		}
+	}
+	return linked, rows.Err()
+}
+
+// excerptList quotes at most the first 20 names of a list.
+func excerptList(names []string) []string {
+	if len(names) > 20 {
+		return append(slices.Clip(names[:20]), "...")
+	}
+	return names
 }
 
 // queryStrings returns the first column of every row of q.

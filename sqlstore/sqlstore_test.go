@@ -313,23 +313,24 @@ func TestInitRefusesLostShard(t *testing.T) {
 	db, _ := sql.Open("sqlite", e.shards[0])
 	defer db.Close()
 	for _, tc := range []struct {
-		name string
-		spec sqlstore.TableSpec
-		d    sqlstore.Dialect
+		name   string
+		tables []sqlstore.TableSpec
+		d      sqlstore.Dialect
 	}{
-		{"dialect", messages, 0},
-		{"bad identifier", sqlstore.TableSpec{Table: "messages; DROP", Owner: "user_id", Key: "id", Columns: messages.Columns}, sqlstore.SQLite},
-		{"key not listed", sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key: "id", Columns: []string{"user_id"}}, sqlstore.SQLite},
-		{"key is owner", sqlstore.TableSpec{Table: "messages", Owner: "id", Key: "id", Columns: []string{"id"}}, sqlstore.SQLite},
+		{"dialect", []sqlstore.TableSpec{messages}, 0},
+		{"no table", nil, sqlstore.SQLite},
+		{"bad identifier", []sqlstore.TableSpec{{Table: "messages; DROP", Owner: "user_id", Key: "id", Columns: messages.Columns}}, sqlstore.SQLite},
+		{"key not listed", []sqlstore.TableSpec{{Table: "messages", Owner: "user_id", Key: "id", Columns: []string{"user_id"}}}, sqlstore.SQLite},
+		{"table twice", []sqlstore.TableSpec{messages, {Table: "Messages", Owner: "user_id", Key: "id", Columns: []string{"id", "user_id"}}}, sqlstore.SQLite},
 	} {
-		if _, err := sqlstore.New(tc.d, []*sql.DB{db}, db, tc.spec, sqlstore.Options{}); !errors.Is(err, rebalance.ErrConfig) {
+		if _, err := sqlstore.New(tc.d, []*sql.DB{db}, db, tc.tables, sqlstore.Options{}); !errors.Is(err, rebalance.ErrConfig) {
 			t.Errorf("%s: got %v, want ErrConfig", tc.name, err)
 		}
 	}
-	if _, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, messages, sqlstore.Options{ShardNames: []string{"a", "b"}}); !errors.Is(err, rebalance.ErrConfig) {
+	if _, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, []sqlstore.TableSpec{messages}, sqlstore.Options{ShardNames: []string{"a", "b"}}); !errors.Is(err, rebalance.ErrConfig) {
 		t.Errorf("names: got %v", err)
 	}
-	s, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, messages, sqlstore.Options{ShardNames: []string{"shard 0 (x.db)"}})
+	s, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, []sqlstore.TableSpec{messages}, sqlstore.Options{ShardNames: []string{"shard 0 (x.db)"}})
 	if err != nil {
 		t.Fatal(err)
 	}

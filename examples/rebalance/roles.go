@@ -93,7 +93,7 @@ func openStore(ctx context.Context, d *dbs) (*sqlstore.Store, error) {
 	if d.kind == "postgres" {
 		dialect = sqlstore.PostgreSQL
 	}
-	s, err := sqlstore.New(dialect, d.shards, d.control, messagesTable, sqlstore.Options{ShardNames: d.names})
+	s, err := sqlstore.New(dialect, d.shards, d.control, []sqlstore.TableSpec{messagesTable}, sqlstore.Options{ShardNames: d.names})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,113 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// table is one TableSpec of a Store with the statements built from it once.
+type table struct {
+	TableSpec
+	key int // the index of Key in Columns
+
+	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
+}
+
+// newTable checks spec and builds its statements; bad is New's error maker.
+func newTable(spec TableSpec, bad func(string, ...any) error) (*table, error) {
+	for _, name := range append([]string{spec.Table, spec.Owner, spec.Key}, spec.Columns...) {
+		if !identifier.MatchString(name) {
+			return nil, bad("table %q: name %q is not a plain SQL identifier", spec.Table, name)
+		}
+	}
+	key := slices.Index(spec.Columns, spec.Key)
+	if key < 0 || !slices.Contains(spec.Columns, spec.Owner) {
+		return nil, bad("table %q: Columns %q must hold the key %q and the owner %q", spec.Table, spec.Columns, spec.Key, spec.Owner)
+	}
+	if len(spec.Columns) > maxParams {
+		return nil, bad("table %q: %d columns, more than %d", spec.Table, len(spec.Columns), maxParams)
+	}
+	for i, c := range spec.Columns {
+		if slices.Contains(spec.Columns[:i], c) {
+			return nil, bad("table %q: column %q listed twice", spec.Table, c)
+		}
+	}
+	t := &table{TableSpec: spec, key: key}
+	cols, n, o, k := strings.Join(spec.Columns, ", "), spec.Table, spec.Owner, spec.Key
+	t.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s LIMIT $2", cols, n, o, k)
+	t.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s LIMIT $2", cols, n, o, k, k)
+	t.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", n, o)
+	t.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", n, o)
+	t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", n, cols)
+	set := []string{}
+	for _, c := range spec.Columns {
+		if c != k {
+			set = append(set, c+" = excluded."+c)
+		}
+	}
+	if len(set) == 0 { // a table of keys only: a row copied again is already there
+		t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO NOTHING", k)
+	} else {
+		t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s", k, strings.Join(set, ", "))
+	}
+	return t, nil
+}
+
+// ownerArg is owner as the owner column's value.
+func (t *table) ownerArg(owner string) (any, error) {
+	if !t.IntOwner {
+		return owner, nil
+	}
+	n, err := strconv.ParseInt(owner, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: table %s: owner %q is not an integer: %w", t.Table, owner, rebalance.ErrConfig)
+	}
+	return n, nil
+}
+
+// changes is the name of the table's change table (and the prefix of its triggers).
+func (t *table) changes() string { return "rebalance_changes_" + t.Table }
+
+// perStatement is how many rows one INSERT carries.
+func (t *table) perStatement() int { return maxParams / len(t.Columns) }
+
+// scanRow scans extra leading columns and then the copied columns.
+func (t *table) scanRow(rs *sql.Rows, extra int) ([]any, error) {
+	row := make([]any, extra+len(t.Columns))
+	ptrs := make([]any, len(row))
+	for i := range row {
+		ptrs[i] = &row[i]
+	}
+	if err := rs.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// tablesFor returns the tables in the order a copy writes them (parents first), or in the
+// order a deletion does (children first).
+func (s *Store) tablesFor(deletion bool) []*table {
+	if !deletion {
+		return s.tables
+	}
+	out := slices.Clone(s.tables)
+	slices.Reverse(out)
+	return out
+}
+
+// ownerArgs returns owners as t's owner column's values.
+func (t *table) ownerArgs(owners []string) ([]any, error) {
+	out := make([]any, len(owners))
+	for i, o := range owners {
+		var err error
+		if out[i], err = t.ownerArg(o); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,426 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// A chat's data in three tables linked by foreign keys: a user, the user's messages, and the
+// reactions to those messages, all owned by the user.
+const chatSchema = `
+CREATE TABLE IF NOT EXISTS users (
+	id      INTEGER PRIMARY KEY,
+	name    TEXT NOT NULL,
+	balance BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+	id      BIGINT PRIMARY KEY,
+	user_id INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+	body    TEXT NOT NULL,
+	edits   BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_user_id_id ON messages (user_id, id);
+CREATE TABLE IF NOT EXISTS reactions (
+	id         BIGINT PRIMARY KEY,
+	user_id    INTEGER NOT NULL,
+	message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE,
+	emoji      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id);
+CREATE INDEX IF NOT EXISTS reactions_message_id ON reactions (message_id)`
+
+var (
+	usersTable     = sqlstore.TableSpec{Table: "users", Owner: "id", Key: "id", IntOwner: true, Columns: []string{"id", "name", "balance"}}
+	messagesTable  = sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "body", "edits"}}
+	reactionsTable = sqlstore.TableSpec{Table: "reactions", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "message_id", "emoji"}}
+	chatTables     = []sqlstore.TableSpec{usersTable, messagesTable, reactionsTable}
+)
+
+// chat is the ledger of the chat tables: every row's content as the acknowledged writes
+// left it.
+type chat struct {
+	mu        sync.Mutex
+	balance   map[int64]int64    // user -> balance
+	messages  map[int64]*chatRow // message ID -> its row
+	reactions map[int64]*chatRow // reaction ID -> its row
+	writes    int
+}
+
+type chatRow struct {
+	user, message int64 // the owner; a reaction's message
+	edits         int64
+	gone          bool
+}
+
+// loadChat puts users with messages each, and a reaction to every other message, on their
+// shards of s.
+func loadChat(t *testing.T, p *proc, s shard.Sharder, users, messages int) *chat {
+	c := &chat{balance: map[int64]int64{}, messages: map[int64]*chatRow{}, reactions: map[int64]*chatRow{}}
+	for u := range int64(users) {
+		tx, err := p.dbs[s.Locate(strconv.FormatInt(u, 10))].Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec := func(q string, args ...any) {
+			if _, err := tx.Exec(q, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec("INSERT INTO users VALUES ($1, $2, 0)", u, fmt.Sprint("user ", u))
+		c.balance[u] = 0
+		for i := range messages {
+			id := nextID.Add(1)
+			exec("INSERT INTO messages VALUES ($1, $2, 'hello', 0)", id, u)
+			c.messages[id] = &chatRow{user: u}
+			if i%2 == 0 {
+				r := nextID.Add(1)
+				exec("INSERT INTO reactions VALUES ($1, $2, $3, '+1')", r, u, id)
+				c.reactions[r] = &chatRow{user: u, message: id}
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// live returns the IDs of rows of user that are not gone, sorted.
+func live(rows map[int64]*chatRow, user int64) []int64 {
+	var out []int64
+	for id, r := range rows {
+		if r.user == user && !r.gone {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// change runs one random write of user through m, and records it in the ledger once Do
+// returned nil. Users are split among the writers, so the ledger knows each user's rows
+// exactly.
+func (c *chat) change(ctx context.Context, m *rebalance.Shared[*sql.Tx], r *rand.Rand, user int64) error {
+	c.mu.Lock()
+	msgs, reacts := live(c.messages, user), live(c.reactions, user)
+	c.mu.Unlock()
+	op := r.IntN(6)
+	if len(msgs) == 0 && op != 0 && op != 2 {
+		op = 2
+	}
+	if op == 5 && len(reacts) == 0 {
+		op = 3
+	}
+	var msg, react int64
+	switch op {
+	case 1, 3, 4:
+		msg = msgs[r.IntN(len(msgs))]
+	case 5:
+		react = reacts[r.IntN(len(reacts))]
+	}
+	newMsg, newReact := nextID.Add(1), nextID.Add(1)
+	var gone []int64 // reactions deleted with their message
+	err := m.Do(ctx, strconv.FormatInt(user, 10), func(tx *sql.Tx, _ int) error {
+		one := func(q string, args ...any) error {
+			res, err := tx.ExecContext(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("%s %v: %d rows, %v: a row the ledger holds is missing", q, args, n, err)
+			}
+			return nil
+		}
+		switch op {
+		case 0:
+			return one("UPDATE users SET balance = balance + 1 WHERE id = $1", user)
+		case 1:
+			return one("UPDATE messages SET edits = edits + 1 WHERE id = $1", msg)
+		case 2:
+			if err := one("INSERT INTO messages VALUES ($1, $2, 'new', 0)", newMsg, user); err != nil {
+				return err
+			}
+			return one("INSERT INTO reactions VALUES ($1, $2, $3, 'new')", newReact, user, newMsg)
+		case 3:
+			return one("INSERT INTO reactions VALUES ($1, $2, $3, 'more')", newReact, user, msg)
+		case 4:
+			gone = gone[:0]
+			rs, err := tx.QueryContext(ctx, "SELECT id FROM reactions WHERE message_id = $1", msg)
+			if err != nil {
+				return err
+			}
+			for rs.Next() {
+				var id int64
+				if err := rs.Scan(&id); err != nil {
+					rs.Close()
+					return err
+				}
+				gone = append(gone, id)
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return err
+			}
+			return one("DELETE FROM messages WHERE id = $1", msg) // its reactions cascade
+		default:
+			return one("DELETE FROM reactions WHERE id = $1", react)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	switch op {
+	case 0:
+		c.balance[user]++
+	case 1:
+		c.messages[msg].edits++
+	case 2:
+		c.messages[newMsg] = &chatRow{user: user}
+		c.reactions[newReact] = &chatRow{user: user, message: newMsg}
+	case 3:
+		c.reactions[newReact] = &chatRow{user: user, message: msg}
+	case 4:
+		c.messages[msg].gone = true
+		for _, id := range gone {
+			c.reactions[id].gone = true
+		}
+	default:
+		c.reactions[react].gone = true
+	}
+	return nil
+}
+
+// chatVerdict counts what the shards hold against the ledger.
+type chatVerdict struct {
+	rows, lostUpdates, resurrected, lost, duplicated, misplaced, orphans int
+}
+
+// check reads every row of the three tables on every shard and compares it with the ledger:
+// each row once, on its owner's shard under s, with its acknowledged content.
+func (c *chat) check(t *testing.T, p *proc, s shard.Sharder) chatVerdict {
+	t.Helper()
+	var v chatVerdict
+	seen := map[string]bool{}
+	scan := func(shard int, q string, row func(key, user, value int64) bool) {
+		rs, err := p.dbs[shard].Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var key, user, value int64
+			if err := rs.Scan(&key, &user, &value); err != nil {
+				t.Fatal(err)
+			}
+			v.rows++
+			if s.Locate(strconv.FormatInt(user, 10)) != shard {
+				v.misplaced++
+			}
+			if !row(key, user, value) {
+				v.lostUpdates++
+			}
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once := func(table string, key int64) bool {
+		k := fmt.Sprint(table, key)
+		if seen[k] {
+			v.duplicated++
+			return false
+		}
+		seen[k] = true
+		return true
+	}
+	for i := range p.dbs {
+		scan(i, "SELECT id, id, balance FROM users", func(key, _, balance int64) bool {
+			return !once("u", key) || balance == c.balance[key]
+		})
+		scan(i, "SELECT id, user_id, edits FROM messages", func(key, user, edits int64) bool {
+			m, ok := c.messages[key]
+			switch {
+			case !once("m", key):
+				return true
+			case !ok || m.gone:
+				v.resurrected++
+				return true
+			}
+			return m.user == user && m.edits == edits
+		})
+		scan(i, "SELECT id, user_id, message_id FROM reactions", func(key, user, message int64) bool {
+			r, ok := c.reactions[key]
+			switch {
+			case !once("r", key):
+				return true
+			case !ok || r.gone:
+				v.resurrected++
+				return true
+			}
+			return r.user == user && r.message == message
+		})
+		var orphans int
+		if err := p.dbs[i].QueryRow(`SELECT
+			(SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM users u WHERE u.id = m.user_id)) +
+			(SELECT COUNT(*) FROM reactions r WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.message_id))`).Scan(&orphans); err != nil {
+			t.Fatal(err)
+		}
+		v.orphans += orphans
+	}
+	for u := range c.balance {
+		if !seen[fmt.Sprint("u", u)] {
+			v.lost++
+		}
+	}
+	for prefix, rows := range map[string]map[int64]*chatRow{"m": c.messages, "r": c.reactions} {
+		for id, r := range rows {
+			if !r.gone && !seen[fmt.Sprint(prefix, id)] {
+				v.lost++
+			}
+		}
+	}
+	return v
+}
+
+// TestManyTablesPerOwner: a user, their messages and the messages' reactions, linked by
+// foreign keys (enforced on both engines, cascading deletes), move together under one fence
+// per user while writers change all three tables through Shared.Do: balances, edits, new
+// messages with a reaction, more reactions, messages deleted with their reactions. Small
+// chunks make the copy of a child table meet parents that changed after their own chunk.
+// Every row ends once on its owner's new shard with its acknowledged content, no foreign key
+// is broken on any shard, and Verify finds nothing.
+func TestManyTablesPerOwner(t *testing.T) {
+	forSchema(t, 6, chatSchema, chatTables, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(3)
+		after, _ := shard.NewJump(6)
+		admin := e.open(t, 2)
+		const users, writers = 40, 4
+		c := loadChat(t, admin, before, users, 12)
+		var (
+			wg    sync.WaitGroup
+			stop  = make(chan struct{})
+			mu    sync.Mutex
+			first error
+		)
+		for g := range writers {
+			p := e.open(t, 2)
+			m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](p.store), rebalance.SharedOptions{FenceWait: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 11))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					user := int64(g + writers*r.IntN(users/writers)) // each writer its own users
+					if err := c.change(ctx, m, r, user); err != nil {
+						mu.Lock()
+						first = errors.Join(first, err)
+						mu.Unlock()
+						return
+					}
+					time.Sleep(300 * time.Microsecond)
+				}
+			})
+		}
+		time.Sleep(50 * time.Millisecond)
+		var owners []string
+		for u := range users {
+			owners = append(owners, strconv.Itoa(u))
+		}
+		m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store),
+			rebalance.SharedOptions{ChunkRows: 7, Concurrency: 2, Group: 3, Yield: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Run(ctx, slices.Values(owners))
+		if err == nil {
+			err = m.Finish(ctx, slices.Values(owners))
+		}
+		time.Sleep(50 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if err != nil || first != nil {
+			t.Fatalf("mover: %v; writers: %v", err, first)
+		}
+		v := c.check(t, admin, after)
+		t.Logf("%d acknowledged writes during the move; %+v", c.writes, v)
+		if c.writes < 50 || v != (chatVerdict{rows: v.rows}) {
+			t.Fatalf("after the move: %+v (%d writes)", v, c.writes)
+		}
+		report, err := m.Verify(ctx, slices.Values(owners))
+		if err != nil || len(report.Problems) > 0 || report.Stray > 0 || report.Rows == 0 {
+			t.Fatalf("Verify: %+v, %v", report, err)
+		}
+	})
+}
+
+// TestManyTablesInitRefuses: tables listed in an order their foreign keys contradict, a
+// table that references a moved one but is not moved with it, a table missing on one shard
+// and a key without a unique index are each refused by Init, naming the table, before
+// anything is created on any shard.
+func TestManyTablesInitRefuses(t *testing.T) {
+	noUniqueKey := messagesTable
+	noUniqueKey.Key = "edits"
+	for _, tc := range []struct {
+		name   string
+		tables []sqlstore.TableSpec
+		ddl    string // run on shard 1 first
+		want   error
+		says   string
+	}{
+		{"child first", []sqlstore.TableSpec{messagesTable, usersTable, reactionsTable}, "", sqlstore.ErrSchema,
+			"shard 0: check foreign keys: table messages references users, which is listed after it"},
+		{"child left behind", []sqlstore.TableSpec{usersTable, messagesTable}, "", sqlstore.ErrSchema,
+			"shard 0: check foreign keys: table reactions references messages but is not moved with it"},
+		{"missing on one shard", chatTables, "DROP TABLE reactions", sqlstore.ErrMissingTable,
+			"shard 1: check: table reactions does not exist"},
+		{"no unique key", []sqlstore.TableSpec{usersTable, noUniqueKey, reactionsTable}, "", sqlstore.ErrSchema,
+			"shard 0: check table messages: no unique index on the key edits alone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forSchema(t, 2, chatSchema, tc.tables, func(t *testing.T, e *engine) {
+				if tc.ddl != "" {
+					if _, err := openDB(t, e, e.shards[1]).Exec(tc.ddl); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err := e.openErr(1)
+				if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("got %v, want %v: %s", err, tc.want, tc.says)
+				}
+				for i, dsn := range e.shards {
+					var n int
+					q := "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'rebalance%'"
+					if e.dialect == sqlstore.PostgreSQL {
+						q = "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE 'rebalance%'"
+					}
+					if err := openDB(t, e, dsn).QueryRow(q).Scan(&n); err != nil || n != 0 {
+						t.Fatalf("shard %d: %d tables of the mover created before Init refused (%v)", i, n, err)
+					}
+				}
+			})
+		})
+	}
+}
