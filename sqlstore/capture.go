@@ -123,18 +123,19 @@ func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64
 // replayed is what a replay found of one table: the changes it applies (their seqs), the
 // changed rows that exist on the old shard and the keys of those that do not.
 type replayed struct {
-	t    *table
-	seqs []any
-	rows [][]any
-	gone []any
+	t      *table
+	seqs   []any
+	rows   [][]any
+	gone   []any
+	owners []any // the owners replayed, as t's owner column values
 }
 
 // Replay applies on to the oldest changes of owners recorded on from, up to limit of them,
 // then deletes those on from; see rebalance.SharedStore. It takes the tables' changes in
 // their order, and writes the changed rows parents first and deletes the rows gone
-// children first. Keys are unique across the shards (as the copy's INSERT ... ON CONFLICT
-// (key) assumes), so a changed key missing on from is deleted on to whoever's row it is
-// there. A stop between the two transactions leaves the changes recorded, and they are
+// children first. A changed row that no longer belongs to one of owners (an UPDATE of its
+// owner column) is gone for them: deleted on to, where another owner's row of that key is
+// left alone (the other owner's changes carry the row if it moves too). A stop between the two transactions leaves the changes recorded, and they are
 // applied again: it is idempotent.
 func (s *Store) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	db, err := s.shard(from)
@@ -178,8 +179,9 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	for i := len(work) - 1; i >= 0; i-- {
 		r := work[i]
 		for batch := range slices.Chunk(r.gone, 5000) {
-			q := "DELETE FROM " + r.t.Table + " WHERE " + r.t.Key + " IN (" + s.placeholders(1, len(batch)) + ")"
-			if _, err := tx.ExecContext(ctx, q, batch...); err != nil {
+			q := "DELETE FROM " + r.t.Table + " WHERE " + r.t.Key + " IN (" + s.placeholders(1, len(batch)) +
+				") AND " + r.t.Owner + " IN (" + s.placeholders(len(batch)+1, len(r.owners)) + ")"
+			if _, err := tx.ExecContext(ctx, q, append(slices.Clip(batch), r.owners...)...); err != nil {
 				return 0, s.wrap(to, fmt.Sprintf("delete %d rows of table %s deleted since their copy", len(batch), r.t.Table), err)
 			}
 		}
@@ -221,10 +223,17 @@ func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []
 	if err := rs.Err(); err != nil {
 		return r, err
 	}
-	// The rows of those keys: written on the new shard; the keys not found: deleted there.
+	// The rows of those keys that are still the owners': written on the new shard; the keys
+	// not found (deleted, or given to another owner, whose own changes carry it): deleted
+	// there.
+	args, err := t.ownerArgs(owners)
+	if err != nil {
+		return r, err
+	}
+	r.owners = args
 	found := map[string]bool{}
 	for batch := range slices.Chunk(keys, 5000) {
-		got, err := s.rowsByKey(ctx, db, t, batch)
+		got, err := s.rowsByKey(ctx, db, t, batch, args)
 		if err != nil {
 			return r, err
 		}
@@ -276,10 +285,12 @@ func (s *Store) deleteChanges(ctx context.Context, migration string, token uint6
 	return s.wrap(shard, "commit: delete changes", tx.Commit())
 }
 
-// rowsByKey reads the rows of keys in table t on db, every copied column.
-func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys []any) ([][]any, error) {
-	q := "SELECT " + strings.Join(t.Columns, ", ") + " FROM " + t.Table + " WHERE " + t.Key + " IN (" + s.placeholders(1, len(keys)) + ")"
-	rs, err := db.QueryContext(ctx, q, keys...)
+// rowsByKey reads the rows of keys in table t on db that belong to owners (owner column
+// values), every copied column.
+func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys, owners []any) ([][]any, error) {
+	q := "SELECT " + strings.Join(t.Columns, ", ") + " FROM " + t.Table + " WHERE " + t.Key + " IN (" + s.placeholders(1, len(keys)) +
+		") AND " + t.Owner + " IN (" + s.placeholders(len(keys)+1, len(owners)) + ")"
+	rs, err := db.QueryContext(ctx, q, append(slices.Clip(keys), owners...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -427,3 +427,65 @@ func TestInitUnderWrites(t *testing.T) {
 		writers.Wait()
 	})
 }
+
+// TestRowChangesOwnerDuringTheMove: while user A is copied, the application gives one of A's
+// rows to user B, who stays on the old shard, and takes one of B's rows for A. After the
+// move the first row is on B's shard only, the second on A's new shard only: a changed row
+// that is no longer the mover's owners' is not written on their new shard, and one of
+// another owner of that key there is not deleted.
+func TestRowChangesOwnerDuringTheMove(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2) // everyone on shard 0; movers go to shard 1
+		a := w.moving(1, 1)[0]
+		b := a + 1
+		for w.after.Locate(strconv.Itoa(b)) != 0 {
+			b++
+		}
+		w.load(t, admin, []int{a, b}, 20)
+		ua, ub := strconv.Itoa(a), strconv.Itoa(b)
+		var given, taken int64
+		if err := admin.dbs[0].QueryRow("SELECT MIN(id) FROM messages WHERE user_id = $1", a).Scan(&given); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.dbs[0].QueryRow("SELECT MIN(id) FROM messages WHERE user_id = $1", b).Scan(&taken); err != nil {
+			t.Fatal(err)
+		}
+		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+			// Both owners are on shard 0, which serves them both: one transaction moves the rows.
+			err := app.Do(ctx, ua, func(tx *sql.Tx, _ int) error {
+				if _, err := tx.ExecContext(ctx, "UPDATE messages SET user_id = $1 WHERE id = $2", b, given); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, "UPDATE messages SET user_id = $1 WHERE id = $2", a, taken)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values([]string{ua, ub})); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			id    int64
+			owner int
+		}{{given, b}, {taken, a}} {
+			for s, db := range admin.dbs {
+				var n int
+				if err := db.QueryRow("SELECT COUNT(*) FROM messages WHERE id = $1", c.id).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{true: 1}[s == w.after.Locate(strconv.Itoa(c.owner))]; n != want {
+					t.Errorf("row %d, now user %d's: %d copies on shard %d, want %d", c.id, c.owner, n, s, want)
+				}
+			}
+		}
+	})
+}
