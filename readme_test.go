@@ -18,17 +18,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadmeStrategies holds the README's strategy table to the code: every constructor it
-// names exists and its documentation states the shard range the table gives, every
-// -strategy name is in package catalog with that range as MaxShards (under the default
-// options), and every catalogued strategy and pool is in the README.
+// TestReadmeStrategies holds the strategy tables of docs/strategies.md to the code: every
+// constructor they name exists and its documentation states the shard range the table
+// gives, every -strategy name is in package catalog with that range as MaxShards (under the
+// default options), and every catalogued strategy and pool is in the tables. Every pool
+// constructor the README or the page names exists.
 func TestReadmeStrategies(t *testing.T) {
+	page, err := os.ReadFile("docs/strategies.md")
+	require.NoError(t, err)
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	rows := markdownTable(t, string(readme), "## Strategies", 0)
+	rows := markdownTable(t, string(page), "## Dense strategies", 0)
 	require.NotEmpty(t, rows)
 	require.Equal(t, []string{"constructor", "`-strategy`", "shards"}, rows[0][:3], "the table's first columns")
-	require.Less(t, 1, len(markdownTable(t, string(readme), "## Strategies", 1)), "the pool table")
+	require.Less(t, 1, len(markdownTable(t, string(page), "## Named nodes", 0)), "the pool table")
 
 	docs := funcDocs(t, ".")
 	inTable := map[string]bool{}
@@ -37,11 +40,11 @@ func TestReadmeStrategies(t *testing.T) {
 		require.NotEmpty(t, names, "row %q names no constructor", row[0])
 		for _, m := range names {
 			d, ok := docs[m[1]]
-			if !assert.True(t, ok, "the README names %s, which package shard does not have", m[1]) {
+			if !assert.True(t, ok, "docs/strategies.md names %s, which package shard does not have", m[1]) {
 				continue
 			}
 			if limit, ok := strings.CutPrefix(row[2], "1.."); ok {
-				assert.Contains(t, d, "[1, "+limit+"]", "%s: the README says %s shards, its documentation does not", m[1], row[2])
+				assert.Contains(t, d, "[1, "+limit+"]", "%s: docs/strategies.md says %s shards, its documentation does not", m[1], row[2])
 			}
 		}
 		name := strings.Trim(row[1], "`")
@@ -55,25 +58,26 @@ func TestReadmeStrategies(t *testing.T) {
 		}
 		limit, ok := strings.CutPrefix(row[2], "1..")
 		require.True(t, ok, "%s: shards %q: want 1..MAX", name, row[2])
-		assert.Equal(t, st.MaxShards(catalog.Options{}), evalLimit(t, limit), "%s: the README's limit %s", name, limit)
+		assert.Equal(t, st.MaxShards(catalog.Options{}), evalLimit(t, limit), "%s: the limit %s of docs/strategies.md", name, limit)
 	}
 	for _, st := range catalog.All() {
-		assert.True(t, inTable[st.Name], "catalog strategy %s is missing from the README's table", st.Name)
+		assert.True(t, inTable[st.Name], "catalog strategy %s is missing from the table of docs/strategies.md", st.Name)
 	}
 	pools := map[string]bool{}
 	poolDocs := funcDocs(t, "pool")
-	for _, row := range markdownTable(t, string(readme), "## Strategies", 1)[1:] {
+	for _, row := range markdownTable(t, string(page), "## Named nodes", 0)[1:] {
 		pools[strings.Trim(row[1], "`")] = true
-		assert.Contains(t, poolDocs, strings.TrimPrefix(strings.Trim(row[0], "`"), "pool."), "the README's pool table names %s", row[0])
+		assert.Contains(t, poolDocs, strings.TrimPrefix(strings.Trim(row[0], "`"), "pool."), "the pool table names %s", row[0])
 		_, ok := catalog.FindPool(strings.Trim(row[1], "`"))
-		assert.True(t, ok, "the README's pool table names -strategy %s, which catalog does not have", row[1])
+		assert.True(t, ok, "the pool table names -strategy %s, which catalog does not have", row[1])
 	}
 	for _, ps := range catalog.Pools() {
-		assert.True(t, pools[ps.Name], "pool strategy %s is missing from the README's pool table", ps.Name)
+		assert.True(t, pools[ps.Name], "pool strategy %s is missing from the pool table of docs/strategies.md", ps.Name)
 	}
-	// Every pool constructor the README names exists.
-	for _, m := range regexp.MustCompile(`pool\.(New\w+)`).FindAllStringSubmatch(string(readme), -1) {
-		assert.Contains(t, poolDocs, m[1], "the README names pool.%s", m[1])
+	for _, text := range []string{string(readme), string(page)} {
+		for _, m := range regexp.MustCompile(`pool\.(New\w+)`).FindAllStringSubmatch(text, -1) {
+			assert.Contains(t, poolDocs, m[1], "the documentation names pool.%s", m[1])
+		}
 	}
 }
 

@@ -302,7 +302,7 @@ func TestMementoLimits(t *testing.T) {
 }
 
 // Every node's share of the keys is its share of the buckets (jump is even), whatever the
-// history; the figures go to the README.
+// history; the figures go to docs/measurements.md.
 func TestMementoWeights(t *testing.T) {
 	keys, pools := weightCases()
 	for _, nodes := range pools {

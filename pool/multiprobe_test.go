@@ -200,7 +200,7 @@ func checkSampled(t *testing.T, p *MultiProbe, tab *multiProbeTable, shares []fl
 // Weights 1 to 4: a node's share follows its number of points. Multi-probe bounds the
 // overload, not the underload: a point whose arc is much shorter than 1/(k P) takes less than
 // its share, so a light node can hold far less than its weight's share while no node holds
-// much more (computed from the points; the figures go to the README).
+// much more (computed from the points; the figures go to docs/measurements.md).
 func TestMultiProbeWeights(t *testing.T) {
 	keys, pools := weightCases()
 	for _, nodes := range pools {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // Weights 1..4 over 10 and 100 nodes, 1M keys: each node's share against weight/total. The
-// README's weights table is what this test logs:
+// weights table of docs/measurements.md is what this test logs, and the test fails when the
+// page's table differs from it:
 //
 //	go test ./pool -run TestWeightShares -v
 //
@@ -140,6 +142,10 @@ func TestWeightShares(t *testing.T) {
 	}
 	t.Log("\n" + report.String())
 	if !quick() {
+		page, err := os.ReadFile("../docs/measurements.md")
+		require.NoError(t, err)
+		_, table, _ := strings.Cut(report.String(), "\n\n")
+		require.Contains(t, string(page), table, "the weights table of docs/measurements.md differs from this test's (above): paste it there")
 		t.Log(rendezvousManyKeys(t, 100, 10_000_000))
 	}
 }
