@@ -15,7 +15,13 @@
 //
 // A configuration the system itself refuses, or one this package cannot reproduce, returns an
 // error of type *ConfigError that names the line ("compat: nginx: line 4: ...") and wraps
-// ErrConfig, which callers test with errors.Is.
+// ErrConfig, which callers test with errors.Is. The error quotes at most an excerpt of 80
+// bytes of the text at fault, never the whole line.
+//
+// The parsers take time and memory in proportion to the configuration's text (and the
+// servers it lists), whatever the text, so a configuration need not be trusted; they do not
+// limit its size themselves: a caller that reads configurations from elsewhere should bound
+// what it reads (the shard command reads at most 16 MiB, each line at most 1 MiB).
 package compat
 
 import (
@@ -70,7 +76,7 @@ func (e *ConfigError) Unwrap() []error {
 
 // configErr returns a *ConfigError of system at line.
 func configErr(system string, line int, format string, args ...any) error {
-	return &ConfigError{System: system, Line: line, Msg: fmt.Sprintf(format, args...)}
+	return &ConfigError{System: system, Line: line, Msg: string(sprintf(format, args...))}
 }
 
 // poolErr wraps an error of a pool constructor as a *ConfigError at line.

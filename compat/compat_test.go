@@ -187,8 +187,9 @@ func owners(p pool.Pool, ks []string) []string {
 	return out
 }
 
-// fuzzPreset builds a preset from arbitrary text: it must refuse with a ConfigError wrapping
-// ErrConfig, or give a pool whose lookups name members.
+// fuzzPreset builds a preset from arbitrary text: it must refuse with a short ConfigError
+// wrapping ErrConfig, or give a pool whose lookups name members, in memory proportional to
+// the text (and the pool's table).
 func fuzzPreset(f *testing.F, system, ext string) {
 	fuzzBuild(f, system, ext, presetOf(f, system).New)
 }
@@ -201,11 +202,21 @@ func fuzzBuild(f *testing.F, system, ext string, build func([]byte, string) (poo
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, config []byte) {
-		pl, err := build(config, "")
+		var pl pool.Pool
+		var err error
+		got := allocated(func() { pl, err = build(config, "") })
+		// Memory in proportion to the text, besides the pool's own table, which its limits
+		// bound: at most ring.MaxPoints points of 16 bytes, and their index.
+		if budget := uint64(64*len(config) + 160<<20); got > budget {
+			t.Fatalf("%d bytes of text: %d bytes allocated, over %d", len(config), got, budget)
+		}
 		if err != nil {
 			var ce *ConfigError
 			if !errors.Is(err, ErrConfig) || !errors.As(err, &ce) {
 				t.Fatalf("error %v (%T) is no ConfigError wrapping ErrConfig", err, err)
+			}
+			if len(err.Error()) > maxErrorLen {
+				t.Fatalf("an error of %d bytes, over %d: %.200s", len(err.Error()), maxErrorLen, err)
 			}
 			return
 		}

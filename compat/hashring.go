@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -93,9 +92,9 @@ func NewHashring(cfg Hashring) (pool.Pool, error) {
 
 func (c *Hashring) at(field, format string, args ...any) error {
 	if line, ok := c.lines[field]; ok {
-		return configErr("hashring", line, "%s", fmt.Sprintf(format, args...))
+		return configErr("hashring", line, "%s", sprintf(format, args...))
 	}
-	return configErr("hashring", 0, "%s: %s", field, fmt.Sprintf(format, args...))
+	return configErr("hashring", 0, "%s: %s", field, sprintf(format, args...))
 }
 
 func newHashring(cfg Hashring) (pool.Pool, error) {
@@ -150,7 +149,7 @@ func newHashring(cfg Hashring) (pool.Pool, error) {
 	if err := h.check(list); err != nil {
 		return nil, cfg.at("servers", "%v", err)
 	}
-	r := &rules{system: "hashring", check: h.check, points: h.points,
+	r := &rules{system: "hashring", check: h.check, points: h.points, line: cfg.lines["servers"],
 		fromNode: func(_ *serverList, n pool.Node) (server, error) { return h.server(n.Name, float64(n.Weight), 0), nil }}
 	return newPool(r, list, pool.RingOptions{Hash: func(k string) uint64 { return top32(digest.First32(k)) }, Ties: pool.TieFirstPoint}, nil)
 }
@@ -208,15 +207,15 @@ func (h *hashringRules) check(l *serverList) error {
 	points := 0.0
 	for _, n := range h.lengths(l) {
 		if math.IsNaN(n) || math.IsInf(n, 0) {
-			return fmt.Errorf("the weights sum to 0: hashring's vnode loop would never end")
+			return errorf("the weights sum to 0: hashring's vnode loop would never end")
 		}
 		points += max(math.Ceil(n), 0) * math.Ceil(h.replicas)
 	}
 	if points == 0 {
-		return fmt.Errorf("no server gets a point: get returns undefined for every key")
+		return errorf("no server gets a point: get returns undefined for every key")
 	}
 	if points > 1<<22 {
-		return fmt.Errorf("%v points: at most %d here", points, 1<<22)
+		return errorf("%v points: at most %d here", points, 1<<22)
 	}
 	return nil
 }
@@ -245,7 +244,7 @@ func ParseHashring(text []byte) (Hashring, error) {
 	root, err := readJSON(text)
 	if err != nil {
 		e := err.(*jsError)
-		return cfg, configErr("hashring", e.line, "%s", e.msg)
+		return cfg, configErr("hashring", e.line, "%s", msg(e.msg))
 	}
 	fail := func(line int, format string, args ...any) (Hashring, error) {
 		return cfg, configErr("hashring", line, format, args...)

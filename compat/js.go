@@ -2,12 +2,14 @@ package compat
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -55,18 +57,19 @@ func (v *jsValue) get(key string) *jsValue {
 func readJSON(text []byte) (*jsValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.UseNumber()
+	lines := &lineCounter{text: text}
 	lineAt := func(offset int64) int {
 		for offset < int64(len(text)) && strings.IndexByte(" \t\r\n", text[offset]) >= 0 {
 			offset++
 		}
-		return 1 + bytes.Count(text[:min(offset, int64(len(text)))], []byte("\n"))
+		return lines.at(offset)
 	}
 	var read func() (*jsValue, error)
 	read = func() (*jsValue, error) {
 		line := lineAt(dec.InputOffset())
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, jsonError(text, dec, err)
+			return nil, jsonError(lines, dec, err)
 		}
 		v := &jsValue{line: line}
 		switch t := tok.(type) {
@@ -76,7 +79,7 @@ func readJSON(text []byte) (*jsValue, error) {
 		case json.Number:
 			v.kind = jsNumber
 			if v.num, err = strconv.ParseFloat(string(t), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
-				return nil, &jsError{line, fmt.Sprintf("number %s: %v", t, err)}
+				return nil, &jsError{line, string(sprintf("number %s: %v", t, err))}
 			}
 		case string:
 			v.kind, v.str = jsString, t
@@ -92,26 +95,28 @@ func readJSON(text []byte) (*jsValue, error) {
 				}
 			} else {
 				v.kind = jsObject
+				index := map[string]int{} // key -> place in v.keys
 				for dec.More() {
 					keyTok, err := dec.Token()
 					if err != nil {
-						return nil, jsonError(text, dec, err)
+						return nil, jsonError(lines, dec, err)
 					}
 					key := keyTok.(string)
 					val, err := read()
 					if err != nil {
 						return nil, err
 					}
-					if old := v.get(key); old != nil {
-						*old = *val // a repeated key: its last value, at its first place
+					if i, ok := index[key]; ok {
+						*v.vals[i] = *val // a repeated key: its last value, at its first place
 						continue
 					}
+					index[key] = len(v.keys)
 					v.keys, v.vals = append(v.keys, key), append(v.vals, val)
 				}
 				jsOrder(v)
 			}
 			if _, err := dec.Token(); err != nil { // the closing delimiter
-				return nil, jsonError(text, dec, err)
+				return nil, jsonError(lines, dec, err)
 			}
 		}
 		return v, nil
@@ -126,7 +131,7 @@ func readJSON(text []byte) (*jsValue, error) {
 	return v, nil
 }
 
-func jsonError(text []byte, dec *json.Decoder, err error) error {
+func jsonError(lines *lineCounter, dec *json.Decoder, err error) error {
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
@@ -135,7 +140,7 @@ func jsonError(text []byte, dec *json.Decoder, err error) error {
 	if errors.As(err, &syntax) {
 		offset = syntax.Offset
 	}
-	return &jsError{1 + bytes.Count(text[:min(offset, int64(len(text)))], []byte("\n")), err.Error()}
+	return &jsError{lines.at(offset), excerpt(err.Error())}
 }
 
 // jsError is JSON that does not parse, at a line.
@@ -162,12 +167,7 @@ func jsOrder(v *jsValue) {
 			others = append(others, kv{k, v.vals[i], 0})
 		}
 	}
-	// insertion sort: stable and small
-	for i := 1; i < len(indices); i++ {
-		for j := i; j > 0 && indices[j].index < indices[j-1].index; j-- {
-			indices[j], indices[j-1] = indices[j-1], indices[j]
-		}
-	}
+	slices.SortStableFunc(indices, func(a, b kv) int { return cmp.Compare(a.index, b.index) })
 	v.keys, v.vals = v.keys[:0], v.vals[:0]
 	for _, e := range append(indices, others...) {
 		v.keys, v.vals = append(v.keys, e.key), append(v.vals, e.val)

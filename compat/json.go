@@ -28,9 +28,8 @@ type jsonMember struct {
 func parseJSON(system string, data []byte) (*jsonValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	lineAt := func(off int64) int {
-		return 1 + bytes.Count(data[:min(max(off, 0), int64(len(data)))], []byte("\n"))
-	}
+	lines := &lineCounter{text: data}
+	lineAt := lines.at
 	fail := func(err error) error {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {

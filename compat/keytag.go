@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -46,7 +45,7 @@ func parseKeyTag(p string) (*keyTag, error) {
 		return nil, err
 	}
 	if !strings.HasPrefix(rest, "(") || strings.HasPrefix(rest, "(?") {
-		return nil, fmt.Errorf("want a capturing group (...)")
+		return nil, errorf("want a capturing group (...)")
 	}
 	rest = rest[1:]
 	switch {
@@ -57,7 +56,7 @@ func parseKeyTag(p string) (*keyTag, error) {
 		var set strings.Builder
 		for i := 0; ; i++ {
 			if rest == "" {
-				return nil, fmt.Errorf("unclosed character class")
+				return nil, errorf("unclosed character class")
 			}
 			c := rest[0]
 			if c == ']' && i > 0 {
@@ -66,41 +65,41 @@ func parseKeyTag(p string) (*keyTag, error) {
 			}
 			if c == '\\' {
 				if len(rest) < 2 || !keyTagEscapable(rest[1]) {
-					return nil, fmt.Errorf("only escaped punctuation in a class")
+					return nil, errorf("only escaped punctuation in a class")
 				}
 				c, rest = rest[1], rest[1:]
 			} else if c == '[' || c == '&' || (c == '-' && i > 0 && len(rest) > 1 && rest[1] != ']') {
-				return nil, fmt.Errorf("no ranges, unions or nested classes in the class")
+				return nil, errorf("no ranges, unions or nested classes in the class")
 			}
 			if c < 0x20 || c > 0x7e {
-				return nil, fmt.Errorf("only printable ASCII in the class")
+				return nil, errorf("only printable ASCII in the class")
 			}
 			set.WriteByte(c)
 			rest = rest[1:]
 		}
 		k.set = set.String()
 	default:
-		return nil, fmt.Errorf("the group must hold '.' or a negated class [^...]")
+		return nil, errorf("the group must hold '.' or a negated class [^...]")
 	}
 	switch {
 	case strings.HasPrefix(rest, "+"):
 		k.min = 1
 	case strings.HasPrefix(rest, "*"):
 	default:
-		return nil, fmt.Errorf("the group's body must end in + or *")
+		return nil, errorf("the group's body must end in + or *")
 	}
 	rest = rest[1:]
 	if strings.HasPrefix(rest, "?") {
 		k.lazy, rest = true, rest[1:]
 	}
 	if !strings.HasPrefix(rest, ")") {
-		return nil, fmt.Errorf("want ')' after the group's body")
+		return nil, errorf("want ')' after the group's body")
 	}
 	if k.suffix, rest, err = keyTagLiteral(rest[1:], ""); err != nil {
 		return nil, err
 	}
 	if rest != "" {
-		return nil, fmt.Errorf("unexpected %q", rest)
+		return nil, errorf("unexpected %q", rest)
 	}
 	return k, nil
 }
@@ -113,13 +112,13 @@ func keyTagLiteral(s, stop string) (lit, rest string, err error) {
 		switch {
 		case c == '\\':
 			if len(s) < 2 || !keyTagEscapable(s[1]) {
-				return "", "", fmt.Errorf("only escaped punctuation outside the group (at %q)", s)
+				return "", "", errorf("only escaped punctuation outside the group (at %q)", s)
 			}
 			c, s = s[1], s[1:]
 		case strings.IndexByte(`^$.|?*+()[{`, c) >= 0:
-			return "", "", fmt.Errorf("metacharacter %q outside the group: only literal text there", c)
+			return "", "", errorf("metacharacter %q outside the group: only literal text there", c)
 		case c < 0x20 || c > 0x7e:
-			return "", "", fmt.Errorf("only printable ASCII outside the group")
+			return "", "", errorf("only printable ASCII outside the group")
 		}
 		b.WriteByte(c)
 		s = s[1:]

@@ -66,6 +66,8 @@ type Libmemcached struct {
 	// Servers are the servers in libmemcached's order (as added, then sorted when
 	// SortHosts).
 	Servers []LibmemcachedServer
+	// serversLine is the line of the text that added the last servers, when parsed.
+	serversLine int
 }
 
 // LibmemcachedServer is one server of a client.
@@ -152,7 +154,7 @@ func NewLibmemcached(cfg Libmemcached) (pool.Pool, error) {
 	}
 	lm := &lmRules{dist: dist, hash: hash, pointHash: pointHash, sort: cfg.SortHosts}
 	lm.reorder(list)
-	r := &rules{system: "libmemcached", fromNode: lm.fromNode, reorder: lm.reorder}
+	r := &rules{system: "libmemcached", fromNode: lm.fromNode, reorder: lm.reorder, line: cfg.serversLine}
 	key := lmKeyHash(hash, cfg.Namespace, cfg.HashWithNamespace)
 	if dist == lmModula {
 		r.slots = func(dst []int32, l *serverList) []int32 {

@@ -2,7 +2,6 @@ package compat
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -29,6 +28,8 @@ type lmClient struct {
 	nsSet     bool
 	withNS    bool
 	servers   []LibmemcachedServer
+	// line is the text line being applied, serversLine the last one that added servers.
+	line, serversLine int
 }
 
 // config returns what NewLibmemcached takes.
@@ -41,6 +42,7 @@ func (c *lmClient) config() Libmemcached {
 		Namespace:         c.namespace,
 		HashWithNamespace: c.withNS,
 		Servers:           slices.Clone(c.servers),
+		serversLine:       c.serversLine,
 	}
 	if c.pointHash != c.hash {
 		cfg.PointHash = lmHashes[c.pointHash]
@@ -68,7 +70,7 @@ func (c *lmClient) consistent() bool {
 func (c *lmClient) setDistribution(v uint64) error {
 	d := int32(uint32(v))
 	if d < 0 || int(d) >= len(lmDistributions) {
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid memcached_server_distribution_t (%d)", d)
+		return errorf("INVALID ARGUMENTS, Invalid memcached_server_distribution_t (%d)", d)
 	}
 	switch int(d) {
 	case lmConsistent, lmKetama:
@@ -88,12 +90,12 @@ func (c *lmClient) setHash(v uint64, key bool) error {
 	h := int32(uint32(v))
 	switch {
 	case h == 7 || h == 11:
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid memcached_hash_t() (%s)", lmHashes[h])
+		return errorf("INVALID ARGUMENTS, Invalid memcached_hash_t() (%s)", lmHashes[h])
 	case h == 12:
 		if key {
 			c.hash = 0 // HASHKIT_HASH_MAX sets one-at-a-time, then fails
 		}
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid memcached_hash_t() (MAX)")
+		return errorf("INVALID ARGUMENTS, Invalid memcached_hash_t() (MAX)")
 	case h >= 0 && h < 11 && key:
 		c.hash = int(h)
 	}
@@ -144,33 +146,33 @@ func (c *lmClient) behaviorSet(name string, v uint64) error {
 		c.binary = on
 	case "VERIFY_KEY":
 		if c.binary {
-			return fmt.Errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_VERIFY_KEY if the binary protocol has been enabled")
+			return errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_VERIFY_KEY if the binary protocol has been enabled")
 		}
 		c.verifyKey = on
 	case "USE_UDP":
 		c.udp = on
 	case "BUFFER_REQUESTS":
 		if c.udp {
-			return fmt.Errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS cannot be set while MEMCACHED_BEHAVIOR_USE_UDP is enabled")
+			return errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_BUFFER_REQUESTS cannot be set while MEMCACHED_BEHAVIOR_USE_UDP is enabled")
 		}
 	case "NOREPLY":
 		if c.udp && !on {
-			return fmt.Errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_NOREPLY cannot be disabled while MEMCACHED_BEHAVIOR_USE_UDP is enabled")
+			return errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_NOREPLY cannot be disabled while MEMCACHED_BEHAVIOR_USE_UDP is enabled")
 		}
 	case "SERVER_FAILURE_LIMIT":
 		if !on {
-			return fmt.Errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT requires a value greater then zero")
+			return errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT requires a value greater then zero")
 		}
 	case "CACHE_LOOKUPS", "USER_DATA", "CORK":
-		return fmt.Errorf("DEPRECATED, MEMCACHED_BEHAVIOR_%s is deprecated", name)
+		return errorf("DEPRECATED, MEMCACHED_BEHAVIOR_%s is deprecated", name)
 	case "LOAD_FROM_FILE":
-		return fmt.Errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_LOAD_FROM_FILE can not be set with memcached_behavior_set()")
+		return errorf("INVALID ARGUMENTS, MEMCACHED_BEHAVIOR_LOAD_FROM_FILE can not be set with memcached_behavior_set()")
 	case "AUTO_EJECT_HOSTS", "REMOVE_FAILED_SERVERS":
 		// Ejecting failed servers rebuilds the placement from the live ones: the preset
 		// places keys as when every server is live.
 	default:
 		if !slices.Contains(lmBehaviors, name) {
-			return fmt.Errorf("INVALID ARGUMENTS, invalid behavior %q", name)
+			return errorf("INVALID ARGUMENTS, invalid behavior %q", name)
 		}
 	}
 	return nil
@@ -185,9 +187,10 @@ func (c *lmClient) serverAdd(host string, port uint16, weight uint32) error {
 		host = "localhost"
 	}
 	if len(host) >= 1025 {
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid hostname provided (%d bytes; at most 1024)", len(host))
+		return errorf("INVALID ARGUMENTS, Invalid hostname provided (%d bytes; at most 1024)", len(host))
 	}
 	c.servers = append(c.servers, LibmemcachedServer{Host: host, Port: int(port), Weight: max(weight, 1)})
+	c.serversLine = c.line
 	if weight > 1 && c.consistent() {
 		c.weighted = true
 	}
@@ -198,9 +201,10 @@ func (c *lmClient) serverAdd(host string, port uint16, weight uint32) error {
 // serverAddSocket is memcached_server_add_unix_socket_with_weight.
 func (c *lmClient) serverAddSocket(path string, weight uint32) error {
 	if path == "" || len(path) >= 1025 {
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid filename for socket provided")
+		return errorf("INVALID ARGUMENTS, Invalid filename for socket provided")
 	}
 	c.servers = append(c.servers, LibmemcachedServer{Host: path, Weight: max(weight, 1)})
+	c.serversLine = c.line
 	if weight > 1 && c.consistent() {
 		c.weighted = true
 	}
@@ -220,6 +224,7 @@ func (c *lmClient) serverPush(list []LibmemcachedServer) {
 		}
 	}
 	c.servers = append(c.servers, list...)
+	c.serversLine = c.line
 	c.rebuild()
 }
 
@@ -228,19 +233,19 @@ func (c *lmClient) serverPush(list []LibmemcachedServer) {
 func (c *lmClient) setNamespace(ns string) error {
 	switch {
 	case ns == "":
-		return fmt.Errorf("INVALID ARGUMENTS, Invalid namespace, namespace string had value but length was 0")
+		return errorf("INVALID ARGUMENTS, Invalid namespace, namespace string had value but length was 0")
 	case len(ns) > 250:
-		return fmt.Errorf("A BAD KEY WAS PROVIDED, Key provided was too long")
+		return errorf("A BAD KEY WAS PROVIDED, Key provided was too long")
 	}
 	if !c.binary {
 		for i := 0; i < len(ns); i++ {
 			if ns[i] <= ' ' || ns[i] >= 0x7f {
-				return fmt.Errorf("A BAD KEY WAS PROVIDED, Key provided had invalid character (%q)", ns[i])
+				return errorf("A BAD KEY WAS PROVIDED, Key provided had invalid character (%q)", ns[i])
 			}
 		}
 	}
 	if len(ns) > 127 {
-		return fmt.Errorf("KEY TOO BIG, a namespace of %d bytes (at most 127)", len(ns))
+		return errorf("KEY TOO BIG, a namespace of %d bytes (at most 127)", len(ns))
 	}
 	c.namespace, c.nsSet = ns, true
 	return nil
@@ -288,10 +293,11 @@ func (c *lmClient) applyCalls(text string) error {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		c.line = n
 		verb, rest, _ := strings.Cut(line, " ")
 		rest = strings.TrimLeft(rest, " \t")
 		fail := func(format string, args ...any) error {
-			return configErr("libmemcached", n, "%s: %s", verb, fmt.Sprintf(format, args...))
+			return configErr("libmemcached", n, "%s: %s", verb, sprintf(format, args...))
 		}
 		switch verb {
 		case "behavior":
@@ -395,14 +401,14 @@ func lmServersParse(s string) ([]LibmemcachedServer, error) {
 			s = ""
 		}
 		if len(entry) >= 8196 {
-			return nil, fmt.Errorf("an entry of %d bytes overflows libmemcached's 8196-byte buffer", len(entry))
+			return nil, errorf("an entry of %d bytes overflows libmemcached's 8196-byte buffer", len(entry))
 		}
 		e, err := lmParseEntry(entry)
 		if err != nil {
 			return nil, err
 		}
 		if len(e.Host) >= 1025 {
-			return nil, fmt.Errorf("a host name of %d bytes (at most 1024): libmemcached drops the list", len(e.Host))
+			return nil, errorf("a host name of %d bytes (at most 1024): libmemcached drops the list", len(e.Host))
 		}
 		if strings.HasPrefix(e.Host, "/") {
 			e.Port = 0
@@ -439,7 +445,7 @@ func lmParseEntry(entry string) (LibmemcachedServer, error) {
 	rest := entry[colon+1:]
 	port, ok := strtoul(rest)
 	if !ok {
-		return e, fmt.Errorf("port %q overflows", rest)
+		return e, errorf("port %q overflows", rest)
 	}
 	e.Port = int(uint16(port))
 	sep := strings.IndexByte(rest, ' ')
@@ -449,7 +455,7 @@ func lmParseEntry(entry string) (LibmemcachedServer, error) {
 	if sep >= 0 {
 		weight, ok := strtoul(rest[sep+1:])
 		if !ok {
-			return e, fmt.Errorf("weight %q overflows", rest[sep+1:])
+			return e, errorf("weight %q overflows", rest[sep+1:])
 		}
 		e.Weight = uint32(weight)
 	}

@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -138,8 +137,9 @@ func (c *lmClient) applyConfigString(text string) error {
 		}
 		t := toks[i]
 		i++
+		c.line = t.line
 		fail := func(format string, args ...any) error {
-			return configErr("libmemcached", t.line, "%s: %s", t.text, fmt.Sprintf(format, args...))
+			return configErr("libmemcached", t.line, "%s: %s", t.text, sprintf(format, args...))
 		}
 		// next returns the next token if it is of one of kinds, and moves past it.
 		next := func(kinds ...string) (cslToken, bool) {

@@ -1,7 +1,10 @@
 package compat
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/shardkit/shard/internal/ring"
 	"github.com/shardkit/shard/pool"
@@ -24,3 +27,88 @@ func tooManyPoints() []pool.RingPoint { return make([]pool.RingPoint, maxPoints+
 
 // tooManySlots is tooManyPoints for a modulo table.
 func tooManySlots() []int32 { return make([]int32, maxPoints+1) }
+
+// maxExcerpt is the most bytes of a configuration's text an error quotes: an error names the
+// line and quotes a short excerpt of what is wrong, never the whole line, which may be as long
+// as the input.
+const maxExcerpt = 80
+
+// excerpt returns s, or its first maxExcerpt-3 bytes and "..." when it is longer.
+func excerpt(s string) string {
+	if len(s) <= maxExcerpt {
+		return s
+	}
+	return s[:maxExcerpt-3] + "..."
+}
+
+// excerptArgs returns args with every string and byte slice longer than maxExcerpt cut to an
+// excerpt, and the number a strconv error quotes likewise, so that an error made of them is
+// short whatever the input.
+func excerptArgs(args []any) []any {
+	var out []any
+	for i, a := range args {
+		var cut any
+		switch v := a.(type) {
+		case string:
+			if len(v) > maxExcerpt {
+				cut = excerpt(v)
+			}
+		case []byte:
+			if len(v) > maxExcerpt {
+				cut = excerpt(string(v[:maxExcerpt]) + "...")
+			}
+		case *strconv.NumError:
+			if len(v.Num) > maxExcerpt {
+				cut = &strconv.NumError{Func: v.Func, Num: excerpt(v.Num), Err: v.Err}
+			}
+		}
+		if cut == nil {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		out[i] = cut
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// errorf is fmt.Errorf with excerpts of long arguments.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf(format, excerptArgs(args)...)
+}
+
+// sprintf is fmt.Sprintf with excerpts of long arguments. Its result is a msg, which
+// excerptArgs leaves whole when it is an argument of another message.
+func sprintf(format string, args ...any) msg {
+	return msg(fmt.Sprintf(format, excerptArgs(args)...))
+}
+
+// msg is a message made of excerpts already: short, whatever the input.
+type msg string
+
+// lineCounter gives the 1-based line of byte offsets of a text. Each call counts the line
+// breaks between the offset asked and the one before, so that a parser that asks as it goes
+// takes time in proportion to the text, not to its square.
+type lineCounter struct {
+	text []byte
+	off  int // the offset of the last call
+	line int // its line, less one
+}
+
+// at returns the line of offset off, clamped to the text.
+func (c *lineCounter) at(off int64) int {
+	o := int(min(max(off, 0), int64(len(c.text))))
+	if o >= c.off {
+		c.line += bytes.Count(c.text[c.off:o], newline)
+	} else {
+		c.line -= bytes.Count(c.text[o:c.off], newline)
+	}
+	c.off = o
+	return c.line + 1
+}
+
+var newline = []byte("\n")

@@ -3,7 +3,6 @@ package compat
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -236,7 +235,7 @@ func splitKey(content string) (key, value string, present bool, err error) {
 			}
 		}
 		if colon < 0 {
-			return "", "", false, fmt.Errorf(`expected "key: value", found %q`, content)
+			return "", "", false, errorf(`expected "key: value", found %q`, content)
 		}
 		if key, err = scalar(strings.TrimRight(content[:colon], " \t"), true); err != nil {
 			return "", "", false, err
@@ -283,7 +282,7 @@ func scalar(s string, isKey bool) (string, error) {
 			return "", errors.New("a quoted value that does not end on its line (multi-line values are not supported)")
 		}
 		if strings.TrimSpace(s[end:]) != "" {
-			return "", fmt.Errorf("text after a quoted value: %q", s[end:])
+			return "", errorf("text after a quoted value: %q", s[end:])
 		}
 		if c == '\'' {
 			return strings.ReplaceAll(s[1:end-1], "''", "'"), nil
@@ -302,10 +301,10 @@ func scalar(s string, isKey bool) (string, error) {
 	case '|', '>':
 		return "", errors.New("a block scalar (| or >) is not supported: write the value on the line")
 	case '@', '`', '%', ',', ']', '}', '#':
-		return "", fmt.Errorf("a value cannot start with %q in YAML: quote it", c)
+		return "", errorf("a value cannot start with %q in YAML: quote it", c)
 	case '?', ':', '-':
 		if len(s) == 1 || s[1] == ' ' || s[1] == '\t' {
-			return "", fmt.Errorf("a value cannot start with %q and a space in YAML: quote it", c)
+			return "", errorf("a value cannot start with %q and a space in YAML: quote it", c)
 		}
 	}
 	for i := 0; i < len(s); i++ {
@@ -313,7 +312,7 @@ func scalar(s string, isKey bool) (string, error) {
 			if isKey {
 				break
 			}
-			return "", fmt.Errorf("%q holds \": \" or ends with ':', which YAML reads as a mapping: nutcracker allows directives two levels deep; quote it", s)
+			return "", errorf("%q holds \": \" or ends with ':', which YAML reads as a mapping: nutcracker allows directives two levels deep; quote it", s)
 		}
 	}
 	return s, nil
@@ -345,11 +344,11 @@ func unescapeDouble(s string) (string, error) {
 		}
 		width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[s[i]]
 		if width == 0 || i+width >= len(s) {
-			return "", fmt.Errorf("an unknown escape \\%c in a quoted value", s[i])
+			return "", errorf("an unknown escape \\%c in a quoted value", s[i])
 		}
 		v, err := strconv.ParseUint(s[i+1:i+1+width], 16, 32)
 		if err != nil {
-			return "", fmt.Errorf("a bad escape \\%s in a quoted value", s[i:i+1+width])
+			return "", errorf("a bad escape \\%s in a quoted value", s[i:i+1+width])
 		}
 		if s[i] == 'x' {
 			b.WriteByte(byte(v))

@@ -3,7 +3,6 @@ package compat
 import (
 	"cmp"
 	"crypto/md5"
-	"fmt"
 	"math"
 	"net/netip"
 	"slices"
@@ -88,9 +87,9 @@ func NewSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 // at returns an error naming the line of field, or the field.
 func (c *Spymemcached) at(field string, format string, args ...any) error {
 	if line, ok := c.lines[field]; ok {
-		return configErr("spymemcached", line, "%s: %s", field, fmt.Sprintf(format, args...))
+		return configErr("spymemcached", line, "%s: %s", field, sprintf(format, args...))
 	}
-	return configErr("spymemcached", 0, "%s: %s", field, fmt.Sprintf(format, args...))
+	return configErr("spymemcached", 0, "%s: %s", field, sprintf(format, args...))
 }
 
 func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
@@ -131,7 +130,7 @@ func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 			sp.setWeight(list, s.addr, float64(cfg.Weights[i])) // a map: the last weight of an address wins
 		}
 	}
-	r := &rules{system: "spymemcached", fromNode: sp.fromNode}
+	r := &rules{system: "spymemcached", fromNode: sp.fromNode, line: cfg.lines["servers"]}
 	if locator == "ARRAY_MOD" {
 		r.slots = func(dst []int32, l *serverList) []int32 {
 			for e := range l.servers {
@@ -159,18 +158,18 @@ type spyAddress struct {
 // each split at its last ':' into a host and Integer.parseInt of the port.
 func spyAddresses(s string) ([]spyAddress, error) {
 	if strings.TrimFunc(s, func(r rune) bool { return r <= ' ' }) == "" {
-		return nil, fmt.Errorf("No hosts in list:  ``%s''", s)
+		return nil, errorf("No hosts in list:  ``%s''", s)
 	}
 	var out []spyAddress
 	for _, entry := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\n\v\f\r,", r) }) {
 		a, err := spyParseAddress(entry)
 		if err != nil {
-			return nil, fmt.Errorf("%v (in list:  %s)", err, s)
+			return nil, errorf("%v (in list:  %s)", err, s)
 		}
 		out = append(out, a)
 	}
 	if len(out) == 0 { // Java's assert is off: a client of no node, whose every lookup throws
-		return nil, fmt.Errorf("no server in the list ``%s''", s)
+		return nil, errorf("no server in the list ``%s''", s)
 	}
 	return out, nil
 }
@@ -178,14 +177,14 @@ func spyAddresses(s string) ([]spyAddress, error) {
 func spyParseAddress(entry string) (spyAddress, error) {
 	colon := strings.LastIndexByte(entry, ':')
 	if colon < 1 {
-		return spyAddress{}, fmt.Errorf("Invalid server ``%s''", entry)
+		return spyAddress{}, errorf("Invalid server ``%s''", entry)
 	}
 	port, err := javaParseInt(entry[colon+1:])
 	if err != nil {
 		return spyAddress{}, err
 	}
 	if port < 0 || port > 65535 {
-		return spyAddress{}, fmt.Errorf("port out of range:%d", port)
+		return spyAddress{}, errorf("port out of range:%d", port)
 	}
 	return spyAddress{text: entry, host: entry[:colon], port: port}, nil
 }
@@ -198,11 +197,11 @@ func javaParseInt(s string) (int, error) {
 		digits = digits[1:]
 	}
 	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return 0, fmt.Errorf("NumberFormatException: For input string: %q", s)
+		return 0, errorf("NumberFormatException: For input string: %q", s)
 	}
 	v, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("NumberFormatException: For input string: %q", s)
+		return 0, errorf("NumberFormatException: For input string: %q", s)
 	}
 	return int(v), nil
 }
@@ -310,11 +309,11 @@ func (sp *spyRules) check(l *serverList) error {
 	for _, d := range sp.digests(l) {
 		points += 4 * max(d, 0)
 		if points > 1<<22 {
-			return fmt.Errorf("the weights give over %d points (their int sum is %d): spymemcached would not finish building its ring", 1<<22, sumInt32(l))
+			return errorf("the weights give over %d points (their int sum is %d): spymemcached would not finish building its ring", 1<<22, sumInt32(l))
 		}
 	}
 	if points == 0 {
-		return fmt.Errorf("the weights give no point (their int sum is %d): every lookup throws NoSuchElementException", sumInt32(l))
+		return errorf("the weights give no point (their int sum is %d): every lookup throws NoSuchElementException", sumInt32(l))
 	}
 	return nil
 }
@@ -393,10 +392,10 @@ func parseHosts(lines []string) (*hostsTable, error) {
 		}
 		ip, err := netip.ParseAddr(fields[0])
 		if err != nil || ip.Zone() != "" {
-			return nil, fmt.Errorf("%q: a hosts line starts with an IP address", line)
+			return nil, errorf("%q: a hosts line starts with an IP address", line)
 		}
 		if len(fields) == 1 {
-			return nil, fmt.Errorf("%q: an address without a name", line)
+			return nil, errorf("%q: an address without a name", line)
 		}
 		t.lines = append(t.lines, hostsLine{ip: ip.Unmap(), names: fields[1:]})
 	}

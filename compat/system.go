@@ -2,7 +2,6 @@ package compat
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -66,6 +65,9 @@ type rules struct {
 	// (for a Ring); slots appends the slots of l likewise (for a Modula).
 	points func(dst []pool.RingPoint, l *serverList) []pool.RingPoint
 	slots  func(dst []int32, l *serverList) []int32
+	// line is the line of the configuration text that lists the last server, 0 if none:
+	// where an error about the whole list, such as too many points, is reported.
+	line int
 }
 
 // servers holds a system's server list behind its engine. Changes are serialized by mu;
@@ -88,13 +90,13 @@ func newPool(r *rules, list *serverList, ring pool.RingOptions, hash func(string
 		ring.Points = s.ringPoints
 		p, err := pool.NewRing(nodes, ring)
 		if err != nil {
-			return nil, poolErr(r.system, 0, err)
+			return nil, poolErr(r.system, r.line, err)
 		}
 		return &ringPool{Ring: p, s: s}, nil
 	}
 	p, err := pool.NewModula(nodes, pool.ModulaOptions{Hash: hash, Slots: s.modulaSlots})
 	if err != nil {
-		return nil, poolErr(r.system, 0, err)
+		return nil, poolErr(r.system, r.line, err)
 	}
 	return &modulaPool{Modula: p, s: s}, nil
 }
@@ -104,7 +106,7 @@ func wrapPoolError(system string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("compat: %s: %w", system, err)
+	return errorf("compat: %s: %w", system, err)
 }
 
 // nodes returns the distinct servers of l as pool nodes, in the order they first appear,

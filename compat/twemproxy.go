@@ -93,7 +93,7 @@ func (c *Twemproxy) at(i int, format string, args ...any) error {
 	if c.lines != nil {
 		return configErr("twemproxy", c.lines[i], format, args...)
 	}
-	return configErr("twemproxy", 0, "%s (%s): %s", c.where(i), c.Servers[i].Addr, fmt.Sprintf(format, args...))
+	return configErr("twemproxy", 0, "%s (%s): %s", c.where(i), c.Servers[i].Addr, sprintf(format, args...))
 }
 
 // where names server i: "line N" or "server i".
@@ -163,6 +163,9 @@ func newTwemproxy(cfg Twemproxy) (pool.Pool, error) {
 		},
 		reorder: twemproxyOrder,
 		check:   tm.check,
+	}
+	if len(cfg.lines) > 0 {
+		r.line = slices.Max(cfg.lines)
 	}
 	if ketama {
 		r.points = tm.points
@@ -257,7 +260,7 @@ func (t *twemproxyRules) check(l *serverList) error {
 			points += 4 * d
 		}
 		if limit := (len(l.servers) + 10) * 160; points > limit {
-			return fmt.Errorf("weights that give %d ketama points, more than the %d nutcracker allocates (it would write past them)", points, limit)
+			return errorf("weights that give %d ketama points, more than the %d nutcracker allocates (it would write past them)", points, limit)
 		}
 		return nil
 	}
@@ -266,7 +269,7 @@ func (t *twemproxyRules) check(l *serverList) error {
 		slots += int(s.weight)
 	}
 	if slots > 1<<22 {
-		return fmt.Errorf("weights that sum to %d modula slots: at most %d here (nutcracker allocates 8 bytes a slot)", slots, 1<<22)
+		return errorf("weights that sum to %d modula slots: at most %d here (nutcracker allocates 8 bytes a slot)", slots, 1<<22)
 	}
 	return nil
 }
@@ -364,7 +367,7 @@ func twemproxyPool(p yamlPool) (Twemproxy, yamlDirective, error) {
 	cfg := Twemproxy{Name: p.name}
 	seen := map[string]yamlDirective{}
 	fail := func(line int, format string, args ...any) error {
-		return configErr("twemproxy", line, "pool %q: %s", p.name, fmt.Sprintf(format, args...))
+		return configErr("twemproxy", line, "pool %q: %s", p.name, sprintf(format, args...))
 	}
 	var servers *yamlDirective
 	for i, d := range p.directives {

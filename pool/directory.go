@@ -68,7 +68,7 @@ func (d *Directory) Clone(p Pool) (*Directory, error) {
 	count, owner := pins.Matching(func(node string) bool { _, ok := names[node]; return !ok })
 	if count > 0 {
 		node, _ := pins.Get(owner)
-		return nil, fmt.Errorf("pool: directory: clone: owner %.64q is pinned to %q, not a member (owners pinned to non-members: %d): %w", owner, node, count, ErrNode)
+		return nil, fmt.Errorf("pool: directory: clone: owner %.64q is pinned to %.64q, not a member (owners pinned to non-members: %d): %w", owner, node, count, ErrNode)
 	}
 	c := &Directory{p: p, owner: d.owner}
 	if pins == nil {
@@ -163,7 +163,7 @@ func (d *Directory) Remove(names ...string) error {
 	pins := d.pins.Load()
 	if count, owner := pins.Matching(func(node string) bool { return gone[node] }); count > 0 {
 		node, _ := pins.Get(owner)
-		return fmt.Errorf("pool: directory: remove %q: owner %.64q is pinned to it (owners pinned to the nodes to remove: %d): repin or unpin them first: %w",
+		return fmt.Errorf("pool: directory: remove %.64q: owner %.64q is pinned to it (owners pinned to the nodes to remove: %d): repin or unpin them first: %w",
 			node, owner, count, ErrNode)
 	}
 	return d.p.Remove(names...)
@@ -220,7 +220,7 @@ func (d *Directory) checkEntry(names map[string]string, owner, node string) (str
 	}
 	name, member := names[node]
 	if !member {
-		return "", fmt.Errorf("owner %.64q to %q: not a member: %w", owner, node, ErrNode)
+		return "", fmt.Errorf("owner %.64q to %.64q: not a member: %w", owner, node, ErrNode)
 	}
 	return name, nil
 }

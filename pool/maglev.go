@@ -163,12 +163,15 @@ func maglevWeights(nodes []Node) (weights []int, total int) {
 
 // newMaglevTable fills the table of m with size slots, or the ladder's size if size is 0.
 func newMaglevTable(m *members, size int) (*maglevTable, error) {
+	if len(m.nodes) > MaxMaglevNodes { // whatever the weights: a slot names its node in 16 bits
+		return nil, fmt.Errorf("pool: maglev: %d nodes: a Maglev pool holds at most %d: %w", len(m.nodes), MaxMaglevNodes, ErrLimit)
+	}
 	byName := slices.Clone(m.nodes)
 	slices.SortFunc(byName, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	weights, total := maglevWeights(byName)
 	if size == 0 {
 		var err error
-		if size, err = maglevLadderSize(total); err != nil {
+		if size, err = maglevLadderSize(total, len(byName)); err != nil {
 			return nil, err
 		}
 	}
@@ -183,13 +186,17 @@ func newMaglevTable(m *members, size int) (*maglevTable, error) {
 	return t, nil
 }
 
-// maglevLadderSize returns the default table size for a total of divided weights: the first
-// size on the ladder with at least 100 slots per unit of weight.
-func maglevLadderSize(total int) (int, error) {
+// maglevLadderSize returns the default table size for a total of divided weights of nodes
+// nodes: the first size on the ladder with at least 100 slots per unit of weight.
+func maglevLadderSize(total, nodes int) (int, error) {
 	i := slices.IndexFunc(maglevLadder[:], func(s int) bool { return s >= 100*total })
 	if i < 0 {
-		return 0, fmt.Errorf("pool: maglev: total weight %d (divided by the weights' common divisor) needs a table of %d slots, above %d: use smaller weights: %w",
-			total, 100*total, MaxMaglevTableSize, ErrLimit)
+		fix := "use fewer nodes"
+		if total > nodes {
+			fix = "use fewer nodes or weights with a larger common divisor"
+		}
+		return 0, fmt.Errorf("pool: maglev: %d nodes of total weight %d (divided by the weights' common divisor) need a table of %d slots, above %d: %s: %w",
+			nodes, total, 100*total, MaxMaglevTableSize, fix, ErrLimit)
 	}
 	return maglevLadder[i], nil
 }

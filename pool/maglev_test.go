@@ -59,7 +59,7 @@ func TestMaglevLadder(t *testing.T) {
 			nodes[i] = Node{Name: fmt.Sprint(i), Weight: w}
 		}
 		_, total := maglevWeights(nodes)
-		size, err := maglevLadderSize(total)
+		size, err := maglevLadderSize(total, len(nodes))
 		if tc.size == 0 {
 			require.ErrorIsf(t, err, ErrLimit, "weights %v", tc.weights)
 			_, err = NewMaglev(nodes, MaglevOptions{})
@@ -296,4 +296,20 @@ func TestMaglevMovement(t *testing.T) {
 			require.InDeltaf(t, 1/float64(size+1), minimum, 0.3/float64(size), "%s %s", what, name)
 		}
 	}
+}
+
+// TestMaglevNodeLimit: a pool of more nodes than a slot can name is refused for its node
+// count, whatever the weights, and one within it but whose weights need too large a table is
+// told to use fewer nodes, not smaller weights, when the weights are all 1.
+func TestMaglevNodeLimit(t *testing.T) {
+	_, err := NewMaglev(numbered(MaxMaglevNodes+1), MaglevOptions{})
+	require.ErrorIs(t, err, ErrLimit)
+	require.ErrorContains(t, err, fmt.Sprintf("%d nodes: a Maglev pool holds at most %d", MaxMaglevNodes+1, MaxMaglevNodes))
+	require.NotContains(t, err.Error(), "weight")
+
+	_, err = maglevLadderSize(MaxMaglevTableSize, MaxMaglevTableSize)
+	require.ErrorIs(t, err, ErrLimit)
+	require.ErrorContains(t, err, "use fewer nodes: ")
+	_, err = maglevLadderSize(2*MaxMaglevTableSize, 100)
+	require.ErrorContains(t, err, "use fewer nodes or weights with a larger common divisor")
 }

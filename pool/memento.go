@@ -585,11 +585,11 @@ func parseMementoNode(s *mementoState, rest string, fail func(string, ...any) er
 	name, _ := strconv.Unquote(quoted)
 	f := strings.Fields(rest[len(quoted):])
 	if len(f) != 4 || f[0] != "weight" || f[2] != "buckets" {
-		return fail("node %q: want weight W buckets LIST after the name", name)
+		return fail("node %.64q: want weight W buckets LIST after the name", name)
 	}
 	weight, err := strconv.Atoi(f[1])
 	if err != nil {
-		return fail("node %q: weight %.20q is not an integer", name, f[1])
+		return fail("node %.64q: weight %.20q is not an integer", name, f[1])
 	}
 	next, err := s.m.add(fmt.Sprintf("memento: line %d", line), []Node{{Name: name, Weight: weight}})
 	if err != nil {
@@ -597,14 +597,14 @@ func parseMementoNode(s *mementoState, rest string, fail func(string, ...any) er
 	}
 	held, err := parseBuckets(f[3], len(s.owner))
 	if err != nil {
-		return fail("node %q: buckets: %v", name, err)
+		return fail("node %.64q: buckets: %v", name, err)
 	}
 	if len(held) != next.nodes[len(next.nodes)-1].Weight {
-		return fail("node %q: weight %d but %d buckets", name, weight, len(held))
+		return fail("node %.64q: weight %d but %d buckets", name, weight, len(held))
 	}
 	for _, b := range held {
 		if s.owner[b] != -1 {
-			return fail("node %q: bucket %d is held twice", name, b)
+			return fail("node %.64q: bucket %d is held twice", name, b)
 		}
 		s.owner[b] = int32(len(s.m.nodes))
 	}

@@ -117,7 +117,7 @@ func (m *members) add(strategy string, nodes []Node) (*members, error) {
 			return nil, fmt.Errorf("pool: %s: add: empty node name: %w", strategy, ErrNode)
 		}
 		if _, dup := next.index[n.Name]; dup {
-			return nil, fmt.Errorf("pool: %s: add %q: already a member: %w", strategy, n.Name, ErrNode)
+			return nil, fmt.Errorf("pool: %s: add %.64q: already a member: %w", strategy, n.Name, ErrNode)
 		}
 		w, err := checkWeight(strategy, n.Name, n.Weight)
 		if err != nil {
@@ -135,10 +135,10 @@ func (m *members) remove(strategy string, names []string) (*members, error) {
 	gone := make(map[string]bool, len(names))
 	for _, name := range names {
 		if _, ok := m.index[name]; !ok {
-			return nil, fmt.Errorf("pool: %s: remove %q: not a member: %w", strategy, name, ErrNode)
+			return nil, fmt.Errorf("pool: %s: remove %.64q: not a member: %w", strategy, name, ErrNode)
 		}
 		if gone[name] {
-			return nil, fmt.Errorf("pool: %s: remove %q: named twice: %w", strategy, name, ErrNode)
+			return nil, fmt.Errorf("pool: %s: remove %.64q: named twice: %w", strategy, name, ErrNode)
 		}
 		gone[name] = true
 	}
@@ -162,7 +162,7 @@ func (m *members) remove(strategy string, names []string) (*members, error) {
 func (m *members) setWeight(strategy, name string, weight int) (*members, error) {
 	i, ok := m.index[name]
 	if !ok {
-		return nil, fmt.Errorf("pool: %s: set weight of %q: not a member: %w", strategy, name, ErrNode)
+		return nil, fmt.Errorf("pool: %s: set weight of %.64q: not a member: %w", strategy, name, ErrNode)
 	}
 	w, err := checkWeight(strategy, name, weight)
 	if err != nil {
@@ -187,7 +187,7 @@ func (m *members) copyNodes() []Node {
 // checkWeight returns the normalised weight (0 becomes 1), or an error wrapping ErrWeight.
 func checkWeight(strategy, name string, w int) (int, error) {
 	if w < 0 || w > MaxWeight {
-		return 0, fmt.Errorf("pool: %s: node %q: weight %d: allowed range is [0, %d]: %w", strategy, name, w, MaxWeight, ErrWeight)
+		return 0, fmt.Errorf("pool: %s: node %.64q: weight %d: allowed range is [0, %d]: %w", strategy, name, w, MaxWeight, ErrWeight)
 	}
 	return max(w, 1), nil
 }
