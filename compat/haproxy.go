@@ -33,6 +33,10 @@ type HAProxyBackend struct {
 	// Avalanche applies HAProxy's full_hash to the key's hash: `hash-type ... <fn>
 	// avalanche`, and `hash-type consistent` without a function (sdbm with avalanche).
 	Avalanche bool
+	// BalanceFactor is `hash-balance-factor`, in percent: 0 for none, else above 100. Under
+	// consistent it bounds every server's connections (see NewHAProxyBounded); NewHAProxy
+	// refuses it there. HAProxy ignores it under map-based, and so does NewHAProxy.
+	BalanceFactor int
 	// Servers in the order written.
 	Servers []HAProxyServer
 	// Line is where the section starts, for errors; 0 when built in code.
@@ -83,13 +87,23 @@ type HAProxyServer struct {
 // section's servers. SetWeight is `set server weight`. Under map-based any change rebuilds
 // the table, as in HAProxy.
 func NewHAProxy(b HAProxyBackend) (pool.Pool, error) {
+	if b.BalanceFactor != 0 && b.Consistent {
+		return nil, configErr("haproxy", b.Line, "backend %q: hash-balance-factor %d moves keys by the servers' load: a pool cannot reproduce it; NewHAProxyBounded does", b.Name, b.BalanceFactor)
+	}
+	p, _, err := newHAProxy(b)
+	return p, err
+}
+
+// newHAProxy is NewHAProxy without the check of the balance factor; it also returns the
+// server lines.
+func newHAProxy(b HAProxyBackend) (pool.Pool, []haproxyLine, error) {
 	hash, err := haproxyHash(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lines, err := haproxyLines(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var nodes []pool.Node
 	for _, l := range lines {
@@ -98,7 +112,7 @@ func NewHAProxy(b HAProxyBackend) (pool.Pool, error) {
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, configErr("haproxy", b.Line, "backend %q: no server takes keys (weight 0, disabled or backup): HAProxy answers 503 or uses its backups", b.Name)
+		return nil, nil, configErr("haproxy", b.Line, "backend %q: no server takes keys (weight 0, disabled or backup): HAProxy answers 503 or uses its backups", b.Name)
 	}
 	var p pool.Pool
 	if b.Consistent {
@@ -117,9 +131,9 @@ func NewHAProxy(b HAProxyBackend) (pool.Pool, error) {
 		})
 	}
 	if err != nil {
-		return nil, poolErr("haproxy", b.Line, err)
+		return nil, nil, poolErr("haproxy", b.Line, err)
 	}
-	return p, nil
+	return p, lines, nil
 }
 
 // haproxyHash returns the key hash of the backend's hash-type.
@@ -487,7 +501,6 @@ type haproxySection struct {
 	balanceLine int
 	b           HAProxyBackend
 	typeLine    int
-	balanceFac  int // line of hash-balance-factor, if set
 	dflt        HAProxyServer
 	names       map[string]int // server name -> line, for the duplicate check
 }
@@ -495,8 +508,9 @@ type haproxySection struct {
 // inherit starts a section of kind at line from the defaults in d.
 func (d *haproxySection) inherit(kind string, line int) *haproxySection {
 	s := &haproxySection{kind: kind, line: line, balance: d.balance, balanceLine: d.balanceLine,
-		typeLine: d.typeLine, balanceFac: d.balanceFac, dflt: d.dflt}
+		typeLine: d.typeLine, dflt: d.dflt}
 	s.b.Consistent, s.b.Function, s.b.Avalanche = d.b.Consistent, d.b.Function, d.b.Avalanche
+	s.b.BalanceFactor = d.b.BalanceFactor
 	if d.line == 0 {
 		s.dflt = HAProxyServer{Weight: 1}
 	}
@@ -580,11 +594,15 @@ func (s *haproxySection) read(w []string, line int) error {
 		}
 		s.typeLine = line
 	case "hash-balance-factor":
-		if len(w) > 1 && w[1] != "0" {
-			s.balanceFac = line
-		} else {
-			s.balanceFac = 0
+		// cfgparse-listen.c: atol into an int, then 0 or above 100.
+		if len(w) < 2 || w[1] == "" {
+			return fail("'hash-balance-factor' expects an integer argument.")
 		}
+		v := int32(atol(w[1]))
+		if v != 0 && v <= 100 {
+			return fail("'hash-balance-factor' must be 0 or greater than 100.")
+		}
+		s.b.BalanceFactor = int(v)
 	case "default-server":
 		srv := s.dflt
 		if err := haproxyKeywords(&srv, w[1:], s.name, line); err != nil {
@@ -621,9 +639,6 @@ func (s *haproxySection) backend() (HAProxyBackend, error) {
 		return b, configErr("haproxy", s.line, "%s %q has no balance line: its default, roundrobin, places no key on a fixed server", s.kind, s.name)
 	default:
 		return b, configErr("haproxy", s.balanceLine, "balance %s places no key on a fixed server: this preset reproduces the hash-based algorithms", s.balance)
-	}
-	if s.balanceFac > 0 && b.Consistent {
-		return b, configErr("haproxy", s.balanceFac, "hash-balance-factor moves keys by the servers' load: no pool can reproduce it")
 	}
 	if len(b.Servers) == 0 {
 		return b, configErr("haproxy", s.line, "%s %q has no server", s.kind, s.name)

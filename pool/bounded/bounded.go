@@ -82,7 +82,8 @@ var (
 	// ErrItem reports an item Assign cannot take: a weight out of range, a key given twice,
 	// or weights adding up to more than MaxTotal.
 	ErrItem = errors.New("invalid item")
-	// ErrInfeasible reports an item that fits on no node within its capacity (see Assign).
+	// ErrInfeasible reports an item that fits on no node within its capacity (see Assign),
+	// or a lease when every node is full under an Options.Capacity rule without Full.
 	ErrInfeasible = errors.New("no node has room")
 )
 
@@ -113,6 +114,12 @@ type Options struct {
 	// nodes room for the total together (the sum of cap(i, total) at least total), or a
 	// placement can find no room. Package compat uses it for HAProxy's rounding.
 	Capacity func(nodes []pool.Node) func(node int, total uint64) uint64
+	// Full, when set with Capacity, names the member that takes a lease when every node is
+	// at its capacity, which only a Capacity rule whose capacities add up to less than the
+	// total allows: called with the members whenever they change. HAProxy's walk then ends
+	// on the server of its ring's last point. Nil means that Acquire returns an error
+	// wrapping ErrInfeasible then; Assign never uses it.
+	Full func(nodes []pool.Node) string
 }
 
 // capRule returns the capacity rule of opts, or an error wrapping ErrFactor.

@@ -25,6 +25,7 @@ type Balancer struct {
 	mu       sync.Mutex // serializes changes; guards counters
 	p        pool.Pool
 	rule     func(nodes []pool.Node) func(int, uint64) uint64
+	full     func(nodes []pool.Node) string
 	counters map[string]*counter // by name: members, and departed nodes with leases out
 	state    atomic.Pointer[liveState]
 	total    atomic.Int64 // leases out, and Acquires in flight
@@ -33,10 +34,12 @@ type Balancer struct {
 
 // liveState is what an Acquire reads: the members, their counters and their capacities.
 type liveState struct {
-	index map[string]int32 // name -> member
-	load  []*counter
-	cap   func(node int, total uint64) uint64
-	n     int
+	index    map[string]int32 // name -> member
+	load     []*counter
+	cap      func(node int, total uint64) uint64
+	n        int
+	full     int32 // the member Options.Full names, or -1
+	fullName string
 }
 
 // counter is one node's load, alone on its cache line: nodes are acquired from many cores.
@@ -58,6 +61,9 @@ func New(p pool.Pool, opts Options) (*Balancer, error) {
 		return nil, err
 	}
 	b := &Balancer{p: p, rule: rule, counters: map[string]*counter{}}
+	if opts.Capacity != nil {
+		b.full = opts.Full
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.publish(nodes)
@@ -83,7 +89,13 @@ func (b *Balancer) publish(nodes []pool.Node) {
 			delete(b.counters, name)
 		}
 	}
-	s.cap = b.rule(nodes)
+	s.cap, s.full = b.rule(nodes), -1
+	if b.full != nil {
+		name := b.full(nodes)
+		if i, ok := s.index[name]; ok {
+			s.full, s.fullName = i, name
+		}
+	}
 	b.state.Store(s)
 }
 
@@ -119,8 +131,10 @@ func (l *Lease) Release() error {
 // new unit, and returns the lease. It allocates the lease; a key whose owner is full also
 // reads the pool's AppendN, in batches of 4, 8, 16, ... nodes.
 //
-// It returns an error wrapping ErrEmpty only for the zero Balancer, or when no node the
-// Balancer knows has room after the membership was changed behind its back and a Sync.
+// It returns an error wrapping ErrEmpty for the zero Balancer, and one wrapping
+// ErrInfeasible when no node has room after a Sync: only a pool changed without Sync that
+// names nodes the Balancer does not know, or an Options.Capacity rule without Full that
+// leaves less room than the total, can cause that.
 func (b *Balancer) Acquire(key string) (*Lease, error) {
 	s := b.state.Load()
 	if s == nil {
@@ -131,16 +145,22 @@ func (b *Balancer) Acquire(key string) (*Lease, error) {
 		if c, name, ok := b.place(s, key, total); ok {
 			return &Lease{b: b, c: c, node: name}, nil
 		}
-		// Every node was full for this total. The loads add up to less than the total and
-		// the capacities to c times it or more, so for one snapshot that cannot be; either
-		// other Acquires and Releases ran between the reads, and a fresh look finds room,
-		// or the pool names nodes this Balancer does not know.
+		if s.full >= 0 { // Options.Full: no room anywhere, and a rule for that
+			c := s.load[s.full]
+			c.n.Add(1)
+			return &Lease{b: b, c: c, node: s.fullName}, nil
+		}
+		// Every node was full for this total. Under the default rule the loads add up to
+		// less than the total and the capacities to c times it or more, so for one snapshot
+		// that cannot be: other Acquires and Releases ran between the reads and a fresh look
+		// finds room, or the pool names nodes this Balancer does not know, or a Capacity
+		// rule leaves less room than the total.
 		switch pass {
 		case 2:
 			b.Sync()
 		case 3:
 			b.total.Add(-1)
-			return nil, fmt.Errorf("bounded: acquire %q: no node the balancer knows has room: was the pool changed without Sync? %w", key, ErrEmpty)
+			return nil, fmt.Errorf("bounded: acquire %q: no node has room (a Capacity rule leaving less room than the total, or a pool changed without Sync): %w", key, ErrInfeasible)
 		}
 		s = b.state.Load()
 		total = max(total, uint64(b.total.Load()))

@@ -242,3 +242,31 @@ func TestLiveNeverAboveCap(t *testing.T) {
 		}
 	}
 }
+
+// A Capacity rule that leaves no room: Acquire returns ErrInfeasible and counts nothing, or
+// with Full, gives the lease to the node Full names.
+func TestLiveFull(t *testing.T) {
+	ring, err := pool.NewRing(nodesN(3, false), pool.RingOptions{})
+	require.NoError(t, err)
+	none := func([]pool.Node) func(int, uint64) uint64 { return func(int, uint64) uint64 { return 0 } }
+	b, err := New(ring, Options{Capacity: none})
+	require.NoError(t, err)
+	_, err = b.Acquire("k")
+	require.ErrorIs(t, err, ErrInfeasible)
+	require.Zero(t, b.Total())
+
+	b, err = New(ring, Options{Capacity: none, Full: func(nodes []pool.Node) string { return nodes[len(nodes)-1].Name }})
+	require.NoError(t, err)
+	for range 3 {
+		l, err := b.Acquire("k")
+		require.NoError(t, err)
+		require.Equal(t, "node-02", l.Node())
+	}
+	load, _ := b.Load("node-02")
+	require.Equal(t, int64(3), load)
+	require.Equal(t, int64(3), b.Total())
+	require.NoError(t, b.Remove("node-02"))
+	l, err := b.Acquire("k")
+	require.NoError(t, err)
+	require.Equal(t, "node-01", l.Node(), "Full is asked again after a change")
+}

@@ -1,0 +1,3 @@
+module github.com/shardkit/shard/testdata/compat/haproxy/bounded/gen
+
+go 1.26
