@@ -319,6 +319,11 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 		return moved, err
 	}
 	commit, mismatch, err := m.verify(wctx, fresh, a, b)
+	if err != nil {
+		// Nothing on b serves them yet: a serves them again rather than nobody until the
+		// next Run (which copies them anew), if this mover still may.
+		err = m.reopen(ctx, fresh, a, err)
+	}
 	if err := step("verify the copy", err); err != nil {
 		return moved, err
 	}
@@ -334,6 +339,19 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 		return moved, err
 	}
 	return append(moved, commit...), mismatch
+}
+
+// reopen fences owners serving again on their old shard a after err stopped their move in
+// the window, and returns err, with the reopening's own error if it failed. It runs even if
+// ctx was cancelled (an operator's interrupt), for a few seconds; a replaced mover's token is
+// refused there.
+func (m *mover[Tx]) reopen(ctx context.Context, owners []string, a int, err error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if rerr := m.store.SetFence(rctx, m.id, owners, a, Serving, m.token); rerr != nil {
+		return fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+	}
+	return fmt.Errorf("%w: shard %d serves the owners again", err, a)
 }
 
 func countsErr(n []int64, owners []string, err error) error {
@@ -433,6 +451,9 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 		}
 		commit, mismatch, err := m.verify(wctx, one, a, b)
+		if err != nil {
+			err = m.reopen(ctx, one, a, err)
+		}
 		if err != nil || len(commit) == 0 {
 			return cmp.Or(step("verify the copy", err), mismatch)
 		}

@@ -608,3 +608,40 @@ func TestSharedVerify(t *testing.T) {
 	require.Equal(t, int64(len(w.acked[o])), r.Compared)
 	require.ErrorIs(t, func() error { _, err := m.Verify(ctx, nil); return err }(), ErrConfig)
 }
+
+// failingSums fails the first fail calls of Sums.
+type failingSums struct {
+	*MemShared
+	fail atomic.Int64
+}
+
+func (f *failingSums) Sums(ctx context.Context, owners []string, shard int) ([]Sum, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("the shard could not sum")
+	}
+	return f.MemShared.Sums(ctx, owners, shard)
+}
+
+// TestSharedWindowErrorReopens: an error in the exclusive window (the sums fail) stops the
+// move with the old shard serving the owners again, so that the application writes at once
+// rather than waiting for the next Run; the next Run copies them anew, and every write is
+// in place, for a group and for an owner resumed on its own.
+func TestSharedWindowErrorReopens(t *testing.T) {
+	for _, group := range []int{1, 8} {
+		w := newSharedWorld(t, 8, 10, 1, 2)
+		ctx := context.Background()
+		st := &failingSums{MemShared: w.store}
+		st.fail.Store(1)
+		m := w.shared(t, "grow", st, SharedOptions{Group: group})
+		err := m.Run(ctx, slices.Values(w.owners))
+		require.ErrorContains(t, err, "the shard could not sum", "group %d", group)
+		require.ErrorContains(t, err, "shard 0 serves the owners again")
+		app := w.shared(t, "grow", w.store, SharedOptions{FenceWait: time.Nanosecond})
+		for _, o := range w.owners {
+			require.NoError(t, w.write(ctx, app, o, 100), "owner %s, group %d: served by nobody", o, group)
+		}
+		require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+		require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
+		w.check(t, true)
+	}
+}

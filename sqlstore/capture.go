@@ -321,13 +321,22 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		digests[i] = make([]uint64, len(s.tables))
 		texts[i] = make([]string, len(s.tables))
 	}
+	// A column added since Init would not have been copied: the sums would agree without it.
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range s.tables {
+		if err := s.checkColumns(ctx, db, t); err != nil {
+			return nil, s.wrap(shard, "check table "+t.Table, err)
+		}
+	}
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
 	var (
 		n      int64
 		digest string
 		h      uint64
 	)
-	var err error
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(hashtextextended(ROW(%s)::text, 0)::numeric), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",

@@ -302,7 +302,7 @@ func TestChangeCommittedOutOfOrder(t *testing.T) {
 // TestInitRefusesBadTables: a table that does not fit the TableSpec is refused by Init with
 // an error naming the shard and what is wrong, before anything is created on any shard: a
 // column missing, no index on (owner, key), a trigger of the change capture's name on
-// another table.
+// another table, a column the copy would not carry.
 func TestInitRefusesBadTables(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -324,6 +324,7 @@ func TestInitRefusesBadTables(t *testing.T) {
 			{"no owner column", noOwner, nil, "shard 0: check table messages: no column owner_id"},
 			{"no index", messages, []string{"DROP INDEX messages_user_id_id"}, "shard 1: check table messages: no index leads with (user_id, id)"},
 			{"trigger name taken", messages, taken, "shard 1: check table messages: a trigger named rebalance_changes_messages... exists on table other"},
+			{"column not listed", messages, []string{"ALTER TABLE messages ADD COLUMN note TEXT"}, "shard 1: check table messages: column note is not in the TableSpec's Columns"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				f := e.fresh(t)
@@ -486,6 +487,67 @@ func TestRowChangesOwnerDuringTheMove(t *testing.T) {
 					t.Errorf("row %d, now user %d's: %d copies on shard %d, want %d", c.id, c.owner, n, s, want)
 				}
 			}
+		}
+	})
+}
+
+// TestColumnAddedDuringTheMove: the application adds a column to the table on every shard
+// while the mover copies, and writes a value in it. The copy does not carry the column, so
+// the move stops in its window with ErrSchema, the old shard serves the owner again with
+// the value, and nothing is deleted; a mover whose TableSpec lists the column then moves it.
+func TestColumnAddedDuringTheMove(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		w.load(t, admin, w.moving(1, 1), 20)
+		u := w.users[0]
+		a, b := w.before.Locate(u), w.after.Locate(u)
+		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+			for _, db := range admin.dbs {
+				if _, err := db.Exec("ALTER TABLE messages ADD COLUMN note TEXT"); err != nil {
+					t.Error(err)
+				}
+			}
+			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+				_, err := tx.ExecContext(ctx, "UPDATE messages SET note = 'kept' WHERE user_id = $1", u)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Run(ctx, slices.Values(w.users))
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "column note is not in the TableSpec's Columns") {
+			t.Fatalf("got %v, want ErrSchema naming the column", err)
+		}
+		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+			t.Fatalf("old shard says %v, want serving again", f[0])
+		}
+		noted := func(shard int) (n int) {
+			if err := admin.dbs[shard].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1 AND note = 'kept'", u).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := noted(a); n != 20 {
+			t.Fatalf("old shard holds %d rows with the note, want 20", n)
+		}
+		withNote := messages
+		withNote.Columns = append(slices.Clone(messages.Columns), "note")
+		f := *e
+		f.tables = []sqlstore.TableSpec{withNote}
+		m = w.shared(t, f.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if n := noted(b); n != 20 {
+			t.Fatalf("new shard holds %d rows with the note, want 20", n)
 		}
 	})
 }

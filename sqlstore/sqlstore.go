@@ -439,18 +439,8 @@ var ErrSchema = errors.New("tables do not fit the TableSpecs")
 // (without one every chunk, count and sum scans the shard), and the capture's names.
 func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	n, o, k := t.Table, t.Owner, t.Key
-	q := "SELECT name FROM pragma_table_info($1)"
-	if s.dialect == PostgreSQL {
-		q = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1"
-	}
-	have, err := queryStrings(ctx, db, q, n)
-	if err != nil {
+	if err := s.checkColumns(ctx, db, t); err != nil {
 		return err
-	}
-	for _, c := range t.Columns {
-		if !slices.Contains(have, c) {
-			return fmt.Errorf("no column %s (the table has %q): %w", c, excerptList(have), ErrSchema)
-		}
 	}
 	// Each index as its leading column names and whether it is unique; on SQLite an
 	// INTEGER PRIMARY KEY is the table's rowid and has no index of its own.
@@ -460,6 +450,7 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 		columns       int
 	}
 	var indexes []index
+	var q string
 	if s.dialect == PostgreSQL {
 		q = `SELECT a.attname, COALESCE(b.attname, ''), i.indisunique, i.indnkeyatts FROM pg_index i
 			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
@@ -507,6 +498,31 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	}
 	if len(taken) > 0 {
 		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", t.changes(), taken[0], n, ErrSchema)
+	}
+	return nil
+}
+
+// checkColumns checks that db's table t has the columns of its TableSpec and no other but
+// generated ones: a column the copy does not carry would be left behind, its values lost.
+func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table) error {
+	// pragma_table_info leaves out generated columns, which a copy cannot write.
+	q := "SELECT name FROM pragma_table_info($1)"
+	if s.dialect == PostgreSQL {
+		q = "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+	}
+	have, err := queryStrings(ctx, db, q, t.Table)
+	if err != nil {
+		return err
+	}
+	for _, c := range t.Columns {
+		if !slices.Contains(have, c) {
+			return fmt.Errorf("no column %s (the table has %q): %w", c, excerptList(have), ErrSchema)
+		}
+	}
+	for _, c := range have {
+		if !slices.Contains(t.Columns, c) {
+			return fmt.Errorf("column %s is not in the TableSpec's Columns: a copy would leave its values behind; list every column: %w", c, ErrSchema)
+		}
 	}
 	return nil
 }
