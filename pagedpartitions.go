@@ -51,6 +51,10 @@ const (
 	// shard count needs, and a page text of 2^16 partitions at most 128 KiB.
 	maxPagedPartitions = 1 << 24
 	maxPageSize        = 1 << 16
+	// maxPages bounds the pages, ceil(P / page size), whose list a table holds whole, even
+	// with one page loaded: 2^16 take 2 MiB (2^24 partitions in pages of 256 or more), so
+	// that a header of a few bytes cannot ask for gigabytes.
+	maxPages = 1 << 16
 )
 
 // ErrStalePage reports a change made against an older table: a page whose version is older
@@ -60,8 +64,8 @@ var ErrStalePage = errors.New("stale partition page")
 
 // NewPagedPartitions returns a PagedPartitions with n shards over a fixed number of
 // partitions in pages of pageSize partitions: partitions in [1, 2^24], pageSize a power of
-// two in [1, 65536] (the last page may be shorter), n in [1, partitions] and at most 65536,
-// since the pages hold 16-bit shard numbers. Every page starts at version 1. As with
+// two in [1, 65536] (the last page may be shorter) that makes at most 65536 pages, n in
+// [1, partitions] and at most 65536, since the pages hold 16-bit shard numbers. Every page starts at version 1. As with
 // NewPartitions, shard i starts with the i-th contiguous range of partitions.
 func NewPagedPartitions(n, partitions, pageSize int) (*PagedPartitions, error) {
 	if partitions < 1 || partitions > maxPagedPartitions {
@@ -69,6 +73,9 @@ func NewPagedPartitions(n, partitions, pageSize int) (*PagedPartitions, error) {
 	}
 	if pageSize < 1 || pageSize > maxPageSize || pageSize&(pageSize-1) != 0 {
 		return nil, fmt.Errorf("shard: paged partitions: page size %d: want a power of two in [1, %d]: %w", pageSize, maxPageSize, ErrPartitionCount)
+	}
+	if pages := (partitions-1)/pageSize + 1; pages > maxPages {
+		return nil, fmt.Errorf("shard: paged partitions: %d partitions in pages of %d make %d pages: at most %d: %w", partitions, pageSize, pages, maxPages, ErrPartitionCount)
 	}
 	if err := checkCount("paged partitions", n, min(partitions, maxPartitions)); err != nil {
 		return nil, err
@@ -502,6 +509,9 @@ func parsePagedText(text []byte) (*pagedText, error) {
 	size, okNum := parseUint(v, 64)
 	if !ok || !okNum || size < 1 || size > maxPageSize || size&(size-1) != 0 {
 		return nil, bad(1, "%.40q: want pagesize=S with S a power of two in [1, %d]", f[2], maxPageSize)
+	}
+	if pages := (np-1)/size + 1; pages > maxPages { // checked before the list of pages is made
+		return nil, bad(1, "partitions=%d pagesize=%d make %d pages: at most %d", np, size, pages, maxPages)
 	}
 	v, ok = bytes.CutPrefix(f[3], []byte("shards="))
 	shards, okNum := parseUint(v, 64)

@@ -416,7 +416,13 @@ func FuzzPagedPartitionsLoadPages(f *testing.F) {
 	keys := randomKeys(35, 50, 6)
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var q PagedPartitions
-		if err := q.LoadPages(text); err != nil {
+		var err error
+		// Memory in proportion to the text, besides the list of pages its header asks for
+		// (at most 2^16 pages: 2 MiB, made up to three times).
+		if got := allocated(func() { err = q.LoadPages(text) }); got > uint64(64*len(text)+8<<20) {
+			t.Fatalf("%d bytes of text: %d bytes allocated", len(text), got)
+		}
+		if err != nil {
 			require.ErrorIs(t, err, ErrPartitionTable)
 			require.Truef(t, strings.HasPrefix(err.Error(), "shard: paged partitions: "), "%v", err)
 			require.Zero(t, q.NumPages(), "a failed load left pages")

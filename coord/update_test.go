@@ -174,6 +174,7 @@ func TestStoredRecordRefused(t *testing.T) {
 		}{
 			{`{"format":2,"writer":"v2-operator","layout":{"strategy":"jump","shards":3,"zone":"b"}}`, coord.ErrVersion},
 			{`{"format":1,"layout":{"strategy":"jump","shards":3`, coord.ErrRecord},
+			{``, coord.ErrRecord}, // an empty value is a record, and a bad one, for the view as for Get
 		} {
 			r, err := c.Etcd().Put(ctx, c.Prefix()+"placement", bad.record)
 			if err != nil {

@@ -80,11 +80,12 @@ func (c *Client) publishNotify() {
 	c.notifyM.Unlock()
 }
 
-// publish stores a view made from the record kv (nil: absent) as of revision at, unless a
-// newer view of the same session is already published.
+// publish stores a view made from the record kv as of revision at, unless a newer view of the
+// same session is already published. A record that is absent has modRev 0; one that is
+// present may have an empty value (etcd gives nil for it), which is a bad record, as Get says.
 func (c *Client) publish(s *session, kv []byte, modRev, at int64) {
 	v := &View{c: c, gen: s.gen, modRev: modRev, observedAt: at}
-	if kv == nil {
+	if modRev == 0 {
 		v.err = fmt.Errorf("coord: no placement record at %s: %w", c.key, ErrNoRecord)
 	} else if p, err := Decode(kv); err != nil {
 		v.err = err
