@@ -28,11 +28,15 @@ ideal. It then measures the named pools of package pool over nodes of weights 1,
 keys moved when a node in the middle leaves, when it rejoins and when a new node joins at
 the end, next to that node's fair share. Last it repeats the experiment of the
 consistent-hash homework [002]: the Murmur ring's deviation against its number of points
-per shard. It takes about fifteen seconds with the defaults; progress shows on stderr when
-it is a terminal (with stderr redirected, compare says nothing until it is done).
+per shard. With -zipf S it also sends as many requests as keys, drawn by Zipf(S), and
+prints each strategy's fullest shard by requests over the average, for the pools also with
+bounded loads (package pool/bounded, c = 1.25). It takes about fifteen seconds with the
+defaults; progress shows on stderr when it is a terminal (with stderr redirected, compare
+says nothing until it is done).
 
   shard compare                            # 1,000,000 random 16-byte keys, 10 shards
   shard compare -keyfile keys.txt          # your own keys, one per line
+  shard compare -zipf 1.1                  # and the skew table: Zipf(1.1) requests
   shard compare -shards 64 -plot out.png   # and a chart (.svg or .png): loads, the
                                            # vnodes curve, the pools' balance and moves
 
@@ -56,6 +60,7 @@ bytes; -rounds at most 1000; -seeds at most 20. Time grows with -keys × -seeds 
 		fs.StringVar(&c.plot, "plot", "", "also draw a chart to this `file`, .svg or .png")
 		fs.StringVar(&c.plotter, "plotter", "", "`directory` of the examples/plot module (default: found from the working directory)")
 		fs.BoolVar(&c.json, "json", false, "print the measurements as one JSON object")
+		fs.Float64Var(&c.zipf, "zipf", 0, fmt.Sprintf("skew table: requests by Zipf(`S`), S in (1, %d] (0: none)", maxZipf))
 		return func(e *env, args []string) error {
 			rest, err := parse(fs, args)
 			if err != nil {
@@ -77,6 +82,7 @@ type compareConfig struct {
 	shards, vnodes, rounds, seeds int
 	plot, plotter                 string
 	json                          bool
+	zipf                          float64
 }
 
 func (c compareConfig) check() error {
@@ -92,6 +98,8 @@ func (c compareConfig) check() error {
 		return badUsage("-vnodes %d × -shards %d: want at most %d points on the Murmur ring", c.vnodes, c.shards, maxVnodes)
 	case c.rounds < 0 || c.seeds < 0:
 		return badUsage("-rounds %d, -seeds %d: want 0 or more", c.rounds, c.seeds)
+	case c.zipf != 0 && !(c.zipf > 1 && c.zipf <= maxZipf):
+		return badUsage("-zipf %v: want 0 (none) or an exponent in (1, %d]", c.zipf, maxZipf)
 	case c.plot != "" && !strings.HasSuffix(c.plot, ".svg") && !strings.HasSuffix(c.plot, ".png"):
 		return badUsage("-plot %q: want a file name ending in .svg or .png", c.plot)
 	}
@@ -132,6 +140,8 @@ type compareReport struct {
 	Seeds int                   `json:"seeds"`
 	// Pools is the section of named pools with mixed weights (comparepools.go).
 	Pools *poolsReport `json:"pools"`
+	// Skew is the section of -zipf (compareskew.go).
+	Skew *skewReport `json:"skew,omitempty"`
 }
 
 func compare(e *env, c compareConfig) error {
@@ -153,6 +163,9 @@ func compare(e *env, c compareConfig) error {
 	rep := &compareReport{Machine: measure.Machine(), Shards: n, Keys: len(keys), Source: source,
 		Vnodes: c.vnodes, Rounds: c.rounds, Timed: len(timing), Seeds: c.seeds}
 
+	if c.zipf != 0 {
+		rep.Skew = newSkew(keys, c.zipf, n)
+	}
 	strategies := catalog.All()
 	var timed []measure.Locator
 	var timedRows []int
@@ -173,6 +186,9 @@ func compare(e *env, c compareConfig) error {
 			r.GrowPct = movedPct(st, n, n+1, opts, keys, before)
 			r.DoublePct = movedPct(st, n, 2*n, opts, keys, before)
 			timed, timedRows = append(timed, s), append(timedRows, len(rep.Rows))
+			if rep.Skew != nil {
+				rep.Skew.addDense(st.Name, s)
+			}
 		}
 		rep.Rows = append(rep.Rows, r)
 	}
@@ -184,6 +200,11 @@ func compare(e *env, c compareConfig) error {
 		}
 		timed, timedRows = append(timed, poolTimer{p}), append(timedRows, len(rep.Rows))
 		rep.Rows = append(rep.Rows, r)
+		if rep.Skew != nil {
+			if err := rep.Skew.addPool(r.Strategy, p); err != nil {
+				return err
+			}
+		}
 	}
 	if c.rounds > 0 {
 		prog.say(fmt.Sprintf("timing %d strategies, %d rounds", len(timed), c.rounds))
@@ -262,6 +283,11 @@ whose shard changes on Resize; ideal: the new shards' fair share, 1/(n+1) and 1/
 `, rep.Keys)
 	if rep.Pools != nil {
 		if err := rep.Pools.write(w); err != nil {
+			return err
+		}
+	}
+	if rep.Skew != nil {
+		if err := rep.Skew.write(w); err != nil {
 			return err
 		}
 	}

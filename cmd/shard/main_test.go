@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -567,4 +568,39 @@ func compatVectors(t *testing.T, path string) (map[int]string, map[int]int) {
 	}
 	require.NotEmpty(t, servers, path)
 	return servers, want
+}
+
+// TestCompareZipf runs compare -zipf small: a skew row for every strategy that fits and
+// every pool, the pools' bounded column within its cap, the dense strategies' n/a.
+func TestCompareZipf(t *testing.T) {
+	r := runShard(t, t.TempDir(), "", "compare", "-json", "-keys", "3000", "-rounds", "0", "-seeds", "0", "-zipf", "1.1")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep compareReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.NotNil(t, rep.Skew)
+	assert.Equal(t, 1.1, rep.Skew.S)
+	assert.Equal(t, 3000, rep.Skew.Requests)
+	require.Len(t, rep.Skew.Rows, len(catalog.All())+len(catalog.Pools()))
+	capAvg := math.Ceil(1.25*3000/10) * 10 / 3000
+	for _, row := range rep.Skew.Rows {
+		assert.GreaterOrEqual(t, row.MaxAvg, 1.0, row.Strategy)
+		assert.GreaterOrEqual(t, row.MaxAvg, rep.Skew.StickyFloor-1e-9, "%s: a key's requests stay on one shard", row.Strategy)
+		if !strings.HasSuffix(row.Strategy, " pool") {
+			assert.Nil(t, row.BoundedMaxAvg, row.Strategy)
+			continue
+		}
+		require.NotNil(t, row.BoundedMaxAvg, row.Strategy)
+		assert.LessOrEqual(t, *row.BoundedMaxAvg, capAvg+1e-9, row.Strategy)
+		assert.Positive(t, *row.OffOwnerPct, row.Strategy)
+	}
+	r = runShard(t, t.TempDir(), "", "compare", "-keys", "3000", "-rounds", "0", "-seeds", "0", "-zipf", "1.1")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, want := range []string{"Skew: 3000 requests, Zipf(1.1)", "| ring pool ", "| one shard a key ", "max/avg bounded c=1.25"} {
+		assert.Contains(t, r.stdout, want)
+	}
+	for _, bad := range []string{"1", "0.5", "-2", "NaN", "101", "+Inf"} {
+		r := runShard(t, t.TempDir(), "", "compare", "-zipf", bad)
+		assert.Equal(t, 2, r.code, bad)
+		assert.Contains(t, r.stderr, "-zipf", bad)
+	}
 }
