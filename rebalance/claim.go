@@ -96,6 +96,11 @@ func (e *MoverError) Is(target error) bool { return target == ErrMoverRunning }
 type Placement struct {
 	Migration     string
 	Before, After uint64
+	// Leaving marks an access routed to the shard an owner leaves: the before sharder's,
+	// for an owner the migration moves. Once the migration is finished that shard no
+	// longer serves the owner, fenced or not (a new owner's first rows would be left there,
+	// where the after sharder never looks), and refuses it.
+	Leaving bool
 }
 
 // PlacementOf returns the Placement of migration id from before to after.
@@ -130,7 +135,13 @@ func Fingerprint(s shard.Sharder) uint64 {
 // mover has not claimed yet, and every owner is where p's before sharder puts it). Stores
 // apply this rule to every access, and to every claim: a mover may claim a shard for p on
 // the same terms (a resume of p, or the migration after a finished one).
+//
+// A Leaving access of a migration is refused once the shard serves it finished.
 func (p Placement) Accepts(served Placement, finished bool) bool {
+	if p.Leaving && finished && p.Migration == served.Migration {
+		return false
+	}
+	p.Leaving = false
 	return served.IsZero() || p == served || finished && p.Migration != served.Migration && p.Before == served.After
 }
 

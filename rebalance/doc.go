@@ -119,6 +119,13 @@
 //     shards serve an unfinished migration, or one whose after sharder is not the new
 //     before (the control database decides first: of two migrations claimed at once, one
 //     is refused before it touches a shard);
+//   - [Shared.Finish] finishes only when every owner given is done and, over a store that is
+//     an [OwnerLister] (the sqlstore module's is), no shard holds rows of an owner that the
+//     after sharder places elsewhere: an owner left out of the list given to Run and Finish
+//     (created after it was made) is named, not stranded;
+//   - once a migration is finished, an owner's old shard refuses an access routed there by a
+//     process that has not heard (Placement.Leaving), even for an owner it never held, and
+//     that process routes by the after sharder from then on;
 //   - the copy goes in chunks, each its own short transaction, while the old shard serves the
 //     owner, so an owner is served by no shard only for the tail, whatever its size;
 //   - owners of one pair of shards move in groups: one fence change, one count and one chunk
@@ -138,12 +145,13 @@
 //	3 copy chunks A -> B, (exporting, importing)           the application on A;  chunks and replays into B unless importing
 //	  replay the changes                                   the mover into B       by this migration; a token older than T
 //	4 fence A moved       -> (moved, importing)            nobody on A or B       every access of the owner (Do waits)
-//	5 replay, compare     (moved, importing)               the mover into B       as in step 3; a mismatch: A serving again
-//	  the sums
+//	5 replay, compare     (moved, importing)               the mover into B       as in step 3; a mismatch or an error:
+//	  the sums                                                                    A serving again
 //	6 commit B serving    -> (moved, serving)              the application on B   accesses on A; copies into B
 //	7 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
 //	8 mark done           control database                 the mover              marks of a token older than T
-//	Finish                shards record it finished        any process, all done  (next: a claim of a migration that does
+//	Finish                shards record it finished        any process, all done, accesses routed to an owner's old shard;
+//	                                                       no owner left out      (next: a claim of a migration that does
 //	                                                                              not start at this one's after sharder)
 //
 // Whatever runs between two steps: a second mover is refused at its claim; a mover replaced

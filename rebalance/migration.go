@@ -434,20 +434,29 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 // UnfinishedError is the error of a Finish that found owners not Done.
 type UnfinishedError struct {
 	Migration string
-	Left      int      // how many owners are not Done
+	Left      int      // how many of the owners given are not Done
 	Owners    []string // the first of them, at most 10
+	// Unlisted counts owners with rows on a shard that the after sharder does not give
+	// them, found when every owner given was Done (see OwnerLister): owners not among those
+	// given. UnlistedOwners names the first 10, each with the shard.
+	Unlisted       int
+	UnlistedOwners []string
 }
 
 // Error says how many owners are left and names the first.
 func (e *UnfinishedError) Error() string {
+	if e.Left == 0 {
+		return fmt.Sprintf("rebalance: migration %q: %d owners have rows on a shard the after sharder does not give them and were not among the owners moved, among them %q: run the mover with every owner, these included, then finish", e.Migration, e.Unlisted, e.UnlistedOwners)
+	}
 	return fmt.Sprintf("rebalance: migration %q: %d owners not moved yet, among them %q: run the mover again", e.Migration, e.Left, e.Owners)
 }
 
 // Is makes errors.Is(err, ErrUnfinished) true.
 func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished }
 
-// Finish checks the mark of every owner of owners whose shard changes. If every one is
-// Done, from then on Do routes by the after sharder alone, reading no mark, and Finish
+// Finish checks the mark of every owner of owners whose shard changes, and, if the Store is
+// an OwnerLister, that no shard holds rows of an owner the after sharder places elsewhere.
+// If so, from then on Do routes by the after sharder alone, reading no mark, and Finish
 // returns nil. Otherwise nothing changes and it returns an *UnfinishedError. owners must not
 // be nil (ErrConfig): a nil sequence would check nothing and finish.
 func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
@@ -467,7 +476,12 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 			}
 		}
 	}
-	if left.Left > 0 {
+	if left.Left == 0 {
+		if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
+			return err
+		}
+	}
+	if left.Left > 0 || left.Unlisted > 0 {
 		return left
 	}
 	m.finished.Store(true)

@@ -370,7 +370,9 @@ func (m *Shared[Tx]) Stats() SharedStats {
 // changes is tried on its old shard, then, if that one says moved, on its new shard; while
 // neither serves it (the mover is between fencing the old shard and committing the new one,
 // a few ms) Do backs off and tries again, up to SharedOptions.FenceWait, then returns an
-// error wrapping ErrFenced that says so. fn may be called more than once (after an error
+// error wrapping ErrFenced that says so. If the old shard says the migration was finished
+// (by another process's Finish), this Shared takes it as finished and routes by the after
+// sharder alone from then on. fn may be called more than once (after an error
 // wrapping ErrFenced, or if the store runs an access again); it must not call Do, Run or Finish.
 func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
@@ -382,6 +384,11 @@ func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard 
 	s, switched := from, false
 	for {
 		err := m.access(ctx, owner, s, fn)
+		if pe := (*PlacementError)(nil); s == from && errors.As(err, &pe) && pe.Finished && pe.Served.Migration == m.id {
+			// Finished by another process: the after sharder alone routes from now on.
+			m.finished.Store(true)
+			return m.access(ctx, owner, to, fn)
+		}
 		var fe *FenceError
 		if !errors.As(err, &fe) || fe.Shard != s || fe.Newest != 0 {
 			return err
@@ -410,8 +417,12 @@ func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard 
 	}
 }
 
+// access runs fn on shard s for owner; an owner the migration moves, accessed on its before
+// shard while the migration is not known to be finished, is Leaving there.
 func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx Tx, shard int) error) error {
-	return m.store.Access(ctx, m.placement, owner, s, func(tx Tx) error { return fn(tx, s) })
+	p := m.placement
+	p.Leaving = !m.finished.Load() && s == m.before.Locate(owner) && s != m.after.Locate(owner)
+	return m.store.Access(ctx, p, owner, s, func(tx Tx) error { return fn(tx, s) })
 }
 
 // String returns the state, and the migration that set it: "moved by \"grow-5-10\"".
@@ -422,8 +433,9 @@ func (f Fence) String() string {
 	return fmt.Sprintf("%v by %q", f.State, f.Migration)
 }
 
-// Finish checks the marks of every owner of owners whose shard changes, a batch at a time.
-// If every one is Done, it records on the shards that the migration is finished
+// Finish checks the marks of every owner of owners whose shard changes, a batch at a time,
+// and, if the store is an OwnerLister, that no shard holds rows of an owner the after
+// sharder places elsewhere (an owner left out of owners). If so, it records on the shards that the migration is finished
 // (SharedStore.Finished: the next migration's mover may claim them), from then on Do routes
 // by the after sharder alone (still reading the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
 // *UnfinishedError. owners must not be nil (ErrConfig).
@@ -470,7 +482,12 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 			return err
 		}
 	}
-	if left.Left > 0 {
+	if left.Left == 0 {
+		if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
+			return err
+		}
+	}
+	if left.Left > 0 || left.Unlisted > 0 {
 		return left
 	}
 	if err := m.store.Finished(ctx, m.placement); err != nil {

@@ -525,6 +525,11 @@ func TestSharedPlanMismatch(t *testing.T) {
 		}
 	}
 	require.Len(t, w.owners, 1, "no owner goes 0 -> 1 under 2 shards and to 2 under 3")
+	for o := range w.store.rows[0] { // the others' rows would stop Finish: they do not move
+		if o != w.owners[0] {
+			delete(w.store.rows[0], o)
+		}
+	}
 	w.store = w.store.grow(3)
 	ctx := context.Background()
 	grow := w.shared(t, "grow", w.store, SharedOptions{Token: 1})
@@ -644,4 +649,92 @@ func TestSharedWindowErrorReopens(t *testing.T) {
 		require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
 		w.check(t, true)
 	}
+}
+
+// TestFinishRefusesOwnersLeftOut: an owner created during the migration, and so missing from
+// the list the operator gave Run and Finish, has rows on its old shard that nothing moves.
+// Finish refuses, naming it and its shard, and the migration stays unfinished (Do still
+// finds the owner); with it in the list, Run moves it and Finish succeeds.
+func TestFinishRefusesOwnersLeftOut(t *testing.T) {
+	t.Run("shared", func(t *testing.T) {
+		w := newSharedWorld(t, 20, 4, 2, 3)
+		ctx := context.Background()
+		listed := w.owners
+		var late string
+		for i := 100; late == ""; i++ {
+			if o := fmt.Sprint("user", i); w.before.Locate(o) != w.after.Locate(o) {
+				late = o
+			}
+		}
+		m := w.shared(t, "grow", w.store, SharedOptions{})
+		w.acked[late] = map[int]string{}
+		require.NoError(t, w.write(ctx, m, late, 1)) // a new user, routed to its before shard
+		w.owners = append(slices.Clone(listed), late)
+		require.NoError(t, m.Run(ctx, slices.Values(listed)))
+		err := m.Finish(ctx, slices.Values(listed))
+		var left *UnfinishedError
+		require.ErrorAs(t, err, &left)
+		require.ErrorIs(t, err, ErrUnfinished)
+		require.Equal(t, 1, left.Unlisted)
+		require.Equal(t, []string{fmt.Sprintf("%s (shard %d)", late, w.before.Locate(late))}, left.UnlistedOwners)
+		require.NoError(t, w.write(ctx, m, late, 2), "the owner is still served where its rows are")
+		require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+		require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
+		w.check(t, true)
+	})
+	t.Run("in-process", func(t *testing.T) {
+		before, _ := shard.NewModulo(2)
+		after, _ := shard.NewModulo(3)
+		st := newMemStore(3)
+		var owners []string
+		for i := range 20 {
+			o := fmt.Sprint("user", i)
+			owners = append(owners, o)
+			st.put(before.Locate(o), o, 0, o)
+		}
+		late := ""
+		for i := 100; late == ""; i++ {
+			if o := fmt.Sprint("user", i); before.Locate(o) != after.Locate(o) {
+				late = o
+			}
+		}
+		st.put(before.Locate(late), late, 0, late)
+		m, err := New("grow", before, after, st, Options{})
+		require.NoError(t, err)
+		ctx := context.Background()
+		require.NoError(t, m.Run(ctx, slices.Values(owners)))
+		err = m.Finish(ctx, slices.Values(owners))
+		var left *UnfinishedError
+		require.ErrorAs(t, err, &left)
+		require.Equal(t, 1, left.Unlisted)
+		owners = append(owners, late)
+		require.NoError(t, m.Run(ctx, slices.Values(owners)))
+		require.NoError(t, m.Finish(ctx, slices.Values(owners)))
+	})
+}
+
+// TestStaleProcessAfterFinish: a process that did not call Finish still routes an owner
+// whose shard changes to its before shard first. Once another process finished the
+// migration, that shard refuses the access even for an owner it never held (a new user),
+// and the process routes by the after sharder from then on: the new owner's rows are where
+// the after sharder, and every process that finished, will look.
+func TestStaleProcessAfterFinish(t *testing.T) {
+	w := newSharedWorld(t, 10, 3, 2, 3)
+	ctx := context.Background()
+	stale := w.shared(t, "grow", w.store, SharedOptions{})
+	operator := w.shared(t, "grow", w.store, SharedOptions{})
+	require.NoError(t, operator.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, operator.Finish(ctx, slices.Values(w.owners)))
+	var fresh string
+	for i := 100; fresh == ""; i++ {
+		if o := fmt.Sprint("user", i); w.before.Locate(o) != w.after.Locate(o) {
+			fresh = o
+		}
+	}
+	w.acked[fresh] = map[int]string{}
+	w.owners = append(w.owners, fresh)
+	require.NoError(t, w.write(ctx, stale, fresh, 1))
+	require.NoError(t, w.write(ctx, stale, w.owners[0], 100))
+	w.check(t, true)
+	require.ErrorIs(t, stale.Run(ctx, slices.Values(w.owners)), ErrFinished, "the stale process learned of the finish")
 }

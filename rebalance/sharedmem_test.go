@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -631,4 +632,27 @@ func (c *crashShared) Replay(ctx context.Context, migration string, token uint64
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
 	return c.do("marks", func() error { return c.MemShared.SetMarks(ctx, migration, owners, m, token) })
+}
+
+// Owners yields the owners with rows on shard.
+func (s *MemShared) Owners(_ context.Context, shard int) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		if err := s.check(shard); err != nil {
+			yield("", err)
+			return
+		}
+		s.mu.Lock()
+		var owners []string
+		for o, rows := range s.rows[shard] {
+			if len(rows) > 0 {
+				owners = append(owners, o)
+			}
+		}
+		s.mu.Unlock()
+		for _, o := range owners {
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"sync"
 	"time"
@@ -153,4 +154,23 @@ func (c *crashStore) SetMark(ctx context.Context, migration, owner string, m Mar
 		op = "done"
 	}
 	return c.call(op, func() { c.memStore.SetMark(ctx, migration, owner, m) }, nil)
+}
+
+// Owners yields the owners with rows on shard.
+func (s *memStore) Owners(_ context.Context, shard int) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		s.mu.Lock()
+		var owners []string
+		for o, rows := range s.shards[shard] {
+			if len(rows) > 0 {
+				owners = append(owners, o)
+			}
+		}
+		s.mu.Unlock()
+		for _, o := range owners {
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
 }

@@ -174,8 +174,9 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 }
 
 // refusesPlacement is a condition true of the placement row of a shard that does not accept
-// an access routed by the placement in parameters pm, pb, pa (rebalance.Placement.Accepts).
-const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s)`
+// an access routed by the placement in parameters pm, pb, pa and lv (Leaving: 1 or 0)
+// (rebalance.Placement.Accepts).
+const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s)`
 
 // Renew extends the lease of the claim of token; see rebalance.MoverLock.
 func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -588,3 +589,63 @@ func (s *Store) beginImport(ctx context.Context, to int) (*sql.Tx, func(), error
 	}
 	return tx, func() { tx.Rollback(); restore() }, nil
 }
+
+// Owners yields each owner that has rows on shard, table by table, a page of 1000 at a time
+// by a loose index scan: each owner found is the least above the last, one index probe of
+// (owner, key) per owner, whatever its rows; see rebalance.OwnerLister.
+func (s *Store) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		db, err := s.shard(shard)
+		if err != nil {
+			yield("", err)
+			return
+		}
+		for _, t := range s.tables {
+			var last any
+			for {
+				page, err := s.ownersAfter(ctx, db, t, last, 1000)
+				if err != nil {
+					yield("", s.wrap(shard, "list the owners in table "+t.Table, err))
+					return
+				}
+				for _, o := range page {
+					if !yield(ownerKey(o), nil) {
+						return
+					}
+				}
+				if len(page) < 1000 {
+					break
+				}
+				last = page[len(page)-1]
+			}
+		}
+	}
+}
+
+// ownersAfter returns up to limit owner values of table t on db, in order, above last (from
+// the least if last is nil).
+func (s *Store) ownersAfter(ctx context.Context, db *sql.DB, t *table, last any, limit int) ([]any, error) {
+	q := &query{sqlite: s.dialect == SQLite}
+	o, n := t.Owner, t.Table
+	fmt.Fprintf(&q.b, "WITH RECURSIVE o(v) AS (SELECT MIN(%s) FROM %s", o, n)
+	if last != nil {
+		fmt.Fprintf(&q.b, " WHERE %s > %s", o, q.arg(last))
+	}
+	fmt.Fprintf(&q.b, " UNION ALL SELECT (SELECT MIN(%s) FROM %s WHERE %s > o.v) FROM o WHERE o.v IS NOT NULL) SELECT v FROM o WHERE v IS NOT NULL LIMIT %s", o, n, o, q.arg(limit))
+	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []any
+	for rs.Next() {
+		var v any
+		if err := rs.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rs.Err()
+}
+
+var _ rebalance.OwnerLister = (*Store)(nil)

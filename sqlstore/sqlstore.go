@@ -294,13 +294,13 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 // taken when the statement starts (READ COMMITTED), so a read after a lock sees every change
 // committed before the lock was granted, as two statements of a transaction would.
 var pgFunctions = []string{`
-CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint) RETURNS integer
+CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint, lv integer) RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE st integer;
 BEGIN
 	-- Held until the caller's transaction ends: a fence change of o waits for it.
 	PERFORM pg_advisory_xact_lock_shared(ns, k);
-	IF EXISTS (SELECT 1 FROM rebalance_placement WHERE ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa") + `) THEN
+	IF EXISTS (SELECT 1 FROM rebalance_placement WHERE ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv") + `) THEN
 		RETURN -1; -- the shard serves another placement
 	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;

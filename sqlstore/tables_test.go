@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -423,4 +424,77 @@ func TestManyTablesInitRefuses(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFinishRefusesOwnersLeftOut: a user created during the migration writes through Do and
+// so has rows on the shard its before sharder gives it; the operator's list of users, made
+// before, lacks it. Finish finds the user by listing the owners on every shard, refuses, and
+// names it; the user is still served; with it in the list Run moves it and Finish succeeds,
+// every acknowledged row in place.
+func TestFinishRefusesOwnersLeftOut(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, admin, span(1, 30), 5)
+		listed := slices.Clone(w.users)
+		late := w.moving(1000, 1)[0]
+		u := strconv.Itoa(late)
+		w.users = append(w.users, u)
+		w.acked[u] = &atomic.Int64{}
+		m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		for range 3 {
+			if err := w.write(ctx, m, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Run(ctx, slices.Values(listed)); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Finish(ctx, slices.Values(listed))
+		var left *rebalance.UnfinishedError
+		if !errors.As(err, &left) || left.Unlisted != 1 || !strings.Contains(err.Error(), fmt.Sprintf("%s (shard %d)", u, w.before.Locate(u))) {
+			t.Fatalf("got %v, want an UnfinishedError naming user %s on shard %d", err, u, w.before.Locate(u))
+		}
+		if err := w.write(ctx, m, u); err != nil {
+			t.Fatal("the user left out is not served:", err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, w.after)
+	})
+}
+
+// TestStaleProcessAfterFinish: a process that did not call Finish routes a new user, whose
+// shard the migration changes, to the before shard first. Once another process finished the
+// migration, that shard refuses it, and the process writes the user's rows where the after
+// sharder puts them.
+func TestStaleProcessAfterFinish(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, admin, span(1, 20), 5)
+		stale := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		operator := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := operator.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := operator.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		u := strconv.Itoa(w.moving(1000, 1)[0])
+		w.users = append(w.users, u)
+		w.acked[u] = &atomic.Int64{}
+		for _, user := range []string{u, w.users[0]} {
+			if err := w.write(ctx, stale, user); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.requireClean(t, admin, w.after)
+	})
 }
