@@ -43,6 +43,7 @@ type config struct {
 	minDur                                     time.Duration
 	scale, batch, replicas                     []int
 	plot, plotter                              string
+	zipf                                       float64
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&replicas, "replicas", "10,100,1000,10000", "member counts of the replicas table (AppendN against GetClosestN), comma-separated; empty for none")
 	flag.IntVar(&c.build, "build", 10000, "member count of the build table (0: no build table)")
 	flag.IntVar(&c.burakMax, "buraksezer-max", 1000, "most members buraksezer/consistent is built with: its New re-sorts every point after each member, about 1 s at 1000, minutes at 10000")
+	flag.Float64Var(&c.zipf, "zipf", 1.1, "exponent of the skew table's Zipf requests, above 1 (0: no skew table)")
 	flag.StringVar(&c.plot, "plot", "", "also draw ns per lookup against the shard count to this file, .svg or .png")
 	flag.StringVar(&c.plotter, "plotter", "", "directory of the examples/plot module (default: found from the working directory)")
 	flag.Parse()
@@ -92,6 +94,8 @@ func (c config) check() error {
 		return fmt.Errorf("-keylen %d: want at least 0", c.keylen)
 	case c.build < 0 || c.build > 99999 || c.burakMax < 1:
 		return fmt.Errorf("-build %d, -buraksezer-max %d: want 0 to 99999 members, and at least 1", c.build, c.burakMax)
+	case c.zipf != 0 && !(c.zipf > 1 && c.zipf <= 100):
+		return fmt.Errorf("-zipf %v: want 0 (no skew table) or an exponent in (1, 100]", c.zipf)
 	case c.plot != "" && !strings.HasSuffix(c.plot, ".svg") && !strings.HasSuffix(c.plot, ".png"):
 		return fmt.Errorf("-plot %q: want a file name ending in .svg or .png", c.plot)
 	}
@@ -163,6 +167,11 @@ func run(w io.Writer, c config) error {
 	}
 	if err := parallelTable(w, c, cs, timingKeys); err != nil {
 		return err
+	}
+	if c.zipf != 0 {
+		if err := skewTable(w, c, len(timingKeys)); err != nil {
+			return err
+		}
 	}
 	return targetTable(w, c, ts, allocs)
 }

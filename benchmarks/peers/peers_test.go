@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,14 +126,15 @@ func TestRun(t *testing.T) {
 	var out strings.Builder
 	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
 		scale: []int{10, 100, 1000, 10000, 1000000}, batch: []int{10, 1000}, replicas: []int{10, 100, 1000, 10000},
-		build: 1000, burakMax: 1000}
+		build: 1000, burakMax: 1000, zipf: 1.1}
 	if err := run(&out, c); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
 		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2", "| ours/pool-ring AppendN ", "GetClosestN",
-		"building with 1000 members", "| ours/pool-maglev ", "n/a (buraksezer above -buraksezer-max 1000)"} {
+		"building with 1000 members", "| ours/pool-maglev ", "n/a (buraksezer above -buraksezer-max 1000)",
+		"skew: 2000 requests by Zipf(1.1)", "| ours/pool-ring + bounded.Balancer Acquire+Release (bounds requests) "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
@@ -196,4 +198,26 @@ func BenchmarkAppendN(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestSkewBounded: with bounded loads no node holds more than ceil(1.25 × the average) of the
+// requests; buraksezer/consistent's partitions bound nothing of the kind.
+func TestSkewBounded(t *testing.T) {
+	var out strings.Builder
+	c := config{keys: 5000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, zipf: 1.1}
+	if err := skewTable(&out, c, 256); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.Contains(line, "bounded.Balancer") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		v, err := strconv.ParseFloat(strings.TrimSpace(cells[3]), 64)
+		if err != nil || v > 1.25 {
+			t.Errorf("bounded max/avg %q: want at most 1.25\n%s", cells[3], out.String())
+		}
+		return
+	}
+	t.Errorf("no bounded row:\n%s", out.String())
 }
