@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,13 +23,15 @@ type router interface {
 	do(ctx context.Context, owner string, fn func(tx *sql.Tx, shard int) error) (class int, err error)
 }
 
-// appWorkload is one application process of -procs mode: writers add messages to random
-// users, and update, delete and read back messages they added themselves; readers count a
-// random user's messages; all through the router. A reader that sees fewer messages than
-// those loaded, plus the inserts this process had acknowledged for the user before the read,
-// minus the deletes it had begun by the read's end, has caught a lost write; a writer that
-// reads back one of its messages with other content than it acknowledged, or finds it gone,
-// a lost update or a lost row.
+// appWorkload is one application process of -procs mode, over the chat tables: writers add
+// messages to random users, add amounts to random users' balances, react to messages they
+// added themselves, and update, delete and read back the messages and reactions they added
+// themselves; readers count a random user's messages and read their balance; all through the
+// router. A reader that sees fewer messages than those loaded, plus the inserts this process
+// had acknowledged for the user before the read, minus the deletes it had begun by the read's
+// end, or a balance below the loaded one plus the additions this process had acknowledged,
+// has caught a lost write; a writer that reads back one of its rows with other content than
+// it acknowledged, or finds it gone, a lost update or a lost row.
 type appWorkload struct {
 	proc     int
 	users    int
@@ -37,56 +40,83 @@ type appWorkload struct {
 	route    router
 	log      *ackLog
 
-	mu    sync.Mutex
-	mine  map[int64]int64 // inserts of each user's messages this process acknowledged
-	gone  map[int64]int64 // deletes of each user's messages this process began
-	lat   latencies
-	fails atomic.Int64 // writes and reads that failed with an error other than ErrFenced
+	mu       sync.Mutex
+	mine     map[int64]int64 // inserts of each user's messages this process acknowledged
+	gone     map[int64]int64 // deletes of each user's messages this process began
+	credited map[int64]int64 // the additions to each user's balance this process acknowledged
+	lat      latencies
+	fails    atomic.Int64 // writes and reads that failed with an error other than ErrFenced
 
 	writes, updates, deletes, reads, anomalies, retries atomic.Int64
 }
 
-// writer is one writer goroutine of an application process, with the messages it inserted
-// in this incarnation and has not deleted: only it updates or deletes them, one write at a
-// time, so its ledger lines give each one's final content. A message whose write went
-// unacknowledged (an error) is dropped: it is never written again.
-type writer struct {
-	clock *idClock
-	r     *rand.Rand
-	ids   []int64          // its messages, in no order
-	own   map[int64]*owned // their acknowledged content
+func newAppWorkload(proc, users, messages int, pause time.Duration, route router, log *ackLog) *appWorkload {
+	return &appWorkload{proc: proc, users: users, pause: pause, messages: messages, route: route, log: log,
+		mine: map[int64]int64{}, gone: map[int64]int64{}, credited: map[int64]int64{}}
 }
 
-type owned struct {
-	m       message
+// writer is one writer goroutine of an application process, with the messages and reactions
+// it inserted in this incarnation and has not deleted: only it updates or deletes them, one
+// write at a time, so its ledger lines give each one's final content. A row whose write went
+// unacknowledged (an error) is dropped: it is never written again.
+type writer struct {
+	clock     *idClock
+	r         *rand.Rand
+	messages  pool[message]
+	reactions pool[reaction]
+}
+
+// pool is a writer's rows of one table, by ID, with their acknowledged content.
+type pool[T any] struct {
+	ids []int64 // in no order
+	own map[int64]*owned[T]
+}
+
+type owned[T any] struct {
+	row     T
 	version int // updates acknowledged
 	at      int // index in ids
 }
 
-// The writers' mix, in percent: inserts, updates, deletes, and the rest read back one of
-// the writer's messages. A writer with no message inserts.
+func (p *pool[T]) add(id int64, row T) {
+	if p.own == nil {
+		p.own = map[int64]*owned[T]{}
+	}
+	p.own[id] = &owned[T]{row: row, at: len(p.ids)}
+	p.ids = append(p.ids, id)
+}
+
+func (p *pool[T]) drop(id int64) {
+	o := p.own[id]
+	if o == nil {
+		return
+	}
+	last := p.ids[len(p.ids)-1]
+	p.ids[o.at] = last
+	p.own[last].at = o.at
+	p.ids = p.ids[:len(p.ids)-1]
+	delete(p.own, id)
+}
+
+// pick returns one of the rows at random.
+func (p *pool[T]) pick(r *rand.Rand) (int64, *owned[T]) {
+	id := p.ids[r.IntN(len(p.ids))]
+	return id, p.own[id]
+}
+
+// The writers' mix, in percent: message inserts, reactions, balance additions, message
+// updates, reaction updates, message deletes (their reactions go with them), reaction
+// deletes, and the rest read back one of the writer's rows. A writer with no message
+// inserts one; one with no reaction reacts instead of touching a reaction.
 const (
-	insertPct = 50
-	updatePct = 30
-	deletePct = 10
+	insertPct         = 35
+	reactPct          = 10
+	creditPct         = 15
+	updatePct         = 15
+	reactionUpdatePct = 5
+	deletePct         = 7
+	reactionDeletePct = 5
 )
-
-func (w *writer) add(m message) {
-	w.own[m.ID] = &owned{m: m, at: len(w.ids)}
-	w.ids = append(w.ids, m.ID)
-}
-
-func (w *writer) drop(id int64) {
-	o := w.own[id]
-	last := w.ids[len(w.ids)-1]
-	w.ids[o.at] = last
-	w.own[last].at = o.at
-	w.ids = w.ids[:len(w.ids)-1]
-	delete(w.own, id)
-}
-
-// pick returns one of the writer's messages at random.
-func (w *writer) pick() *owned { return w.own[w.ids[w.r.IntN(len(w.ids))]] }
 
 // errNoRow ends a transaction whose update or delete found no row: nothing changed, and
 // the message this writer had acknowledged is gone.
@@ -108,19 +138,10 @@ func (a *appWorkload) run(ctx context.Context, writers, readers int) {
 	var wg sync.WaitGroup
 	for w := range writers {
 		wr := &writer{clock: &idClock{slot: int64(a.proc*16 + w)},
-			r: rand.New(rand.NewPCG(uint64(a.proc), uint64(time.Now().UnixNano())+uint64(w))), own: map[int64]*owned{}}
+			r: rand.New(rand.NewPCG(uint64(a.proc), uint64(time.Now().UnixNano())+uint64(w)))}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				switch p := wr.r.IntN(100); {
-				case len(wr.ids) == 0 || p < insertPct:
-					a.write(wr, 1+wr.r.Int64N(int64(a.users)))
-				case p < insertPct+updatePct:
-					a.update(wr, wr.pick())
-				case p < insertPct+updatePct+deletePct:
-					a.delete(wr, wr.pick())
-				default:
-					a.readBack(wr, wr.pick())
-				}
+				a.step(wr)
 				time.Sleep(a.pause) // an application, not a benchmark
 			}
 		})
@@ -135,6 +156,35 @@ func (a *appWorkload) run(ctx context.Context, writers, readers int) {
 		})
 	}
 	wg.Wait()
+}
+
+// step runs one write or read back of writer w, by the mix above.
+func (a *appWorkload) step(w *writer) {
+	p := w.r.IntN(100)
+	if len(w.messages.ids) == 0 {
+		p = 0
+	}
+	if len(w.reactions.ids) == 0 && p >= insertPct+reactPct+creditPct+updatePct {
+		p = insertPct // react instead
+	}
+	switch {
+	case p < insertPct:
+		a.write(w, 1+w.r.Int64N(int64(a.users)))
+	case p < insertPct+reactPct:
+		a.react(w)
+	case p < insertPct+reactPct+creditPct:
+		a.credit(1+w.r.Int64N(int64(a.users)), 1+w.r.Int64N(1000))
+	case p < insertPct+reactPct+creditPct+updatePct:
+		a.update(w)
+	case p < insertPct+reactPct+creditPct+updatePct+reactionUpdatePct:
+		a.updateReaction(w)
+	case p < insertPct+reactPct+creditPct+updatePct+reactionUpdatePct+deletePct:
+		a.delete(w)
+	case p < insertPct+reactPct+creditPct+updatePct+reactionUpdatePct+deletePct+reactionDeletePct:
+		a.deleteReaction(w)
+	default:
+		a.readBack(w)
+	}
 }
 
 // access runs fn through the router, retrying while the owner is fenced, and records the
@@ -172,57 +222,152 @@ func (a *appWorkload) write(w *writer, user int64) {
 		a.fail(fmt.Errorf("write message %d of user %d: %w", msg.ID, user, err))
 		return
 	}
-	if err := a.log.ack(msg.ID); err != nil {
+	if err := a.log.ack('m', msg.ID); err != nil {
 		a.fail(err)
 		return
 	}
-	w.add(msg)
+	w.messages.add(msg.ID, msg)
 	a.mu.Lock()
 	a.mine[user]++
 	a.mu.Unlock()
 	a.writes.Add(1)
 }
 
-// update sets a new text on message o and increments its sender column in SQL: a lost
-// earlier update leaves the counter behind even when a later one lands.
-func (a *appWorkload) update(w *writer, o *owned) {
-	next := o.m
-	next.Message = fmt.Sprintf("message from process %d to user %d, version %d", a.proc, o.m.UserID, o.version+1)
+// react adds a reaction to one of w's messages: a row of the message's user.
+func (a *appWorkload) react(w *writer) {
+	_, o := w.messages.pick(w.r)
+	m := o.row
+	r := reaction{ID: w.clock.next(), UserID: m.UserID, MessageID: m.ID, Sender: 1 + w.r.Int64N(int64(a.users)), Emoji: "like"}
+	if err := a.log.intendReaction(r); err != nil {
+		a.fail(err)
+		return
+	}
+	err := a.access(strconv.FormatInt(r.UserID, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
+		_, err := tx.Exec("INSERT INTO reactions (id, user_id, message_id, sender, emoji) VALUES ($1, $2, $3, $4, $5)",
+			r.ID, r.UserID, r.MessageID, r.Sender, r.Emoji)
+		return err
+	})
+	if err != nil {
+		a.fail(fmt.Errorf("react to message %d of user %d: %w", m.ID, m.UserID, err))
+		return
+	}
+	if err := a.log.ack('r', r.ID); err != nil {
+		a.fail(err)
+		return
+	}
+	w.reactions.add(r.ID, r)
+	a.writes.Add(1)
+}
+
+// credit adds amount to user's balance, in SQL: a lost addition leaves the balance short
+// whatever comes after it.
+func (a *appWorkload) credit(user, amount int64) {
+	if err := a.log.intendCredit(user, amount); err != nil {
+		a.fail(err)
+		return
+	}
+	err := a.access(strconv.FormatInt(user, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
+		res, err := tx.Exec("UPDATE users SET balance = balance + $1 WHERE id = $2", amount, user)
+		return affectedOne(res, err)
+	})
+	if err != nil {
+		a.failWrite("credit", fmt.Sprintf("the balance of user %d", user), err)
+		return
+	}
+	if err := a.log.ackCredit(user, amount); err != nil {
+		a.fail(err)
+		return
+	}
+	a.mu.Lock()
+	a.credited[user] += amount
+	a.mu.Unlock()
+	a.writes.Add(1)
+	a.updates.Add(1)
+}
+
+// update sets a new text on one of w's messages and increments its sender column in SQL: a
+// lost earlier update leaves the counter behind even when a later one lands.
+func (a *appWorkload) update(w *writer) {
+	id, o := w.messages.pick(w.r)
+	next := o.row
+	next.Message = fmt.Sprintf("message from process %d to user %d, version %d", a.proc, next.UserID, o.version+1)
 	next.Sender++
 	if err := a.log.intendUpdate(next); err != nil {
 		a.fail(err)
-		w.drop(o.m.ID)
+		a.dropMessage(w, id)
 		return
 	}
-	err := a.access(strconv.FormatInt(o.m.UserID, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
+	err := a.access(strconv.FormatInt(next.UserID, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
 		res, err := tx.Exec("UPDATE messages SET message = $1, sender = sender + 1 WHERE id = $2 AND user_id = $3",
 			next.Message, next.ID, next.UserID)
 		return affectedOne(res, err)
 	})
 	if err != nil {
-		a.failWrite("update", o.m, err)
-		w.drop(o.m.ID)
+		a.failWrite("update", fmt.Sprintf("message %d of user %d", id, next.UserID), err)
+		a.dropMessage(w, id)
 		return
 	}
-	if err := a.log.ack(o.m.ID); err != nil {
+	if err := a.log.ack('m', id); err != nil {
 		a.fail(err)
-		w.drop(o.m.ID)
+		a.dropMessage(w, id)
 		return
 	}
-	o.m, o.version = next, o.version+1
+	o.row, o.version = next, o.version+1
 	a.writes.Add(1)
 	a.updates.Add(1)
 }
 
-// delete deletes message o. It counts in gone before: a reader's lower bound must not
-// count a message that may be gone.
-func (a *appWorkload) delete(w *writer, o *owned) {
-	id, user := o.m.ID, o.m.UserID
-	w.drop(id)
+// updateReaction changes one of w's reactions and increments its sender column in SQL.
+func (a *appWorkload) updateReaction(w *writer) {
+	id, o := w.reactions.pick(w.r)
+	next := o.row
+	next.Emoji = fmt.Sprintf("like, version %d", o.version+1)
+	next.Sender++
+	if err := a.log.intendReactionUpdate(next); err != nil {
+		a.fail(err)
+		w.reactions.drop(id)
+		return
+	}
+	err := a.access(strconv.FormatInt(next.UserID, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
+		res, err := tx.Exec("UPDATE reactions SET emoji = $1, sender = sender + 1 WHERE id = $2 AND user_id = $3",
+			next.Emoji, next.ID, next.UserID)
+		return affectedOne(res, err)
+	})
+	if err != nil {
+		a.failWrite("update", fmt.Sprintf("reaction %d of user %d", id, next.UserID), err)
+		w.reactions.drop(id)
+		return
+	}
+	if err := a.log.ack('r', id); err != nil {
+		a.fail(err)
+		w.reactions.drop(id)
+		return
+	}
+	o.row, o.version = next, o.version+1
+	a.writes.Add(1)
+	a.updates.Add(1)
+}
+
+// dropMessage forgets message id and the reactions to it: w never writes them again.
+func (a *appWorkload) dropMessage(w *writer, id int64) {
+	w.messages.drop(id)
+	for _, r := range slices.Clone(w.reactions.ids) {
+		if w.reactions.own[r].row.MessageID == id {
+			w.reactions.drop(r)
+		}
+	}
+}
+
+// delete deletes one of w's messages, and so the reactions to it (ON DELETE CASCADE). It
+// counts in gone before: a reader's lower bound must not count a message that may be gone.
+func (a *appWorkload) delete(w *writer) {
+	id, o := w.messages.pick(w.r)
+	user := o.row.UserID
+	a.dropMessage(w, id)
 	a.mu.Lock()
 	a.gone[user]++
 	a.mu.Unlock()
-	if err := a.log.intendDelete(id); err != nil {
+	if err := a.log.intendDelete('m', id); err != nil {
 		a.fail(err)
 		return
 	}
@@ -231,10 +376,10 @@ func (a *appWorkload) delete(w *writer, o *owned) {
 		return affectedOne(res, err)
 	})
 	if err != nil {
-		a.failWrite("delete", o.m, err)
+		a.failWrite("delete", fmt.Sprintf("message %d of user %d", id, user), err)
 		return
 	}
-	if err := a.log.ack(id); err != nil {
+	if err := a.log.ack('m', id); err != nil {
 		a.fail(err)
 		return
 	}
@@ -242,27 +387,77 @@ func (a *appWorkload) delete(w *writer, o *owned) {
 	a.deletes.Add(1)
 }
 
-// readBack reads message o on its user's shard: it must hold the content this writer
-// acknowledged last.
-func (a *appWorkload) readBack(w *writer, o *owned) {
-	got := message{ID: o.m.ID, UserID: o.m.UserID, Time: o.m.Time}
+// deleteReaction deletes one of w's reactions.
+func (a *appWorkload) deleteReaction(w *writer) {
+	id, o := w.reactions.pick(w.r)
+	user := o.row.UserID
+	w.reactions.drop(id)
+	if err := a.log.intendDelete('r', id); err != nil {
+		a.fail(err)
+		return
+	}
+	err := a.access(strconv.FormatInt(user, 10), &a.lat.writes, func(tx *sql.Tx, _ int) error {
+		res, err := tx.Exec("DELETE FROM reactions WHERE id = $1 AND user_id = $2", id, user)
+		return affectedOne(res, err)
+	})
+	if err != nil {
+		a.failWrite("delete", fmt.Sprintf("reaction %d of user %d", id, user), err)
+		return
+	}
+	if err := a.log.ack('r', id); err != nil {
+		a.fail(err)
+		return
+	}
+	a.writes.Add(1)
+	a.deletes.Add(1)
+}
+
+// readBack reads one of w's messages or reactions on its user's shard: it must hold the
+// content this writer acknowledged last.
+func (a *appWorkload) readBack(w *writer) {
+	if len(w.reactions.ids) > 0 && w.r.IntN(3) == 0 {
+		id, o := w.reactions.pick(w.r)
+		got := reaction{ID: id, UserID: o.row.UserID}
+		found := true
+		err := a.access(strconv.FormatInt(got.UserID, 10), &a.lat.reads, func(tx *sql.Tx, _ int) error {
+			err := tx.QueryRow("SELECT message_id, sender, emoji FROM reactions WHERE id = $1 AND user_id = $2", id, got.UserID).
+				Scan(&got.MessageID, &got.Sender, &got.Emoji)
+			if errors.Is(err, sql.ErrNoRows) {
+				found, err = false, nil
+			}
+			return err
+		})
+		if err != nil {
+			a.fail(fmt.Errorf("read back reaction %d of user %d: %w", id, got.UserID, err))
+			return
+		}
+		a.reads.Add(1)
+		if !found || got != o.row {
+			a.anomalies.Add(1)
+			fmt.Fprintf(os.Stderr, "ANOMALY: reaction %d of user %d read back as %+v (found %v), this process acknowledged %+v\n", id, got.UserID, got, found, o.row)
+			w.reactions.drop(id) // reported once
+		}
+		return
+	}
+	id, o := w.messages.pick(w.r)
+	got := message{ID: id, UserID: o.row.UserID, Time: o.row.Time}
 	found := true
-	err := a.access(strconv.FormatInt(o.m.UserID, 10), &a.lat.reads, func(tx *sql.Tx, _ int) error {
-		err := tx.QueryRow("SELECT message, sender FROM messages WHERE id = $1 AND user_id = $2", o.m.ID, o.m.UserID).Scan(&got.Message, &got.Sender)
+	err := a.access(strconv.FormatInt(got.UserID, 10), &a.lat.reads, func(tx *sql.Tx, _ int) error {
+		err := tx.QueryRow("SELECT message, sender FROM messages WHERE id = $1 AND user_id = $2", id, got.UserID).Scan(&got.Message, &got.Sender)
 		if errors.Is(err, sql.ErrNoRows) {
 			found, err = false, nil
 		}
 		return err
 	})
 	if err != nil {
-		a.fail(fmt.Errorf("read back message %d of user %d: %w", o.m.ID, o.m.UserID, err))
+		a.fail(fmt.Errorf("read back message %d of user %d: %w", id, got.UserID, err))
 		return
 	}
 	a.reads.Add(1)
-	if !found || got != o.m {
+	if !found || got != o.row {
 		a.anomalies.Add(1)
-		fmt.Fprintf(os.Stderr, "ANOMALY: message %d of user %d read back as %+v (found %v), this process acknowledged %+v\n", o.m.ID, o.m.UserID, got, found, o.m)
-		w.drop(o.m.ID) // reported once
+		fmt.Fprintf(os.Stderr, "ANOMALY: message %d of user %d read back as %+v (found %v), this process acknowledged %+v\n", id, got.UserID, got, found, o.row)
+		a.dropMessage(w, id) // reported once
 	}
 }
 
@@ -279,23 +474,24 @@ func affectedOne(res sql.Result, err error) error {
 }
 
 // failWrite reports an update or delete that failed: maybe committed, maybe not (the intent
-// without an ack allows either), or, when it found no row, the acknowledged message lost.
-func (a *appWorkload) failWrite(what string, m message, err error) {
+// without an ack allows either), or, when it found no row, the acknowledged row lost.
+func (a *appWorkload) failWrite(what, row string, err error) {
 	if errors.Is(err, errNoRow) {
 		a.anomalies.Add(1)
-		fmt.Fprintf(os.Stderr, "ANOMALY: %s of message %d of user %d, which this process acknowledged: %v\n", what, m.ID, m.UserID, err)
+		fmt.Fprintf(os.Stderr, "ANOMALY: %s of %s, which this process acknowledged: %v\n", what, row, err)
 		return
 	}
-	a.fail(fmt.Errorf("%s message %d of user %d: %w", what, m.ID, m.UserID, err))
+	a.fail(fmt.Errorf("%s %s: %w", what, row, err))
 }
 
 func (a *appWorkload) read(user int64) {
 	a.mu.Lock()
-	inserted := a.mine[user]
+	inserted, credited := a.mine[user], a.credited[user]
 	a.mu.Unlock()
 	var n int64
+	var balance sql.NullInt64
 	err := a.access(strconv.FormatInt(user, 10), &a.lat.reads, func(tx *sql.Tx, _ int) error {
-		return tx.QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1", user).Scan(&n)
+		return tx.QueryRow("SELECT (SELECT COUNT(*) FROM messages WHERE user_id = $1), (SELECT balance FROM users WHERE id = $1)", user).Scan(&n, &balance)
 	})
 	if err != nil {
 		a.fail(fmt.Errorf("read user %d: %w", user, err))
@@ -310,6 +506,11 @@ func (a *appWorkload) read(user int64) {
 		a.anomalies.Add(1)
 		fmt.Fprintf(os.Stderr, "ANOMALY: user %d has %d messages, fewer than the %d loaded + %d inserts this process acknowledged before the read - %d deletes it began by its end\n",
 			user, n, a.messages, inserted, deleted)
+	}
+	if want := loadBalance + credited; !balance.Valid || balance.Int64 < want {
+		a.anomalies.Add(1)
+		fmt.Fprintf(os.Stderr, "ANOMALY: user %d has balance %v (found %v), less than the %d loaded + %d this process added before the read\n",
+			user, balance.Int64, balance.Valid, loadBalance, credited)
 	}
 }
 

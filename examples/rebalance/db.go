@@ -66,8 +66,10 @@ func openSQLite(dir string, n int) (*dbs, error) {
 		}
 		// WAL and a busy timeout let readers work while a shard is written; one connection
 		// per file serializes the writers, which is simpler than retrying SQLITE_BUSY.
+		// SQLite enforces foreign keys (the -procs mode's chat tables have them) only on a
+		// connection that asks.
 		db, err := sql.Open("sqlite", "file:"+path+"?mode="+mode+
-			"&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+			"&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)")
 		if err != nil {
 			return nil, err
 		}
@@ -187,11 +189,12 @@ func execAll(ctx context.Context, db *sql.DB, schema string) error {
 	return nil
 }
 
-// createSchema creates the example's tables, and tags each shard database with its number so
-// that two DSNs naming one database are caught instead of corrupting each other.
-func (d *dbs) createSchema(ctx context.Context) error {
+// createSchema creates the example's tables, schema on each shard (shardSchema, or the -procs
+// mode's chatSchema), and tags each shard database with its number so that two DSNs naming
+// one database are caught instead of corrupting each other.
+func (d *dbs) createSchema(ctx context.Context, schema string) error {
 	for i, db := range d.shards {
-		if err := execAll(ctx, db, shardSchema); err != nil {
+		if err := execAll(ctx, db, schema); err != nil {
 			return d.shard(i, fmt.Errorf("create tables: %w", err))
 		}
 		tags, err := d.tags(ctx, i)

@@ -248,7 +248,7 @@ func TestProcsEtcdTLS(t *testing.T) {
 		t.Fatalf("parent: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{`(?m)^etcd: ` + regexp.QuoteMeta(endpoint) + ` \(-etcd\)$`,
-		`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; \d+ rows moved at \d+ rows/s;.* OK`,
+		`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; 0 orphans; \d+ rows moved at \d+ rows/s;.* OK`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
 		`(?m)^\[mover\] all steps done$`,
 		`foreground \(all 2 incarnations of the 2 application processes; `} {

@@ -44,10 +44,15 @@ With -procs N (or -kill, which means -procs 3) it runs 5 -> 10 -> 5 across proce
 application processes and one mover process (this program, started again) share only the
 databases and a placement record in etcd (run inside this process, or the cluster -etcd
 names, reached with TLS and auth by the -etcd-* flags as etcdctl's); -kill kills random
-ones with SIGKILL and restarts them. It loads fresh data each
-time (400 users of 100 messages, 2 writers and 2 readers a process, unless given; SQLite in
-a temporary directory unless -data is given) and ends with one line: the rows lost,
-duplicated and misplaced, and the rows moved per second.
+ones with SIGKILL and restarts them. Its data is a chat in three tables
+that move together, linked by foreign keys: users (with a balance), their messages and the
+reactions to them. It loads fresh data each time (400 users of 100 messages, a reaction to
+every 4th, 2 writers and 2 readers a process, unless given; SQLite in a temporary directory
+unless -data is given); the writers add to balances, insert, update and delete messages
+and reactions (a message's go with it), and keep a ledger of what was acknowledged. It ends with one line that compares every row with
+the ledger: the rows lost, duplicated and misplaced, the updates lost, the deletes undone,
+the broken foreign keys, and the rows moved per second; then package rebalance's standalone
+verification of the last step.
 
 Flags:
 `

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardkit/shard/coord"
 	"github.com/shardkit/shard/coord/embedded"
+	"github.com/shardkit/shard/rebalance"
 )
 
 // -procs mode: this process is the parent. It loads the data, starts etcd (unless -etcd
@@ -288,19 +289,27 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
+	report, reportErr := standaloneVerify(ctx, c, d)
 	kills, nkills := cs.killSummary()
 	rows, took := steps.total()
 	verdict := "OK"
-	if !v.ok() {
+	if !v.ok() || reportErr != nil || len(report.Problems) > 0 {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(out, "\nverify: %d lost, %d duplicated, %d misplaced, %d lost updates, %d resurrected deletes; %d rows moved at %.0f rows/s; %d rows checked (%d loaded; acknowledged %d inserts, %d updates, %d deletes; %d committed without an ack: %d inserts, %d updates, %d deletes; %d unknown); %d kills; %s\n",
-		v.lost, v.duplicate, v.misplaced, v.lostUpdates, v.resurrected, rows, float64(rows)/max(took.Seconds(), 1e-9),
-		v.rows, v.loaded, v.acked, v.updates, v.deletes, v.unacked, v.unackedIns, v.unackedUpd, v.unackedDel, v.unknown, nkills, verdict)
+	fmt.Fprintf(out, "\nverify: %d lost, %d duplicated, %d misplaced, %d lost updates, %d resurrected deletes; %d orphans; %d rows moved at %.0f rows/s; %d rows checked (%d users, %d messages, %d reactions; %d loaded; acknowledged %d inserts, %d updates, %d deletes; %d committed without an ack: %d inserts, %d updates, %d deletes; %d unknown); %d kills; %s\n",
+		v.lost, v.duplicate, v.misplaced, v.lostUpdates, v.resurrected, v.orphans, rows, float64(rows)/max(took.Seconds(), 1e-9),
+		v.rows, v.users, v.messages, v.reactions, v.loaded, v.acked, v.updates, v.deletes, v.unacked, v.unackedIns, v.unackedUpd, v.unackedDel, v.unknown, nkills, verdict)
+	printReport(out, report, reportErr)
 	fmt.Fprintf(out, "kills: %s\n", kills)
 	printFigures(out, fig, cs, steps, parentRole, c.appPause)
 	if !v.ok() {
 		return errVerify
+	}
+	if reportErr != nil {
+		return fmt.Errorf("standalone verification: %w", reportErr)
+	}
+	if len(report.Problems) > 0 {
+		return fmt.Errorf("standalone verification: %d problems: %w", len(report.Problems)+int(report.More), errVerify)
 	}
 	if err := checkApps(stats); err != nil {
 		return err
@@ -488,4 +497,38 @@ func checkApps(stats []map[string]string) error {
 		return fmt.Errorf("the application processes met %d errors (printed above): %w", errs, errChild)
 	}
 	return nil
+}
+
+// standaloneVerify runs rebalance's standalone verification (Shared.Verify) of the last step
+// over every user, as an operator would after the migration: the fences and the content sums
+// of each moved user's rows, in the three tables, on both of its shards.
+func standaloneVerify(ctx context.Context, c config, d *dbs) (*rebalance.Report, error) {
+	steps := procsSteps(c)
+	last := len(steps) - 1
+	store, err := openStore(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	m, err := rebalance.NewShared(stepID(last, steps[last]), newUserSharder(steps[last][0]), newUserSharder(steps[last][1]), store, rebalance.SharedOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return m.Verify(ctx, owners(c.users))
+}
+
+// printReport prints what the standalone verification found.
+func printReport(out io.Writer, r *rebalance.Report, err error) {
+	if err != nil {
+		fmt.Fprintf(out, "standalone verification (rebalance Shared.Verify of the last step): FAILED: %v\n", err)
+		return
+	}
+	verdict := "OK"
+	if len(r.Problems) > 0 {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(out, "standalone verification (rebalance Shared.Verify of the last step): %d users moved, %d rows on the shards that serve them, %d compared, %d stray, %d problems; %s\n",
+		r.Owners, r.Rows, r.Compared, r.Stray, len(r.Problems)+int(r.More), verdict)
+	for _, p := range r.Problems {
+		fmt.Fprintf(out, "  user %s, shard %d, key %q: %s\n", p.Owner, p.Shard, p.Key, p.What)
+	}
 }

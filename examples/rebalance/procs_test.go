@@ -55,25 +55,33 @@ func TestAckLogs(t *testing.T) {
 	}
 	acked := message{ID: 5 << 40, UserID: 7, Message: "a"}
 	pending := message{ID: 6 << 40, UserID: 8, Message: "b"}
-	for _, err := range []error{l.intend(acked), l.ack(acked.ID), l.intend(pending), l.close()} {
+	liked := reaction{ID: 7 << 40, UserID: 7, MessageID: acked.ID, Emoji: "+1"}
+	for _, err := range []error{l.intend(acked), l.ack('m', acked.ID), l.intend(pending), l.intendReaction(liked), l.ack('r', liked.ID),
+		l.intendCredit(7, 10), l.intendCredit(7, 3), l.ackCredit(7, 10), l.intendCredit(8, 4), l.close()} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A torn last line (no newline) acknowledges nothing.
 	f, _ := os.OpenFile(ackName(dir, 2, os.Getpid()), os.O_WRONLY|os.O_APPEND, 0)
-	fmt.Fprintf(f, "A %d", pending.ID)
+	fmt.Fprintf(f, "A m %d", pending.ID)
 	f.Close()
 	got, err := readAckLogs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || !got[acked.ID].acked || got[pending.ID].acked || got[acked.ID].user != 7 || got[acked.ID].sum != checksum(acked) {
-		t.Errorf("read %+v %+v, want message %d acked and %d pending", got[acked.ID], got[pending.ID], acked.ID, pending.ID)
+	a, p, r := got.rows[rowKey{'m', acked.ID}], got.rows[rowKey{'m', pending.ID}], got.rows[rowKey{'r', liked.ID}]
+	if len(got.rows) != 3 || !a.acked || p.acked || a.user != 7 || a.sum != checksum(acked) || !r.acked || r.message != acked.ID || r.sum != reactionSum(liked) {
+		t.Errorf("read %+v %+v %+v, want message %d acked, %d pending, reaction %d acked", a, p, r, acked.ID, pending.ID, liked.ID)
 	}
-	os.WriteFile(filepath.Join(dir, "app9-pid1.log"), []byte("A 12345\n"), 0o644)
-	if _, err := readAckLogs(dir); err == nil || !strings.Contains(err.Error(), `line 1 "A 12345"`) {
-		t.Errorf("an ack without its intent: %v, want an error naming the line", err)
+	if b7, b8 := got.balances[7], got.balances[8]; b7 == nil || b8 == nil || b7.acked != 10 || b7.n != 1 || fmt.Sprint(b7.pending) != "[3]" || b8.acked != 0 || fmt.Sprint(b8.pending) != "[4]" {
+		t.Errorf("balances: %+v %+v, want user 7 +10 acked and 3 in flight, user 8 4 in flight", got.balances[7], got.balances[8])
+	}
+	for _, line := range []string{"A m 12345", "A b 7 10", "U r 99 1", "X m 1"} {
+		os.WriteFile(filepath.Join(dir, "app9-pid1.log"), []byte(line+"\n"), 0o644)
+		if _, err := readAckLogs(dir); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line 1 %q", line)) {
+			t.Errorf("%q without its intent: %v, want an error naming the line", line, err)
+		}
 	}
 }
 
@@ -106,8 +114,8 @@ func procsConfig(dir string) config {
 	return c
 }
 
-// TestVerifyProcs checks that the verifier counts every kind of damage: it must be able to
-// fail.
+// TestVerifyProcs checks that the verifier counts every kind of damage, in each of the chat
+// tables: it must be able to fail.
 func TestVerifyProcs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -124,6 +132,12 @@ func TestVerifyProcs(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &idClock{slot: 1}
+	exec := func(shard int, q string, args ...any) {
+		t.Helper()
+		if _, err := d.shards[shard].Exec(q, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	write := func(user int64, ack bool) message {
 		m := message{ID: clock.next(), UserID: user, Time: 1, Message: "m", Sender: 2}
 		l.intend(m)
@@ -131,15 +145,20 @@ func TestVerifyProcs(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ack {
-			l.ack(m.ID)
+			l.ack('m', m.ID)
 		}
 		return m
 	}
-	exec := func(shard int, q string, args ...any) {
-		t.Helper()
-		if _, err := d.shards[shard].Exec(q, args...); err != nil {
+	react := func(m message, ack bool) reaction {
+		r := reaction{ID: clock.next(), UserID: m.UserID, MessageID: m.ID, Sender: 3, Emoji: "like"}
+		l.intendReaction(r)
+		if err := insertRows(ctx, d.shards[m.UserID%5], "reactions", chatTables[2].Columns, [][]any{reactionRow(r)}); err != nil {
 			t.Fatal(err)
 		}
+		if ack {
+			l.ack('r', r.ID)
+		}
+		return r
 	}
 	// update writes version v of m (when apply) after its intent, and acks it (when ack).
 	update := func(m message, v int, apply, ack bool) message {
@@ -149,17 +168,33 @@ func TestVerifyProcs(t *testing.T) {
 			exec(int(m.UserID%5), "UPDATE messages SET message = $1, sender = sender + 1 WHERE id = $2", m.Message, m.ID)
 		}
 		if ack {
-			l.ack(m.ID)
+			l.ack('m', m.ID)
 		}
 		return m
 	}
-	remove := func(m message, apply, ack bool) {
-		l.intendDelete(m.ID)
+	updateReaction := func(r reaction, v int) reaction {
+		r.Emoji, r.Sender = fmt.Sprintf("like, version %d", v), r.Sender+1
+		l.intendReactionUpdate(r)
+		exec(int(r.UserID%5), "UPDATE reactions SET emoji = $1, sender = sender + 1 WHERE id = $2", r.Emoji, r.ID)
+		l.ack('r', r.ID)
+		return r
+	}
+	remove := func(t byte, user, id int64, apply, ack bool) {
+		l.intendDelete(t, id)
 		if apply {
-			exec(int(m.UserID%5), "DELETE FROM messages WHERE id = $1", m.ID)
+			exec(int(user%5), fmt.Sprintf("DELETE FROM %s WHERE id = $1", map[byte]string{'m': "messages", 'r': "reactions"}[t]), id)
 		}
 		if ack {
-			l.ack(m.ID)
+			l.ack(t, id)
+		}
+	}
+	credit := func(user, amount int64, apply, ack bool) {
+		l.intendCredit(user, amount)
+		if apply {
+			exec(int(user%5), "UPDATE users SET balance = balance + $1 WHERE id = $2", amount, user)
+		}
+		if ack {
+			l.ackCredit(user, amount)
 		}
 	}
 	acked := write(7, true)
@@ -171,10 +206,21 @@ func TestVerifyProcs(t *testing.T) {
 	update(write(11, true), 1, true, false)  // committed, its ack lost: allowed
 	update(write(13, true), 1, false, false) // in flight, not committed: allowed
 	deleted := write(14, true)
-	remove(deleted, true, true)
-	remove(write(15, true), true, false) // committed, its ack lost: allowed
+	deletedReaction := react(deleted, true) // deleted with its message
+	remove('m', 14, deleted.ID, true, true)
+	remove('m', 15, write(15, true).ID, true, false) // committed, its ack lost: allowed
 	notDeleted := write(16, true)
-	remove(notDeleted, false, false) // in flight, not committed: allowed
+	remove('m', 16, notDeleted.ID, false, false) // in flight, not committed: allowed
+	liked := react(acked, true)
+	firstLike := updateReaction(liked, 1)
+	liked = updateReaction(firstLike, 2)
+	react(acked, false) // committed, its ack lost: allowed
+	unliked := react(acked, true)
+	remove('r', 7, unliked.ID, true, true)
+	credit(3, 10, true, true)
+	credit(3, 20, true, true)
+	credit(3, 7, true, false)  // committed, its ack lost: allowed
+	credit(4, 5, false, false) // in flight, not committed: allowed
 	l.close()
 
 	check := func(what string, want procsVerification) {
@@ -183,32 +229,40 @@ func TestVerifyProcs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := procsVerification{lost: v.lost, duplicate: v.duplicate, misplaced: v.misplaced, unknown: v.unknown,
+		got := procsVerification{lost: v.lost, duplicate: v.duplicate, misplaced: v.misplaced, unknown: v.unknown, orphans: v.orphans,
 			lostUpdates: v.lostUpdates, resurrected: v.resurrected, unackedIns: v.unackedIns, unackedUpd: v.unackedUpd, unackedDel: v.unackedDel}
 		if got != want {
 			t.Errorf("%s:\n got %+v\nwant %+v", what, got, want)
 		}
-		if v.acked != 7 || v.updates != 2 || v.deletes != 1 {
-			t.Errorf("%s: acknowledged %d inserts, %d updates, %d deletes; want 7, 2, 1", what, v.acked, v.updates, v.deletes)
+		if v.acked != 10 || v.updates != 6 || v.credits != 2 || v.deletes != 2 || v.loaded != 40*7 {
+			t.Errorf("%s: acknowledged %d inserts, %d updates (%d credits), %d deletes, %d loaded; want 10, 6 (2), 2, 280", what, v.acked, v.updates, v.credits, v.deletes, v.loaded)
 		}
 	}
-	want := procsVerification{unackedIns: 1, unackedUpd: 1, unackedDel: 1}
+	want := procsVerification{unackedIns: 2, unackedUpd: 2, unackedDel: 1}
 	check("intact", want)
 	exec(2, "DELETE FROM messages WHERE id = $1", messageID(2, 3)) // user 2 lives on shard 2
 	want.lost++
-	check("a loaded row deleted", want)
-	exec(2, "DELETE FROM messages WHERE id = $1", acked.ID) // user 7 lives on shard 2
+	check("a loaded message deleted", want)
+	exec(2, "DELETE FROM reactions WHERE id = $1", messageID(2, 4))
 	want.lost++
-	check("an acknowledged row deleted", want)
+	check("a loaded reaction deleted", want)
+	exec(2, "DELETE FROM messages WHERE id = $1", acked.ID) // user 7 lives on shard 2; its reactions go too
+	want.lost += 2
+	want.unackedIns--
+	check("an acknowledged message (with its reactions) deleted", want)
 	msgs, err := readMessages(ctx, d.shards[2], 12)
 	if err != nil || len(msgs) != c.messages {
 		t.Fatalf("user 12 on shard 2: %d messages, %v", len(msgs), err)
 	}
-	if err := insertMessages(ctx, d.shards[7], msgs[:2]); err != nil { // and on shard 7 too
+	// User 12 and two of its messages on shard 7 too.
+	if err := insertRows(ctx, d.shards[7], "users", chatTables[0].Columns, [][]any{userRow(loadedUser(12))}); err != nil {
 		t.Fatal(err)
 	}
-	want.duplicate, want.misplaced = 2, 2
-	check("two rows copied to a wrong shard", want)
+	if err := insertMessages(ctx, d.shards[7], msgs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	want.duplicate, want.misplaced = 3, 3
+	check("a user and two of its messages copied to a wrong shard", want)
 	exec(4, "UPDATE messages SET message = 'changed' WHERE id = $1", messageID(4, 1))
 	want.lost++
 	want.unknown++
@@ -222,7 +276,12 @@ func TestVerifyProcs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.resurrected++
-	check("a row back after its acknowledged delete", want)
+	check("a message back after its acknowledged delete", want)
+	if err := insertRows(ctx, d.shards[4], "reactions", chatTables[2].Columns, [][]any{reactionRow(deletedReaction)}); err != nil {
+		t.Fatal(err)
+	}
+	want.resurrected++
+	check("a reaction back after its message's acknowledged delete", want)
 	exec(0, "DELETE FROM messages WHERE id = $1", updated.ID)
 	want.lostUpdates--
 	want.lost++
@@ -231,6 +290,27 @@ func TestVerifyProcs(t *testing.T) {
 	want.lost++
 	want.unknown++
 	check("an acknowledged insert, never updated, changed", want)
+	exec(3, "UPDATE users SET balance = balance - 20 WHERE id = 3") // user 3: shard 3
+	want.lostUpdates++
+	want.unackedUpd--
+	check("an acknowledged addition to a balance lost", want)
+	exec(3, "UPDATE users SET balance = balance + 20 WHERE id = 3")
+	want.unackedUpd++ // 1000 + 10 + 20 + 7 again: the acknowledged additions and one in flight
+	want.lostUpdates--
+	check("the balance back", want)
+	exec(3, "UPDATE users SET balance = balance + 1 WHERE id = 3")
+	want.unackedUpd--
+	want.lostUpdates++
+	check("a balance above the acknowledged additions and those in flight", want)
+	exec(1, "DELETE FROM users WHERE id = 1") // user 1: shard 1; its messages and reactions cascade
+	want.lost += 1 + int64(c.messages) + int64(c.messages/reactionEvery)
+	check("a user deleted with all its rows", want)
+	exec(1, "PRAGMA foreign_keys = OFF")                           // the shards have one connection each
+	exec(1, "DELETE FROM messages WHERE id = $1", messageID(6, 4)) // user 6: shard 1, the message of a loaded reaction
+	exec(1, "PRAGMA foreign_keys = ON")
+	want.lost++
+	want.orphans++
+	check("a reaction left without its message", want)
 }
 
 // TestProcs runs the -procs scenario with kills on SQLite, end to end: the parent, two
@@ -248,7 +328,8 @@ func TestProcs(t *testing.T) {
 	if err := parent(context.Background(), c, &out); err != nil {
 		t.Fatalf("parent: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; \d+ rows moved at \d+ rows/s; \d+ rows checked \(\d+ loaded; acknowledged \d+ inserts, [1-9]\d* updates, [1-9]\d* deletes;.* OK`,
+	for _, want := range []string{`verify: 0 lost, 0 duplicated, 0 misplaced, 0 lost updates, 0 resurrected deletes; 0 orphans; \d+ rows moved at \d+ rows/s; \d+ rows checked \([1-9]\d* users, [1-9]\d* messages, [1-9]\d* reactions; \d+ loaded; acknowledged \d+ inserts, [1-9]\d* updates, [1-9]\d* deletes;.* OK`,
+		`(?m)^standalone verification \(rebalance Shared.Verify of the last step\): [1-9]\d* users moved, [1-9]\d* rows on the shards that serve them, \d+ compared, 0 stray, 0 problems; OK$`,
 		`second mover: refused, exit status 1: rebalance example: coord: a mover already runs`,
 		`(?m)^\[mover\] step 1: holding for the rogue mover: pid (\d+), epoch (\d+)\n(?s:.*)^rogue mover \(same epoch \d+, no election\): refused: rebalance: migration "procs-step1-5-to-10": a mover already runs it: [^ ]*/pid \d+/`,
 		`peak RSS .*app \d+\.\d MiB, mover \d+\.\d MiB, parent( with etcd)? \d+\.\d MiB`,

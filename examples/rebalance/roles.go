@@ -65,10 +65,6 @@ func layoutShards(l coord.Layout, c config) (int, error) {
 	return l.Shards, nil
 }
 
-// messagesTable is the example's table as package sqlstore moves it.
-var messagesTable = sqlstore.TableSpec{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true,
-	Columns: []string{"id", "user_id", "time", "message", "sender"}}
-
 // openDBs opens the -data or -pg databases of every shard of the run.
 func openDBs(c config) (*dbs, error) {
 	if c.pg == "" {
@@ -93,7 +89,7 @@ func openStore(ctx context.Context, d *dbs) (*sqlstore.Store, error) {
 	if d.kind == "postgres" {
 		dialect = sqlstore.PostgreSQL
 	}
-	s, err := sqlstore.New(dialect, d.shards, d.control, []sqlstore.TableSpec{messagesTable}, sqlstore.Options{ShardNames: d.names})
+	s, err := sqlstore.New(dialect, d.shards, d.control, chatTables, sqlstore.Options{ShardNames: d.names})
 	if err != nil {
 		return nil, err
 	}
@@ -124,22 +120,13 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if earlier { // the messages emptied, sqlstore's tables dropped: Init makes them anew
+	if earlier { // the chat tables dropped, sqlstore's tables dropped: Init makes them anew
 		// The claim goes too: it holds the earlier run's election epoch, and a new run's
 		// embedded etcd counts its epochs from the start again, so its mover's claim would be
 		// refused as stale. So does the placement the shards served.
-		// The change capture's triggers first: they read rebalance_fence.
-		triggers := []string{"DROP TRIGGER IF EXISTS rebalance_changes_messages_insert",
-			"DROP TRIGGER IF EXISTS rebalance_changes_messages_update", "DROP TRIGGER IF EXISTS rebalance_changes_messages_delete"}
-		if d.kind == "postgres" {
-			triggers = []string{"DROP TRIGGER IF EXISTS rebalance_changes_messages ON messages"}
-		}
 		for i, db := range d.shards {
-			for _, stmt := range append(triggers, "DELETE FROM messages", "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch",
-				"DROP TABLE IF EXISTS rebalance_placement", "DROP TABLE IF EXISTS rebalance_changes_messages") {
-				if _, err := db.ExecContext(ctx, stmt); err != nil {
-					return nil, d.shard(i, err)
-				}
+			if err := dropChat(ctx, d, db); err != nil {
+				return nil, d.shard(i, err)
 			}
 		}
 		for _, stmt := range []string{"DELETE FROM rebalance_marks", "DROP TABLE IF EXISTS rebalance_epoch", "DROP TABLE IF EXISTS rebalance_claim"} {
@@ -150,15 +137,8 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 	} else if err := checkFresh(ctx, d); err != nil {
 		return nil, err
 	}
-	if err := d.createSchema(ctx); err != nil {
+	if err := d.createSchema(ctx, chatSchema); err != nil {
 		return nil, err
-	}
-	// sqlstore copies an owner's rows in chunks by key: an index on (owner, key) serves
-	// them in order.
-	for i, db := range d.shards {
-		if _, err := db.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS messages_user_id_id ON messages (user_id, id)"); err != nil {
-			return nil, d.shard(i, err)
-		}
 	}
 	if _, err := d.control.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS example_procs (users BIGINT NOT NULL, messages BIGINT NOT NULL)"); err != nil {
 		return nil, err
@@ -176,41 +156,88 @@ func prepareProcs(ctx context.Context, c config, out io.Writer) (*dbs, error) {
 	if _, err := openStore(ctx, d); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "loaded %d messages of %d users on %d %s shards (user_id %% %d) in %v\n", c.users*c.messages, c.users, c.shards, d.kind, c.shards, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "loaded %d messages of %d users (and their %d reactions) on %d %s shards (user_id %% %d) in %v\n",
+		c.users*c.messages, c.users, c.users*(c.messages/reactionEvery), c.shards, d.kind, c.shards, time.Since(start).Round(time.Millisecond))
 	ok = true
 	return d, nil
 }
 
-// loadProcs writes the loaded messages, each shard in transactions of up to 5,000 rows.
+// dropChat empties a shard database of an earlier -procs run: the change capture of the
+// chat tables (triggers, and on PostgreSQL their functions), the chat tables, children
+// first, and sqlstore's tables. Init creates them anew.
+func dropChat(ctx context.Context, d *dbs, db *sql.DB) error {
+	var stmts []string
+	for _, t := range chatTableNames {
+		if d.kind == "postgres" {
+			ok, err := d.hasTable(ctx, db, t)
+			if err != nil {
+				return err
+			}
+			if ok {
+				stmts = append(stmts, fmt.Sprintf("DROP TRIGGER IF EXISTS rebalance_changes_%s ON %s", t, t))
+			}
+			continue
+		}
+		for _, op := range []string{"insert", "update", "delete"} {
+			stmts = append(stmts, fmt.Sprintf("DROP TRIGGER IF EXISTS rebalance_changes_%s_%s", t, op))
+		}
+	}
+	for _, t := range chatTableNames {
+		stmts = append(stmts, "DROP TABLE IF EXISTS "+t, "DROP TABLE IF EXISTS rebalance_changes_"+t)
+		if d.kind == "postgres" {
+			stmts = append(stmts, fmt.Sprintf("DROP FUNCTION IF EXISTS rebalance_changes_%s_record()", t))
+		}
+	}
+	stmts = append(stmts, "DROP TABLE IF EXISTS rebalance_fence", "DROP TABLE IF EXISTS rebalance_epoch", "DROP TABLE IF EXISTS rebalance_placement")
+	for _, stmt := range stmts {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// loadProcs writes the loaded users, their messages and the reactions to them, each shard in
+// transactions of up to 100 users, parents first.
 func loadProcs(ctx context.Context, c config, d *dbs) error {
 	layout := newUserSharder(c.shards)
 	for s := range c.shards {
-		var batch []message
+		var users, msgs, reacts [][]any
 		flush := func() error {
 			tx, err := d.shards[s].BeginTx(ctx, nil)
 			if err != nil {
 				return d.shard(s, err)
 			}
 			defer tx.Rollback()
-			if err := insertMessages(ctx, tx, batch); err != nil {
-				return d.shard(s, err)
+			for _, t := range []struct {
+				i    int
+				rows [][]any
+			}{{0, users}, {1, msgs}, {2, reacts}} {
+				if err := insertRows(ctx, tx, chatTables[t.i].Table, chatTables[t.i].Columns, t.rows); err != nil {
+					return d.shard(s, err)
+				}
 			}
-			batch = batch[:0]
+			users, msgs, reacts = users[:0], msgs[:0], reacts[:0]
 			return d.shard(s, tx.Commit())
 		}
 		for user := int64(1); user <= int64(c.users); user++ {
 			if layout.LocateID(uint64(user)) != s {
 				continue
 			}
+			users = append(users, userRow(loadedUser(user)))
 			for n := int64(1); n <= int64(c.messages); n++ {
-				if batch = append(batch, loadedMessage(user, n, c.users)); len(batch) == 5000 {
-					if err := flush(); err != nil {
-						return err
-					}
+				msgs = append(msgs, messageRow(loadedMessage(user, n, c.users)))
+				if r, ok := loadedReaction(user, n, c.users); ok {
+					reacts = append(reacts, reactionRow(r))
+				}
+			}
+			if len(users) == 100 {
+				if err := flush(); err != nil {
+					return err
 				}
 			}
 		}
-		if len(batch) > 0 {
+		if len(users) > 0 {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -270,8 +297,8 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 		return err
 	}
 	defer log.close()
-	a := &appWorkload{proc: c.proc, users: c.users, pause: c.appPause, messages: c.messages, log: log, mine: map[int64]int64{}, gone: map[int64]int64{},
-		route: &placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}}
+	a := newAppWorkload(c.proc, c.users, c.messages, c.appPause,
+		&placementRouter{c: c, client: cl, store: store, migrations: map[string]*rebalance.Shared[*sql.Tx]{}}, log)
 	stats := statsName(c.ledger, c.proc, os.Getpid())
 	// Written before "working": the parent kills only a process at work, so every
 	// incarnation it counts has a file.

@@ -46,7 +46,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := d.createSchema(ctx); err != nil {
+	if err := d.createSchema(ctx, shardSchema); err != nil {
 		return err
 	}
 	if s == nil || s.Phase < 0 {
