@@ -293,7 +293,7 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	kills, nkills := cs.killSummary()
 	rows, took := steps.total()
 	verdict := "OK"
-	if !v.ok() || reportErr != nil || len(report.Problems) > 0 {
+	if !v.ok() || reportErr != nil || !report.clean() {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(out, "\nverify: %d lost, %d duplicated, %d misplaced, %d lost updates, %d resurrected deletes; %d orphans; %d rows moved at %.0f rows/s; %d rows checked (%d users, %d messages, %d reactions; %d loaded; acknowledged %d inserts, %d updates, %d deletes; %d committed without an ack: %d inserts, %d updates, %d deletes; %d unknown); %d kills; %s\n",
@@ -308,8 +308,8 @@ func parent(ctx context.Context, c config, out io.Writer) error {
 	if reportErr != nil {
 		return fmt.Errorf("standalone verification: %w", reportErr)
 	}
-	if len(report.Problems) > 0 {
-		return fmt.Errorf("standalone verification: %d problems: %w", len(report.Problems)+int(report.More), errVerify)
+	if !report.clean() {
+		return fmt.Errorf("standalone verification: %d problems, %d stray rows: %w", len(report.Problems)+int(report.More), report.Stray, errVerify)
 	}
 	if err := checkApps(stats); err != nil {
 		return err
@@ -499,31 +499,39 @@ func checkApps(stats []map[string]string) error {
 	return nil
 }
 
+// verifyReport is rebalance's standalone verification report.
+type verifyReport struct{ *rebalance.Report }
+
+// clean says the migration left nothing wrong: no problem, and no stray row (the old copies
+// are deleted once the migration has finished).
+func (r verifyReport) clean() bool { return len(r.Problems) == 0 && r.More == 0 && r.Stray == 0 }
+
 // standaloneVerify runs rebalance's standalone verification (Shared.Verify) of the last step
 // over every user, as an operator would after the migration: the fences and the content sums
 // of each moved user's rows, in the three tables, on both of its shards.
-func standaloneVerify(ctx context.Context, c config, d *dbs) (*rebalance.Report, error) {
+func standaloneVerify(ctx context.Context, c config, d *dbs) (verifyReport, error) {
 	steps := procsSteps(c)
 	last := len(steps) - 1
 	store, err := openStore(ctx, d)
 	if err != nil {
-		return nil, err
+		return verifyReport{}, err
 	}
 	m, err := rebalance.NewShared(stepID(last, steps[last]), newUserSharder(steps[last][0]), newUserSharder(steps[last][1]), store, rebalance.SharedOptions{})
 	if err != nil {
-		return nil, err
+		return verifyReport{}, err
 	}
-	return m.Verify(ctx, owners(c.users))
+	r, err := m.Verify(ctx, owners(c.users))
+	return verifyReport{r}, err
 }
 
 // printReport prints what the standalone verification found.
-func printReport(out io.Writer, r *rebalance.Report, err error) {
+func printReport(out io.Writer, r verifyReport, err error) {
 	if err != nil {
 		fmt.Fprintf(out, "standalone verification (rebalance Shared.Verify of the last step): FAILED: %v\n", err)
 		return
 	}
 	verdict := "OK"
-	if len(r.Problems) > 0 {
+	if !r.clean() {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(out, "standalone verification (rebalance Shared.Verify of the last step): %d users moved, %d rows on the shards that serve them, %d compared, %d stray, %d problems; %s\n",
