@@ -510,10 +510,37 @@ func TestPrepareProcsAgain(t *testing.T) {
 			claim.Election = election
 			_, err = s.Claim(ctx, claim)
 		}
-		d.close()
 		if err != nil {
+			d.close()
 			t.Fatalf("run %d: claim with election epoch %d: %v", run+1, election, err)
 		}
+		// A fresh load: the earlier run's rows and captured changes are gone, every table
+		// holds what load wrote, and the capture's triggers were made anew.
+		counts := map[string]int{}
+		for _, db := range d.shards {
+			for _, q := range []string{"users", "messages", "reactions", "rebalance_changes_users", "rebalance_changes_messages", "rebalance_changes_reactions"} {
+				var n int
+				if err := db.QueryRow("SELECT COUNT(*) FROM " + q).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				counts[q] += n
+			}
+			var n int
+			if err := db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rebalance_changes_%'").Scan(&n); err != nil || n != 9 {
+				t.Errorf("run %d: %d capture triggers on a shard (%v), want 9", run+1, n, err)
+			}
+		}
+		if want := fmt.Sprint(map[string]int{"users": c.users, "messages": c.users * c.messages, "reactions": c.users * (c.messages / reactionEvery),
+			"rebalance_changes_users": 0, "rebalance_changes_messages": 0, "rebalance_changes_reactions": 0}); fmt.Sprint(counts) != want {
+			t.Errorf("run %d: %v, want %v", run+1, counts, want)
+		}
+		// Leftovers for the next run to drop: a row of an unknown user, a captured change.
+		for _, q := range []string{"INSERT INTO users VALUES (999, 'stray', 0)", "INSERT INTO rebalance_changes_messages (owner, row_key) VALUES ('3', 5)"} {
+			if _, err := d.shards[3].Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.close()
 	}
 }
 
