@@ -213,3 +213,36 @@ func TestAssignFeasibleBelowBound(t *testing.T) {
 		require.NoError(t, err, "run %d: n=%d c=%v", run, n, c)
 	}
 }
+
+// FuzzAssign: fuzzed weights and factors, checked against the obvious implementation and the
+// capacities; an item that fits nowhere must be one the guarantee does not cover.
+func FuzzAssign(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 200, 7, 7, 7, 1}, uint8(25))
+	f.Add([]byte{255, 1, 1, 1}, uint8(1))
+	f.Fuzz(func(t *testing.T, weights []byte, slack uint8) {
+		if len(weights) > 300 {
+			weights = weights[:300]
+		}
+		c := 1 + float64(slack%200+1)/100
+		items := make([]Item, len(weights))
+		var total int64
+		for i, w := range weights {
+			items[i] = Item{Key: fmt.Sprint("k", i), Weight: int64(w)}
+			total += max(int64(w), 1)
+		}
+		ring, err := pool.NewRing(nodesN(5, len(weights)%2 == 0), pool.RingOptions{})
+		require.NoError(t, err)
+		got, err := Assign(ring, items, Options{Factor: c})
+		if err != nil {
+			require.ErrorIs(t, err, ErrInfeasible)
+			heaviest := int64(0)
+			for _, it := range items {
+				heaviest = max(heaviest, max(it.Weight, 1))
+			}
+			require.Greater(t, float64(heaviest), (c-1)*float64(total)/4, "an item within the guarantee failed: %v", err)
+			return
+		}
+		checkWithinCap(t, ring, items, got, c)
+		require.Equal(t, slowAssign(ring, items, c), got)
+	})
+}

@@ -60,6 +60,10 @@ func runOps(t *testing.T, p pool.Pool, c float64, ops []byte) {
 			require.Equal(t, want, l.Node(), "Acquire(%q) with loads %v, total %d", key, m.load, m.total)
 			m.load[want]++
 			m.total++
+			// The invariant itself: the node taken is within ceil(c × its share) of the new
+			// total (the model's choice guarantees it; this says it outright).
+			load, _ := b.Load(want)
+			require.LessOrEqual(t, uint64(load), b.Capacity(want, uint64(m.total)), "%q above its capacity", want)
 			leases = append(leases, l)
 		case 4, 5: // release
 			if len(leases) == 0 {
