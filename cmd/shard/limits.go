@@ -34,11 +34,15 @@ const (
 	maxReplicas = pool.MaxWeight
 	// maxShown bounds plan -flows and -ranges, the rows printed.
 	maxShown = 1 << 20
-	// maxStreamKeys bounds plan -keys and the keys plan and locate read from a file or stdin:
-	// at a few hundred nanoseconds a key, plan takes under a minute at the bound.
-	maxStreamKeys = 100_000_000
-	// maxStreamKeyBytes bounds the bytes of keys plan and locate read from a file or stdin.
-	maxStreamKeyBytes = 1 << 30
+	// maxStreamKeys bounds the keys locate reads from stdin, and maxPlanKeys plan -keys and
+	// the keys plan reads: at a few hundred nanoseconds a key, a few seconds.
+	maxStreamKeys = 10_000_000
+	maxPlanKeys   = 10_000_000
+	// maxStreamKeyBytes bounds the bytes of keys locate reads from stdin: 128 MiB of binary
+	// junk take it about five seconds to print back quoted. maxPlanKeyBytes bounds those plan
+	// reads from a file or stdin.
+	maxStreamKeyBytes = 1 << 27
+	maxPlanKeyBytes   = 1 << 28
 	// maxCompareKeys bounds compare -keys and the keys compare reads: compare holds its keys
 	// in memory, and places them a few dozen times.
 	maxCompareKeys = 10_000_000
@@ -147,7 +151,8 @@ type keyLimits struct {
 }
 
 var (
-	streamKeyLimits  = keyLimits{maxStreamKeys, maxStreamKeyBytes, "plan's and locate's bound"}
+	streamKeyLimits  = keyLimits{maxStreamKeys, maxStreamKeyBytes, "locate's bound"}
+	planKeyLimits    = keyLimits{maxPlanKeys, maxPlanKeyBytes, "plan's bound"}
 	compareKeyLimits = keyLimits{maxCompareKeys, maxCompareKeyBytes, "compare's bound"}
 )
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -40,8 +41,10 @@ func TestHostileCommandLines(t *testing.T) {
 		{[]string{"plan", "-strategy", "jump", "-n", "2147483647", "-to-strategy", "modulo", "-keys", "1000"}, 0, "", 4 * mib},
 		{[]string{"plan", "-strategy", "partitions", "-n", "10", "-to-strategy", "jump", "-to-n", "2147483647", "-keys", "1000"}, 0, "", 8 * mib},
 		{[]string{"plan", "-strategy", "rendezvous", "-n", "2147483647", "-to", "2147483646", "-keys", "1000"}, 2, "allowed range is [1, 65536]", mib},
+		// Rendezvous visits every shard for each key: plan bounds the visits, not only the keys.
+		{[]string{"plan", "-strategy", "rendezvous", "-n", "65536", "-to", "65535"}, 2, "-keys 100000: rendezvous visits every shard or node, 131071 a key here: want -keys at most 32768", 2 * mib},
 		// Every numeric flag has a bound, checked before any work.
-		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keys", "1000000000000"}, 2, "flag -keys: want at most 100000000", mib},
+		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keys", "1000000000000"}, 2, "flag -keys: want at most 10000000", mib},
 		{[]string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keylen", "1000000000"}, 2, "flag -keylen: want at most 4096", mib},
 		{[]string{"compare", "-keys", "1000000000000"}, 2, "flag -keys: want at most 10000000", mib},
 		{[]string{"compare", "-shards", "1000000000"}, 2, "flag -shards: want at most 1024", mib},
@@ -183,4 +186,25 @@ func TestFlagsAfterKeys(t *testing.T) {
 	assert.Equal(t, key("k")+key("-n"), locate("-strategy", "jump", "-n", "10", "k", "--", "-n"))
 	assert.Equal(t, key("k")+key("-k"), locate("-strategy", "jump", "-n", "10", "k", "-k"))
 	assert.True(t, strings.HasPrefix(key("-n"), "-n\t"))
+}
+
+// TestPlanFlowsCapped: from 2^31-1 shards to 1, every key is a flow of its own; plan lists at
+// most maxFlowPairs of them and counts the rest, with the same totals, in memory that the cap
+// bounds.
+func TestPlanFlowsCapped(t *testing.T) {
+	defer func(n int) { maxFlowPairs = n }(maxFlowPairs)
+	maxFlowPairs = 100
+	args := []string{"plan", "-json", "-strategy", "modulo", "-n", "2147483647", "-to", "1", "-keys", "20000"}
+	var stdout, stderr bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}
+	var code int
+	got := allocated(func() { code = run(e, args) })
+	require.Equal(t, 0, code, stderr.String())
+	var rep planReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep))
+	assert.Len(t, rep.Flows, 100)
+	assert.Equal(t, int64(20000), rep.Total)
+	assert.Equal(t, int64(20000), rep.Moved, "modulo 1 moves every key off shards >= 1, all but 1 in 2^31")
+	assert.Contains(t, rep.Notes[0], "19900 moved keys are counted but not listed")
+	assert.LessOrEqual(t, got, uint64(16<<20), "bytes allocated")
 }

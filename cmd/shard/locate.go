@@ -21,7 +21,7 @@ Go). With -replicas R, a pool prints the first R distinct nodes of each key, the
 first, tab-separated. With -json it prints one JSON object per key, one per line. Flags may
 come before or after the keys; a key that begins with '-' goes after "--".
 
-Limits: stdin gives at most %d keys and 2^30 bytes, each key at most %d bytes;
+Limits: stdin gives at most %d keys and 2^27 bytes, each key at most %d bytes;
 a -config or -table file is at most 16 MiB, each line at most 1 MiB; a node's weight is 1
 to %d (0 is refused: to drain a node, leave it out).
 

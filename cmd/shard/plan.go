@@ -47,14 +47,17 @@ Its memory grows with the keys planned (and the flows between owners), not with 
 count: jump or modulo at n = 2147483647 plan as fast as at n = 10. Progress shows on stderr
 when it is a terminal; with stderr redirected, plan says nothing until it is done.
 
-Limits: -keys at most 100000000; a -keyfile (or stdin) at most 100000000 keys and 2^30
-bytes, each key at most 65536 bytes; a -config or -table file at most 16 MiB, each line at
-most 1 MiB; a node's weight 1 to 65536 (0 is refused: -remove a node to drain it).`,
+Limits: -keys at most 10000000; a -keyfile (or stdin) at most 10000000 keys and 2^28
+bytes, each key at most 65536 bytes. Rendezvous visits every shard or node for each key:
+plan makes at most 2^32 visits (-keys times the shards or nodes before and after). At most
+1048576 distinct flows are listed; the totals count every key. A -config or -table file is
+at most 16 MiB, each line at most 1 MiB; a node's weight is 1 to 65536 (0 is refused:
+-remove a node to drain it).`,
 	names: true,
 	flags: func(fs *flag.FlagSet) func(*env, []string) error {
 		var c planChange
 		c.before.define(fs)
-		c.keys.define(fs, 100_000, streamKeyLimits)
+		c.keys.define(fs, 100_000, planKeyLimits)
 		intFlag(fs, &c.to, "to", 0, maxShardCount, "resize to `N` shards")
 		fs.StringVar(&c.add, "add", "", "add pool members, a `LIST` of name[:weight],...")
 		fs.StringVar(&c.remove, "remove", "", "remove the pool members `NAMES`, name,...")
@@ -296,6 +299,10 @@ func (c *planChange) run(e *env) (*planReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if perKey := int64(locateCost(before) + locateCost(after)); c.keys.file == "" && int64(c.keys.count)*perKey > maxPlanVisits {
+		return nil, badUsage("-keys %d: rendezvous visits every shard or node, %d a key here: want -keys at most %d (%d visits)",
+			c.keys.count, perKey, maxPlanVisits/perKey, int64(maxPlanVisits))
+	}
 	keys, what, closeKeys, err := c.keys.open(e)
 	if err != nil {
 		return nil, err
@@ -313,9 +320,12 @@ func (c *planChange) run(e *env) (*planReport, error) {
 }
 
 // count places every key before and after and counts the flows with rebalance.PlanKeys,
-// pools through the owners' numbers.
+// pools through the owners' numbers. Where the shard counts allow more than maxFlowPairs
+// distinct flows, it counts them itself and lists at most that many, so that its memory
+// stays bounded whatever the keys (jump from 2^31-1 shards to 1 makes a flow of every key).
 func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, error], prog *progress) error {
 	var readErr error
+	perKey := int64(locateCost(before) + locateCost(after))
 	seq := func(yield func(string) bool) {
 		n := 0
 		for k, err := range keys {
@@ -324,13 +334,25 @@ func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, er
 				return
 			}
 			n++
+			if int64(n)*perKey > maxPlanVisits {
+				readErr = fmt.Errorf("%s: more than %d keys: %s and %s visit %d shards or nodes a key, and plan visits at most %d: %w",
+					rep.Keys, maxPlanVisits/perKey, before.what(), after.what(), perKey, int64(maxPlanVisits), errLimit)
+				return
+			}
 			prog.count("placing", n)
 			if !yield(k) {
 				return
 			}
 		}
 	}
-	plan := rebalance.PlanKeys(rep.owners.sharder(before), rep.owners.sharder(after), seq)
+	b, a := rep.owners.sharder(before), rep.owners.sharder(after)
+	var plan *rebalance.Plan
+	var unlisted int64
+	if uint64(b.Shards())*uint64(a.Shards()) <= uint64(maxFlowPairs) {
+		plan = rebalance.PlanKeys(b, a, seq)
+	} else {
+		plan, unlisted = planCapped(b, a, seq)
+	}
 	if readErr != nil {
 		return readErr
 	}
@@ -340,8 +362,56 @@ func (rep *planReport) count(before, after *placement, keys iter.Seq2[string, er
 	for _, f := range plan.Flows {
 		rep.Flows = append(rep.Flows, planFlow{From: rep.owners.label(f.From), To: rep.owners.label(f.To), Count: f.Count})
 	}
-	rep.Total, rep.Moved, rep.Fraction = plan.Total, plan.Moved(), plan.Fraction()
+	rep.Total, rep.Moved = plan.Total, plan.Moved()+unlisted
+	rep.Fraction = float64(rep.Moved) / float64(rep.Total)
+	if unlisted > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d moved keys are counted but not listed in the flows: plan lists the first %d distinct flows", unlisted, maxFlowPairs))
+	}
 	return nil
+}
+
+// maxFlowPairs is the most distinct (from, to) flows plan lists (a variable for the tests).
+var maxFlowPairs = 1 << 20
+
+// maxPlanVisits bounds the work of plan: the keys times the shards or nodes that a Locate
+// before and after visits, which is the shard or node count for rendezvous, a few for the
+// others. At one or two nanoseconds a visit, it is a few seconds.
+const maxPlanVisits = 1 << 32
+
+// locateCost is the shards or nodes one Locate of p visits: all of them for rendezvous, one
+// (a hash, a table or a search) for the other strategies.
+func locateCost(p *placement) int {
+	switch p.dense.(type) {
+	case *shard.Rendezvous:
+		return p.dense.Shards()
+	}
+	if _, ok := p.pool.(*pool.Rendezvous); ok {
+		return len(p.pool.Nodes())
+	}
+	return 1
+}
+
+// planCapped is rebalance.PlanKeys with at most maxFlowPairs flows: a key of another flow is
+// counted in the total, and returned apart if it moves (a key that stays is in no flow that
+// the report shows).
+func planCapped(before, after shard.Sharder, keys iter.Seq[string]) (plan *rebalance.Plan, unlisted int64) {
+	type pair struct{ from, to int }
+	counts := map[pair]int64{}
+	plan = &rebalance.Plan{}
+	for k := range keys {
+		p := pair{before.Locate(k), after.Locate(k)}
+		plan.Total++
+		if c, ok := counts[p]; ok || len(counts) < maxFlowPairs {
+			counts[p] = c + 1
+		} else if p.from != p.to {
+			unlisted++
+		}
+	}
+	for p, c := range counts {
+		plan.Flows = append(plan.Flows, rebalance.Flow{From: p.from, To: p.to, Count: c})
+	}
+	slices.SortFunc(plan.Flows, func(a, b rebalance.Flow) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
+	return plan, unlisted
 }
 
 // exactPlan adds the exact plan of two partition tables, two trie shapes or two rings.

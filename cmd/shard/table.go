@@ -490,11 +490,9 @@ func (t *tableFlags) edit(e *env, file string) error {
 		var moved []string
 		for _, m := range t.moves {
 			moved = append(moved, fmt.Sprintf("%s to shard %d", span(m.First, m.Last), m.To))
-			for p := m.First; p <= m.Last && err == nil; p++ {
-				err = after.parts.Move(p, m.To)
-			}
 		}
 		change = "move partitions " + strings.Join(moved, ", ")
+		err = movePartitions(after.parts, t.moves)
 	case t.set["split"], t.set["merge"]:
 		if after.trie == nil {
 			return badUsage("-split, -merge: %s is a %s: they edit a trie shape", file, after.kind())
@@ -647,4 +645,40 @@ func sniff(text []byte) string {
 		}
 	}
 	return ""
+}
+
+// movePartitions gives the partitions of each move to its shard, in order, as Move would one
+// by one, with Move's errors, but in one new table: Move copies the table for each partition,
+// which made -move 0-65535:1 take seconds.
+func movePartitions(p *shard.Partitions, moves []partRun) error {
+	owner := p.Table()
+	np, shards := len(owner), p.Shards()
+	for _, m := range moves {
+		switch {
+		case m.First >= np:
+			return fmt.Errorf("shard: partitions: move partition %d: allowed range is [0, %d): %w", m.First, np, shard.ErrPartition)
+		case m.To >= shards:
+			return fmt.Errorf("shard: partitions: move partition %d to shard %d: allowed range is [0, %d): %w", m.First, m.To, shards, shard.ErrShard)
+		case m.Last >= np:
+			return fmt.Errorf("shard: partitions: move partition %d: allowed range is [0, %d): %w", np, np, shard.ErrPartition)
+		}
+		for i := m.First; i <= m.Last; i++ {
+			owner[i] = m.To
+		}
+	}
+	text, err := p.MarshalText()
+	if err != nil {
+		return err
+	}
+	header, _, _ := bytes.Cut(text, []byte("\n"))
+	text = append(header, '\n')
+	for first := 0; first < np; {
+		last := first
+		for last+1 < np && owner[last+1] == owner[first] {
+			last++
+		}
+		text = fmt.Appendf(text, "%d-%d %d\n", first, last, owner[first])
+		first = last + 1
+	}
+	return p.UnmarshalText(text)
 }
