@@ -154,6 +154,10 @@ type PlacementError struct {
 	// Wanted is the access's or the claim's.
 	Served, Wanted Placement
 	Finished       bool
+	// Finishing says the shard's migration is being finished (SharedStore.Finishing): a
+	// Leaving access of an owner the shard holds no fence for waits until it is finished
+	// or not, as Do does.
+	Finishing bool
 	// Claim is true for a refused claim, false for a refused access.
 	Claim bool
 }
@@ -171,6 +175,8 @@ func (e *PlacementError) Error() string {
 	}
 	wanted := fmt.Sprintf("migration %q (sharders %016x -> %016x)", e.Wanted.Migration, e.Wanted.Before, e.Wanted.After)
 	switch {
+	case e.Finishing:
+		return fmt.Sprintf("rebalance: %s: migration %q is being finished, and the owner has no fence here: an owner that moves waits for the finish", where, e.Served.Migration)
 	case e.Claim && e.Served.Migration == e.Wanted.Migration:
 		return fmt.Sprintf("rebalance: %s serves %s: a mover of the same ID with other sharders cannot claim it as %s", where, served, wanted)
 	case e.Claim && !e.Finished:

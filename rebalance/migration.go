@@ -476,12 +476,23 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 			}
 		}
 	}
-	if left.Left == 0 {
-		if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
-			return err
-		}
+	if left.Left > 0 {
+		return left
 	}
-	if left.Left > 0 || left.Unlisted > 0 {
+	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
+	// on its old shard between the listing and the finish.
+	for i := range m.locks {
+		m.locks[i].Lock()
+	}
+	defer func() {
+		for i := range m.locks {
+			m.locks[i].Unlock()
+		}
+	}()
+	if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
+		return err
+	}
+	if left.Unlisted > 0 {
 		return left
 	}
 	m.finished.Store(true)

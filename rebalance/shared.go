@@ -181,6 +181,12 @@ type SharedStore[Tx any] interface {
 	// next migration's mover may claim them, and accesses routed by the next migration are
 	// accepted before its mover has claimed (Placement.Accepts).
 	Finished(ctx context.Context, p Placement) error
+	// Finishing records on every shard that serves p, unfinished, that Finish is looking for
+	// owners left out (on), or no longer is (off). While it is, a shard refuses a Leaving
+	// access of an owner it holds no fence for, with a *PlacementError whose Finishing is
+	// true, and the change waits for the accesses under way: no new owner's rows land on
+	// its old shard behind Finish's back.
+	Finishing(ctx context.Context, p Placement, on bool) error
 }
 
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their
@@ -384,10 +390,19 @@ func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard 
 	s, switched := from, false
 	for {
 		err := m.access(ctx, owner, s, fn)
-		if pe := (*PlacementError)(nil); s == from && errors.As(err, &pe) && pe.Finished && pe.Served.Migration == m.id {
-			// Finished by another process: the after sharder alone routes from now on.
-			m.finished.Store(true)
-			return m.access(ctx, owner, to, fn)
+		if pe := (*PlacementError)(nil); s == from && errors.As(err, &pe) && pe.Served.Migration == m.id {
+			switch {
+			case pe.Finished:
+				// Finished by another process: the after sharder alone routes from now on.
+				m.finished.Store(true)
+				return m.access(ctx, owner, to, fn)
+			case pe.Finishing:
+				// Until Finish decides, the owner is served by its old shard or by none.
+				if err := m.backoff(ctx, owner, deadline, &wait, err); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		var fe *FenceError
 		if !errors.As(err, &fe) || fe.Shard != s || fe.Newest != 0 {
@@ -403,18 +418,28 @@ func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard 
 		}
 		// Neither shard serves the owner now: its move is between the fence on its old shard
 		// and the commit on its new one (Redis Cluster's TRYAGAIN), or was rolled back.
-		if time.Now().After(deadline) {
-			return fmt.Errorf("rebalance: migration %q: owner %q is being moved from shard %d to %d and neither serves it after %v (is the mover stopped between its steps? run it again): %w",
-				m.id, owner, from, to, m.opts.FenceWait, err)
+		if err := m.backoff(ctx, owner, deadline, &wait, err); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("rebalance: migration %q: owner %q: waiting for its move: %w", m.id, owner, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 50*time.Millisecond)
 		s, switched = next, false
 	}
+}
+
+// backoff waits *wait, doubled up to 50 ms for the next time, unless the deadline passed
+// (an error wrapping err) or ctx is done.
+func (m *Shared[Tx]) backoff(ctx context.Context, owner string, deadline time.Time, wait *time.Duration, err error) error {
+	if time.Now().After(deadline) {
+		from, to := m.before.Locate(owner), m.after.Locate(owner)
+		return fmt.Errorf("rebalance: migration %q: owner %q is being moved from shard %d to %d and neither serves it after %v (is the mover stopped between its steps? run it again): %w",
+			m.id, owner, from, to, m.opts.FenceWait, err)
+	}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("rebalance: migration %q: owner %q: waiting for its move: %w", m.id, owner, ctx.Err())
+	case <-time.After(*wait):
+	}
+	*wait = min(2**wait, 50*time.Millisecond)
+	return nil
 }
 
 // access runs fn on shard s for owner; an owner the migration moves, accessed on its before
@@ -482,13 +507,22 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 			return err
 		}
 	}
-	if left.Left == 0 {
-		if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
-			return err
-		}
-	}
-	if left.Left > 0 || left.Unlisted > 0 {
+	if left.Left > 0 {
 		return left
+	}
+	if _, ok := m.store.(OwnerLister); ok {
+		// New owners' accesses to their old shards wait while the shards are listed, so
+		// that none lands there between the listing and the finish.
+		if err := m.store.Finishing(ctx, m.placement, true); err != nil {
+			return fmt.Errorf("rebalance: migration %q: record on the shards that it is being finished: %w", m.id, err)
+		}
+		err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left)
+		if err != nil || left.Unlisted > 0 {
+			if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, false); ferr != nil {
+				return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
+			}
+			return cmp.Or(err, error(left))
+		}
 	}
 	if err := m.store.Finished(ctx, m.placement); err != nil {
 		return fmt.Errorf("rebalance: migration %q: record on the shards that it is finished: %w", m.id, err)

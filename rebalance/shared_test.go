@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -737,4 +738,52 @@ func TestStaleProcessAfterFinish(t *testing.T) {
 	require.NoError(t, w.write(ctx, stale, w.owners[0], 100))
 	w.check(t, true)
 	require.ErrorIs(t, stale.Run(ctx, slices.Values(w.owners)), ErrFinished, "the stale process learned of the finish")
+}
+
+// slowLister blocks the listing of the owners on shard at until release is closed, after
+// telling listing.
+type slowLister struct {
+	*MemShared
+	at               int
+	listing, release chan struct{}
+}
+
+func (s *slowLister) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
+	if shard == s.at {
+		close(s.listing)
+		<-s.release
+	}
+	return s.MemShared.Owners(ctx, shard)
+}
+
+// TestNewOwnerDuringFinish: a process that has not heard of the finish writes a new user,
+// whose shard the migration changes, while Finish lists the owners of the shards, after it
+// listed the user's old shard. The write waits for the finish and lands on the user's new
+// shard: without the wait it would land on the old shard after its listing, where nothing
+// would find it.
+func TestNewOwnerDuringFinish(t *testing.T) {
+	w := newSharedWorld(t, 10, 3, 2, 3)
+	ctx := context.Background()
+	var fresh string
+	for i := 100; fresh == ""; i++ {
+		if o := fmt.Sprint("user", i); w.before.Locate(o) != w.after.Locate(o) && w.before.Locate(o) < 2 {
+			fresh = o
+		}
+	}
+	st := &slowLister{MemShared: w.store, at: 2, listing: make(chan struct{}), release: make(chan struct{})}
+	operator := w.shared(t, "grow", st, SharedOptions{})
+	stale := w.shared(t, "grow", w.store, SharedOptions{FenceWait: 10 * time.Second})
+	require.NoError(t, operator.Run(ctx, slices.Values(w.owners)))
+	finished := make(chan error, 1)
+	go func() { finished <- operator.Finish(ctx, slices.Values(w.owners)) }()
+	<-st.listing // shards 0 and 1 listed
+	w.acked[fresh] = map[int]string{}
+	w.owners = append(w.owners, fresh)
+	wrote := make(chan error, 1)
+	go func() { wrote <- w.write(ctx, stale, fresh, 1) }()
+	time.Sleep(20 * time.Millisecond)
+	close(st.release)
+	require.NoError(t, <-finished)
+	require.NoError(t, <-wrote)
+	w.check(t, true)
 }

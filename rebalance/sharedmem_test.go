@@ -31,6 +31,7 @@ type MemShared struct {
 	serves []memServes                 // shard -> the placement it serves
 	seq    int64                       // the last change recorded
 	logs   [][]memChange               // shard -> the changes recorded of exporting owners
+	gates  [64]sync.RWMutex            // shard -> held shared by accesses, exclusive by Finishing
 }
 
 // memChange is a change of one row of an exporting owner.
@@ -49,8 +50,8 @@ type memClaim struct {
 
 // memServes is the placement a shard serves.
 type memServes struct {
-	p        Placement
-	finished bool
+	p                   Placement
+	finished, finishing bool
 }
 
 // NewMemShared returns a MemShared of n empty shards.
@@ -205,8 +206,21 @@ func (s *MemShared) Finished(_ context.Context, p Placement) error {
 	defer s.mu.Unlock()
 	for i, sv := range s.serves {
 		if sv.p == p {
-			s.serves[i].finished = true
+			s.serves[i].finished, s.serves[i].finishing = true, false
 		}
+	}
+	return nil
+}
+
+func (s *MemShared) Finishing(_ context.Context, p Placement, on bool) error {
+	for i := range s.serves {
+		s.gates[i].Lock() // waits for the accesses under way
+		s.mu.Lock()
+		if sv := s.serves[i]; sv.p == p && !sv.finished {
+			s.serves[i].finishing = on
+		}
+		s.mu.Unlock()
+		s.gates[i].Unlock()
 	}
 	return nil
 }
@@ -229,6 +243,8 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 	if err := s.check(shard); err != nil {
 		return err
 	}
+	s.gates[shard].RLock()
+	defer s.gates[shard].RUnlock()
 	l := s.lock(owner, shard)
 	l.RLock()
 	defer l.RUnlock()
@@ -237,6 +253,9 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 	s.mu.Unlock()
 	if !p.Accepts(sv.p, sv.finished) {
 		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finished: sv.finished}
+	}
+	if sv.finishing && p.Leaving && f == Serving {
+		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finishing: true}
 	}
 	if f != Serving && f != Exporting {
 		return &FenceError{Owner: owner, Shard: shard, State: f}

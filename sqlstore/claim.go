@@ -170,7 +170,7 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 		return p, false, s.where(i, "read the placement served", err)
 	}
 	p.Before, p.After = uint64(before), uint64(after)
-	return p, finished != 0, nil
+	return p, finished == 1, nil // 2: being finished, not yet
 }
 
 // refusesPlacement is a condition true of the placement row of a shard that does not accept
@@ -200,6 +200,39 @@ func (s *Store) Release(ctx context.Context, migration string, token uint64) err
 	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = 0 WHERE migration = $1 AND token = $2", migration, int64(token))
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: release migration %q: %w", migration, err)
+	}
+	return nil
+}
+
+// Finishing records on every shard that serves p, unfinished, that its Finish is looking for
+// owners left out (finished = 2 in rebalance_placement), or no longer is; see
+// rebalance.SharedStore. On PostgreSQL it holds the placement lock that Leaving accesses
+// hold shared, so it waits for those under way; on SQLite its write waits for every write.
+func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) error {
+	from, to := 0, 2
+	if !on {
+		from, to = 2, 0
+	}
+	for i := range s.shards {
+		tx, err := s.begin(ctx, i)
+		if err != nil {
+			return err
+		}
+		if s.dialect == PostgreSQL {
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", placementNS); err != nil {
+				tx.Rollback()
+				return s.wrap(i, "lock the placement", err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = $1 WHERE migration = $2 AND before_fp = $3 AND after_fp = $4 AND finished = $5",
+			to, p.Migration, int64(p.Before), int64(p.After), from)
+		if err == nil {
+			err = tx.Commit()
+		}
+		tx.Rollback()
+		if err != nil {
+			return s.wrap(i, "record the migration being finished", err)
+		}
 	}
 	return nil
 }

@@ -117,29 +117,33 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	}
 	defer tx.Rollback() // a no-op after Commit
 	var state sql.NullInt64
-	var refused int64
+	var refused, finishing int64
 	pm, pb, pa, lv := p.Migration, int64(p.Before), int64(p.After), 0
 	if p.Leaving {
 		lv = 1
 	}
 	refuses := "SELECT COUNT(*) FROM rebalance_placement WHERE " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5")
+	const beingFinished = "SELECT COUNT(*) FROM rebalance_placement WHERE finished = 2"
 	switch hold {
 	case sharedLock:
 		// The owner's lock shared, then the placement and its fence, in one round trip
 		// (rebalance_enter: -1 when the placement is refused).
-		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7)", fenceNS, lockKey(owner), owner, pm, pb, pa, lv).Scan(&state)
-		if state.Int64 == -1 {
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7, $8)", fenceNS, lockKey(owner), owner, pm, pb, pa, lv, placementNS).Scan(&state)
+		switch state.Int64 {
+		case -1:
 			state, refused = sql.NullInt64{}, 1
+		case -2:
+			state, finishing = sql.NullInt64{}, 1
 		}
 	case snapshot:
 		// The first read of a deferred transaction: it opens the snapshot fn runs on.
-		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+")", owner, pm, pb, pa, lv).Scan(&state, &refused)
+		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv).Scan(&state, &refused, &finishing)
 	case writeLock:
 		// A write first: it takes the write lock now (waiting for it under busy_timeout),
 		// so no fence change can commit between this read and the end of the transaction.
 		err = tx.QueryRowContext(ctx, "UPDATE rebalance_fence SET state = state WHERE owner = $1 RETURNING state", owner).Scan(&state)
 		if err == nil || errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+")", owner, pm, pb, pa, lv).Scan(new(any), &refused)
+			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv).Scan(new(any), &refused, &finishing)
 		}
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -151,6 +155,9 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 			return err
 		}
 		return &rebalance.PlacementError{Shard: shard, Served: served, Wanted: p, Finished: finished}
+	}
+	if finishing > 0 && p.Leaving && !state.Valid {
+		return &rebalance.PlacementError{Shard: shard, Served: p, Wanted: p, Finishing: true}
 	}
 	if f := rebalance.FenceState(state.Int64); state.Valid && f != rebalance.Serving && f != rebalance.Exporting {
 		return &rebalance.FenceError{Owner: owner, Shard: shard, State: f}
@@ -299,6 +306,10 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 
 // epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).
 var epochNS = namespace("shardkit/rebalance-epoch")
+
+// placementNS is the advisory lock namespace of the placement a shard serves: Leaving
+// accesses hold its key 0 shared, a change to "being finished" exclusive (PostgreSQL).
+var placementNS = namespace("shardkit/rebalance-placement")
 
 // fenceNS is the advisory lock namespace of the owners' fences (PostgreSQL). It is one for
 // every Store, whatever its tables: a shard has one fence per owner, which every Store on

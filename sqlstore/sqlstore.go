@@ -294,16 +294,23 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 // taken when the statement starts (READ COMMITTED), so a read after a lock sees every change
 // committed before the lock was granted, as two statements of a transaction would.
 var pgFunctions = []string{`
-CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint, lv integer) RETURNS integer
+CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint, lv integer, pns integer) RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE st integer;
 BEGIN
-	-- Held until the caller's transaction ends: a fence change of o waits for it.
+	-- Held until the caller's transaction ends: a fence change of o waits for it, and for
+	-- a Leaving access a change to "being finished" does.
 	PERFORM pg_advisory_xact_lock_shared(ns, k);
+	IF lv = 1 THEN
+		PERFORM pg_advisory_xact_lock_shared(pns, 0);
+	END IF;
 	IF EXISTS (SELECT 1 FROM rebalance_placement WHERE ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv") + `) THEN
 		RETURN -1; -- the shard serves another placement
 	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;
+	IF lv = 1 AND st IS NULL AND EXISTS (SELECT 1 FROM rebalance_placement WHERE finished = 2) THEN
+		RETURN -2; -- being finished: an owner without a fence waits
+	END IF;
 	RETURN st;
 END
 $f$`, `

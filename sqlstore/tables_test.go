@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -494,6 +495,66 @@ func TestStaleProcessAfterFinish(t *testing.T) {
 			if err := w.write(ctx, stale, user); err != nil {
 				t.Fatal(err)
 			}
+		}
+		w.requireClean(t, admin, w.after)
+	})
+}
+
+// slowLister blocks the listing of the owners on shard at until release is closed, after
+// telling listing.
+type slowLister struct {
+	*sqlstore.Store
+	at               int
+	listing, release chan struct{}
+}
+
+func (s *slowLister) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
+	if shard == s.at {
+		close(s.listing)
+		<-s.release
+	}
+	return s.Store.Owners(ctx, shard)
+}
+
+// TestNewOwnerDuringFinish: while Finish lists the owners of the shards, and after it listed
+// a new user's old shard, a process that has not heard of the finish writes that user. The
+// write waits for the finish and lands on the user's new shard, where the listing of the
+// shards already done cannot miss it.
+func TestNewOwnerDuringFinish(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, admin, span(1, 20), 5)
+		var fresh string
+		for u := 1000; fresh == ""; u++ {
+			if s := strconv.Itoa(u); w.before.Locate(s) != w.after.Locate(s) && w.before.Locate(s) < 3 {
+				fresh = s
+			}
+		}
+		st := &slowLister{Store: e.open(t, 2).store, at: 3, listing: make(chan struct{}), release: make(chan struct{})}
+		operator, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 20 * time.Second})
+		if err := operator.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		finished := make(chan error, 1)
+		go func() { finished <- operator.Finish(ctx, slices.Values(w.users)) }()
+		<-st.listing
+		w.users = append(w.users, fresh)
+		w.acked[fresh] = &atomic.Int64{}
+		wrote := make(chan error, 1)
+		go func() { wrote <- w.write(ctx, stale, fresh) }()
+		time.Sleep(50 * time.Millisecond)
+		close(st.release)
+		if err := <-finished; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
 		}
 		w.requireClean(t, admin, w.after)
 	})
