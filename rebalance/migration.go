@@ -136,7 +136,7 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	switch {
 	case id == "":
 		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
-	case before == nil || after == nil || store == nil:
+	case isNil(before) || isNil(after) || isNil(store):
 		return nil, fmt.Errorf("rebalance: migration %q: nil sharder or store: %w", id, ErrConfig)
 	case shareState(before, after):
 		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder, or wrap the same one: resizing one resizes the other, so nothing would move: make a second sharder with the new count: %w", id, ErrConfig)
@@ -162,6 +162,20 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 
 // sharderType is the interface a field must implement for shareState to look into it.
 var sharderType = reflect.TypeFor[shard.Sharder]()
+
+// isNil reports whether v is nil, or an interface holding a nil pointer, map, slice, channel
+// or function (a typed nil): a Store or a Sharder of that kind fails at its first call, so
+// the constructors refuse it up front as they refuse an untyped nil.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
 
 // shareState reports whether a and b are one sharder, or wrap one: whether a sharder
 // reachable from a through fields that hold a Sharder is identical to one reachable from b.

@@ -150,7 +150,7 @@ func NewRangeMigration(id string, before, after shard.Sharder, position func(key
 	if err := checkRanges(ranges); err != nil {
 		return nil, err
 	}
-	if position == nil || store == nil || before == nil || after == nil {
+	if position == nil || isNil(store) || isNil(before) || isNil(after) {
 		return nil, fmt.Errorf("rebalance: range migration %q: nil position, store or sharder: %w", id, ErrConfig)
 	}
 	rm := &RangeMigration{before: before, after: after, position: position, ranges: slices.Clone(ranges),

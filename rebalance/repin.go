@@ -52,7 +52,7 @@ type Repin struct {
 // The ID names the marks in store, as for New; opts are the Options of every batch's
 // Migration. Bad arguments are errors wrapping ErrConfig.
 func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, opts Options) (*Repin, error) {
-	if d == nil || rule == nil {
+	if d == nil || isNil(rule) {
 		return nil, fmt.Errorf("rebalance: repin %q: nil directory or rule: %w", id, ErrConfig)
 	}
 	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts, moved: map[string]int{}}

@@ -324,7 +324,7 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 	switch {
 	case id == "":
 		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
-	case before == nil || after == nil || store == nil:
+	case isNil(before) || isNil(after) || isNil(store):
 		return nil, fmt.Errorf("rebalance: migration %q: nil sharder or store: %w", id, ErrConfig)
 	case shareState(before, after):
 		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder, or wrap the same one: resizing one resizes the other, so nothing would move: make a second sharder with the new count: %w", id, ErrConfig)
