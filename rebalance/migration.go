@@ -256,6 +256,10 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 	}
 	l := m.lock(owner)
 	l.RLock()
+	if m.finished.Load() { // Finish held every lock meanwhile, and finished
+		l.RUnlock()
+		return fn(to)
+	}
 	mark, err := m.mark(ctx, owner)
 	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
 		l.RUnlock()

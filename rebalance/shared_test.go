@@ -787,3 +787,49 @@ func TestNewOwnerDuringFinish(t *testing.T) {
 	require.NoError(t, <-wrote)
 	w.check(t, true)
 }
+
+// slowStore blocks the listing of the owners on shard at until release is closed, after
+// telling listing.
+type slowStore struct {
+	*memStore
+	at               int
+	listing, release chan struct{}
+}
+
+func (s *slowStore) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
+	if shard == s.at {
+		close(s.listing)
+		<-s.release
+	}
+	return s.memStore.Owners(ctx, shard)
+}
+
+// TestMigrationNewOwnerDuringFinish: an in-process Migration's Do of a new owner, whose shard
+// changes, called while Finish lists the owners of the shards (after its old shard), waits
+// for the finish and runs on the owner's new shard.
+func TestMigrationNewOwnerDuringFinish(t *testing.T) {
+	before, _ := shard.NewModulo(2)
+	after, _ := shard.NewModulo(3)
+	st := &slowStore{memStore: newMemStore(3), at: 2, listing: make(chan struct{}), release: make(chan struct{})}
+	var fresh string
+	for i := 100; fresh == ""; i++ {
+		if o := fmt.Sprint("user", i); before.Locate(o) != after.Locate(o) {
+			fresh = o
+		}
+	}
+	m, err := New("grow", before, after, st, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, m.Run(ctx, slices.Values([]string{})))
+	finished := make(chan error, 1)
+	go func() { finished <- m.Finish(ctx, slices.Values([]string{})) }()
+	<-st.listing
+	ran := make(chan int, 1)
+	go func() {
+		m.Do(ctx, fresh, func(s int) error { ran <- s; return nil })
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(st.release)
+	require.NoError(t, <-finished)
+	require.Equal(t, after.Locate(fresh), <-ran, "the new owner's shard")
+}
