@@ -28,3 +28,8 @@ func xgetbv() (eax, edx uint32)
 //
 //go:noescape
 func max4AVX512(mults []uint64, k *[4]uint64, best *[4]uint64)
+
+// max1AVX512 returns the largest k × m over mults; len(mults) > 0.
+//
+//go:noescape
+func max1AVX512(mults []uint64, k uint64) uint64

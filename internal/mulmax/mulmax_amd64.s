@@ -107,3 +107,65 @@ reduce:
 
 	VZEROUPPER
 	RET
+
+// func max1AVX512(mults []uint64, k uint64) uint64
+//
+// One key: four accumulators (Z4-Z7) so that the maxima of 32 multipliers per round run
+// side by side, then eight at a time, then a zero-masked tail.
+TEXT ·max1AVX512(SB), NOSPLIT, $0-40
+	MOVQ mults_base+0(FP), SI
+	MOVQ mults_len+8(FP), CX
+	VPBROADCASTQ k+24(FP), Z0
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+
+loop32:
+	CMPQ    CX, $32
+	JB      loop8
+	VPMULLQ (SI), Z0, Z8
+	VPMULLQ 64(SI), Z0, Z9
+	VPMULLQ 128(SI), Z0, Z10
+	VPMULLQ 192(SI), Z0, Z11
+	VPMAXUQ Z8, Z4, Z4
+	VPMAXUQ Z9, Z5, Z5
+	VPMAXUQ Z10, Z6, Z6
+	VPMAXUQ Z11, Z7, Z7
+	ADDQ    $256, SI
+	SUBQ    $32, CX
+	JMP     loop32
+
+loop8:
+	CMPQ    CX, $8
+	JB      tail1
+	VPMULLQ (SI), Z0, Z8
+	VPMAXUQ Z8, Z4, Z4
+	ADDQ    $64, SI
+	SUBQ    $8, CX
+	JMP     loop8
+
+tail1:
+	TESTQ CX, CX
+	JZ    reduce1
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVW AX, K1
+	VMOVDQU64.Z (SI), K1, Z8
+	VPMULLQ Z8, Z0, Z8
+	VPMAXUQ Z8, Z4, Z4
+
+reduce1:
+	VPMAXUQ       Z5, Z4, Z4
+	VPMAXUQ       Z7, Z6, Z6
+	VPMAXUQ       Z6, Z4, Z4
+	VEXTRACTI64X4 $1, Z4, Y8
+	VPMAXUQ       Y8, Y4, Y4
+	VEXTRACTI128  $1, Y4, X8
+	VPMAXUQ       X8, X4, X4
+	VPSHUFD       $0x4e, X4, X8
+	VPMAXUQ       X8, X4, X4
+	VMOVQ         X4, ret+32(FP)
+	VZEROUPPER
+	RET
