@@ -465,6 +465,10 @@ func (f Fence) String() string {
 // by the after sharder alone (still reading the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
 // *UnfinishedError. owners must not be nil (ErrConfig).
 //
+// Over an OwnerLister, accesses of new owners to their old shards wait while it lists the
+// shards (SharedStore.Finishing): a Finish stopped part way (its process killed) leaves them
+// waiting, up to FenceWait each, until Finish runs again.
+//
 // The fences stay: an old shard keeps saying moved, so that a process that still routes by
 // the before sharder is refused there rather than writing where nobody reads.
 func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error {
