@@ -30,7 +30,9 @@ the end, next to that node's fair share. Last it repeats the experiment of the
 consistent-hash homework [002]: the Murmur ring's deviation against its number of points
 per shard. With -zipf S it also sends as many requests as keys, drawn by Zipf(S), and
 prints each strategy's fullest shard by requests over the average, for the pools also with
-bounded loads (package pool/bounded, c = 1.25). It takes about fifteen seconds with the
+bounded loads (package pool/bounded, c = 1.25). It ends with a verdict drawn from the first
+table: the fastest, the most even, the least movement, and which fits which need. It takes
+about fifteen seconds with the
 defaults; progress shows on stderr when it is a terminal (with stderr redirected, compare
 says nothing until it is done).
 
@@ -142,6 +144,8 @@ type compareReport struct {
 	Pools *poolsReport `json:"pools"`
 	// Skew is the section of -zipf (compareskew.go).
 	Skew *skewReport `json:"skew,omitempty"`
+	// Verdict sums up the main table (compareverdict.go).
+	Verdict *verdict `json:"verdict"`
 }
 
 func compare(e *env, c compareConfig) error {
@@ -218,6 +222,7 @@ func compare(e *env, c compareConfig) error {
 	grow, double := measure.IdealMovedPct(n, n+1), measure.IdealMovedPct(n, 2*n)
 	rep.Ideal = compareRow{Strategy: "ideal", Fits: true, StddevPct: measure.HashStddevPct(n, len(keys)), MaxMean: 1,
 		GrowPct: &grow, DoublePct: &double}
+	rep.Verdict = rep.makeVerdict()
 
 	if c.seeds > 0 {
 		prog.say(fmt.Sprintf("the consistent-hash homework [002]: %d UUIDs x %d rings on the Murmur ring", len(keys), c.seeds))
@@ -292,7 +297,7 @@ whose shard changes on Resize; ideal: the new shards' fair share, 1/(n+1) and 1/
 		}
 	}
 	if rep.Curve == nil {
-		return nil
+		return rep.writeVerdict(w)
 	}
 	fmt.Fprintf(w, "\nThe consistent-hash homework [002]: Murmur ring, 10 shards, %d random UUIDs, deviation averaged over %d rings and key sets\n\n", rep.Keys, rep.Seeds)
 	var vt measure.Table
@@ -306,7 +311,10 @@ whose shard changes on Resize; ideal: the new shards' fair share, 1/(n+1) and 1/
 	_, err := fmt.Fprint(w, "\n[002] 在野, \"架构师训练营第 5 周作业——一致性 Hash 算法\" (Architect training camp, week 5\n"+
 		"homework: the consistent hash algorithm), blog post, 2020-07-08: a Murmur ring of 10 servers\n"+
 		"and 1,000,000 keys, its deviation for 100 to 5000 virtual nodes. All sources: README, Sources.\n")
-	return err
+	if err != nil {
+		return err
+	}
+	return rep.writeVerdict(w)
 }
 
 // measurePool measures a pool of n nodes named node0, node1, ... of weight 1 and default
