@@ -13,6 +13,11 @@
 // options, so lookups take no lock, never allocate, and are safe for concurrent use with
 // changes, as every pool's are.
 //
+// One system places by load as well as by key: HAProxy's hash-balance-factor (consistent
+// hashing with bounded loads). No pool can reproduce it; NewHAProxyBounded returns a
+// pool/bounded Balancer that does, checked against event sequences recorded from HAProxy
+// with connections held open (testdata/compat/haproxy/bounded).
+//
 // A configuration the system itself refuses, or one this package cannot reproduce, returns an
 // error of type *ConfigError that names the line ("compat: nginx: line 4: ...") and wraps
 // ErrConfig, which callers test with errors.Is. The error quotes at most an excerpt of 80
