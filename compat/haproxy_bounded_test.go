@@ -100,6 +100,9 @@ func TestHAProxyBoundedVectors(t *testing.T) {
 					}
 					require.NoError(t, bal.Add(pool.Node{Name: servers[n[0]], Weight: w}), "line %d", line)
 					require.NoError(t, plain.Add(pool.Node{Name: servers[n[0]], Weight: w}), "line %d", line)
+				case "w":
+					require.NoError(t, bal.SetWeight(servers[n[0]], n[1]), "line %d", line)
+					require.NoError(t, plain.SetWeight(servers[n[0]], n[1]), "line %d", line)
 				default:
 					t.Fatalf("line %d: unknown event %q", line, text)
 				}

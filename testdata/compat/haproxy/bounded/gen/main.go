@@ -57,6 +57,7 @@ type backend struct {
 type toggle struct {
 	at, server int
 	enable     bool
+	weight     int // above 0: set server weight instead
 }
 
 func (b backend) section() string {
@@ -102,6 +103,12 @@ func backends() []backend {
 		{name: "bounded-101-gaps", lines: append([]string{"hash-type consistent", "hash-balance-factor 101"}, servers(7, nil)...),
 			servers: 7, events: 1500, maxOpen: 12, hotKeys: 50, seed: 6,
 			disables: []toggle{{at: 0, server: 1}, {at: 0, server: 2}, {at: 0, server: 4}, {at: 0, server: 5}}},
+		// Weights changed at run time (set server weight): points and eweights follow, the
+		// cumulative weights stay those of the start.
+		{name: "bounded-150-setweight", lines: append([]string{"hash-type consistent", "hash-balance-factor 150"},
+			servers(5, func(i int) string { return fmt.Sprintf(" weight %d", weights[i]) })...),
+			servers: 5, events: 1500, maxOpen: 40, hotKeys: 100, seed: 7,
+			disables: []toggle{{at: 300, server: 1, weight: 5}, {at: 600, server: 4, weight: 1}, {at: 900, server: 0, weight: 3}, {at: 1200, server: 1, weight: 2}}},
 	}
 }
 
@@ -235,7 +242,7 @@ func play(b backend, keys []string, srv *slowServers, sock, dir, version string)
 	fmt.Fprintf(&out, "# system: %s, backend %s of %s.cfg\n", version, b.name, b.name)
 	out.WriteString("# front door: one client connection per open, GET /?k=<key, percent-encoded>&c=<conn> (" + balance + " hashes exactly the key); the servers hold every request until its close\n")
 	fmt.Fprintf(&out, "# servers: %s\n", strings.Join(names, " "))
-	out.WriteString("# events: o <conn> <key index> <server index>: an open went to that server; c <conn> <server index>: its close; d/e <server index>: disable/enable server on the stats socket\n")
+	out.WriteString("# events: o <conn> <key index> <server index>: an open went to that server; c <conn> <server index>: its close; d/e <server index>: disable/enable server on the stats socket; w <server index> <weight>: set server weight\n")
 	type open struct {
 		client net.Conn
 		server int
@@ -251,6 +258,13 @@ func play(b backend, keys []string, srv *slowServers, sock, dir, version string)
 		for len(toggles) > 0 && toggles[0].at == ev {
 			tg := toggles[0]
 			toggles = toggles[1:]
+			if tg.weight > 0 {
+				if reply := stats(sock, fmt.Sprintf("set server %s/s%d weight %d", b.name, tg.server+1, tg.weight)); strings.TrimSpace(reply) != "" {
+					return fmt.Errorf("%s: set server s%d weight %d: %q", b.name, tg.server+1, tg.weight, reply)
+				}
+				fmt.Fprintf(&out, "w %d %d\n", tg.server, tg.weight)
+				continue
+			}
 			cmd, tag := "disable", "d"
 			if tg.enable {
 				cmd, tag = "enable", "e"
