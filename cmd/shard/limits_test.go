@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,4 +210,35 @@ func TestPlanFlowsCapped(t *testing.T) {
 	assert.Equal(t, int64(20000), rep.Moved, "modulo 1 moves every key off shards >= 1, all but 1 in 2^31")
 	assert.Contains(t, rep.Notes[0], "19900 moved keys are counted but not listed")
 	assert.LessOrEqual(t, got, uint64(16<<20), "bytes allocated")
+}
+
+// TestLargest cross-checks largest, a heap of the n best, against a stable sort of them all
+// (what it replaced: 5 s of 8 for the 4 million ranges of a ring of 4194 shards).
+func TestLargest(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	slow := func(items []int, n int) []int {
+		if len(items) <= n {
+			return items
+		}
+		order := make([]int, len(items))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(items[b], items[a]) })
+		keep := order[:n]
+		slices.Sort(keep)
+		out := make([]int, n)
+		for i, j := range keep {
+			out[i] = items[j]
+		}
+		return out
+	}
+	for range 2000 {
+		items := make([]int, r.IntN(60))
+		for i := range items {
+			items[i] = r.IntN(8) // many ties
+		}
+		n := r.IntN(70)
+		assert.Equal(t, slow(items, n), largest(items, n, func(v int) float64 { return float64(v) }), "largest(%v, %d)", items, n)
+	}
 }

@@ -284,10 +284,20 @@ type hashRange struct {
 	Fraction float64 `json:"fraction"`
 }
 
-// newRangePlan returns plan as the report shows it, its shards named by owner.
-func newRangePlan(source string, plan *rebalance.LeafPlan, owner func(int) any) *rangePlan {
-	rp := &rangePlan{Source: source, Fraction: plan.Fraction(), Ranges: make([]hashRange, 0, len(plan.Ranges))}
-	for _, r := range plan.Ranges {
+// maxPlanRanges is the most ranges of a range plan the report holds, the largest: a ring of 4
+// million points has as many, and -json would print hundreds of megabytes.
+const maxPlanRanges = 1 << 20
+
+// newRangePlan returns plan as the report shows it, its shards named by owner, with at most
+// maxPlanRanges ranges, the largest (and a note in notes when there are more).
+func newRangePlan(source string, plan *rebalance.LeafPlan, owner func(int) any, notes *[]string) *rangePlan {
+	ranges := plan.Ranges
+	if len(ranges) > maxPlanRanges {
+		ranges = largest(ranges, maxPlanRanges, rebalance.HashRange.Fraction)
+		*notes = append(*notes, fmt.Sprintf("%d ranges move: the plan holds the %d largest, and its share counts them all", len(plan.Ranges), maxPlanRanges))
+	}
+	rp := &rangePlan{Source: source, Fraction: plan.Fraction(), Ranges: make([]hashRange, 0, len(ranges))}
+	for _, r := range ranges {
 		rp.Ranges = append(rp.Ranges, hashRange{First: fmt.Sprintf("%#016x", r.First), Last: fmt.Sprintf("%#016x", r.Last),
 			From: owner(r.From), To: owner(r.To), Fraction: r.Fraction()})
 	}
@@ -426,7 +436,7 @@ func (rep *planReport) exactPlan(before, after *placement) {
 			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
 			return
 		}
-		rep.Ranges = newRangePlan("ring arcs", plan, func(i int) any { return names[i] })
+		rep.Ranges = newRangePlan("ring arcs", plan, func(i int) any { return names[i] }, &rep.Notes)
 		return
 	}
 	shardNumber := func(i int) any { return i }
@@ -464,7 +474,7 @@ func (rep *planReport) exactPlan(before, after *placement) {
 			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
 			return
 		}
-		rep.Ranges = newRangePlan("trie shapes", plan, shardNumber)
+		rep.Ranges = newRangePlan("trie shapes", plan, shardNumber, &rep.Notes)
 	case *shard.Ring:
 		a, ok := after.dense.(*shard.Ring)
 		if !ok {
@@ -475,7 +485,7 @@ func (rep *planReport) exactPlan(before, after *placement) {
 			rep.Notes = append(rep.Notes, "no range plan: "+err.Error())
 			return
 		}
-		rep.Ranges = newRangePlan("ring arcs", plan, shardNumber)
+		rep.Ranges = newRangePlan("ring arcs", plan, shardNumber, &rep.Notes)
 	}
 }
 
@@ -552,19 +562,48 @@ func (rep *planReport) write(w io.Writer, maxFlows, maxRanges int) error {
 }
 
 // largest returns the n items of the largest size, in their order in items: all of them if
-// there are n or fewer; of equal sizes, the first ones.
+// there are n or fewer; of equal sizes, the first ones. It keeps the n best in a heap, so it
+// takes time len(items) log n and memory n: a ring of 4 million points has as many ranges.
 func largest[T any](items []T, n int, size func(T) float64) []T {
 	if len(items) <= n {
 		return items
 	}
-	order := make([]int, len(items))
-	for i := range order {
-		order[i] = i
+	// worse orders by size, then by place, the later one being worse; keep[0] is the worst kept.
+	worse := func(a, b int) bool {
+		sa, sb := size(items[a]), size(items[b])
+		return sa < sb || sa == sb && a > b
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(size(items[b]), size(items[a])) })
-	keep := order[:n]
+	keep := make([]int, 0, n)
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(keep) {
+				return
+			}
+			if c+1 < len(keep) && worse(keep[c+1], keep[c]) {
+				c++
+			}
+			if !worse(keep[c], keep[i]) {
+				return
+			}
+			keep[i], keep[c] = keep[c], keep[i]
+			i = c
+		}
+	}
+	for j := range items {
+		switch {
+		case len(keep) < n:
+			keep = append(keep, j)
+			for i := len(keep) - 1; i > 0 && worse(keep[i], keep[(i-1)/2]); i = (i - 1) / 2 {
+				keep[i], keep[(i-1)/2] = keep[(i-1)/2], keep[i]
+			}
+		case n > 0 && worse(keep[0], j):
+			keep[0] = j
+			down(0)
+		}
+	}
 	slices.Sort(keep)
-	out := make([]T, n)
+	out := make([]T, len(keep))
 	for i, j := range keep {
 		out[i] = items[j]
 	}
