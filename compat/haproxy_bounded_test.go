@@ -41,7 +41,7 @@ func TestHAProxyBoundedVectors(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			var servers []string
-			leases := map[int]*bounded.Lease{}
+			leases := map[int]bounded.Lease{}
 			opens, walked, full := 0, 0, 0
 			sc := bufio.NewScanner(f)
 			for line := 1; sc.Scan(); line++ {
@@ -83,8 +83,8 @@ func TestHAProxyBoundedVectors(t *testing.T) {
 					}
 				case "c":
 					conn, server := n[0], n[1]
-					l := leases[conn]
-					require.NotNil(t, l, "line %d: close of %d, never opened", line, conn)
+					l, ok := leases[conn]
+					require.True(t, ok, "line %d: close of %d, never opened", line, conn)
 					require.Equal(t, servers[server], l.Node(), "line %d", line)
 					require.NoError(t, l.Release(), "line %d", line)
 					delete(leases, conn)

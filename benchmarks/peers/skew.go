@@ -67,7 +67,7 @@ func skewTable(w io.Writer, c config, timingLen int) error {
 	if err != nil {
 		return err
 	}
-	held := &heldLeases{b: timed, held: make([]*bounded.Lease, 1024)}
+	held := &heldLeases{b: timed, held: make([]bounded.Lease, 1024)}
 	ns := measure.Race([]measure.Locator{&buraksezer{burak}, poolLocator{ring}, held}, timing, c.rounds, c.minDur)
 
 	fmt.Fprintf(w, "\nskew: %d requests by Zipf(%g) over %d keys on %d members; bounded loads at 1.25 on both sides; time: %d of the requests, lower quartile of %d interleaved rounds\n\n",
@@ -99,7 +99,7 @@ func (p poolLocator) Locate(k string) int { return len(p.p.Locate(k)) }
 // before: a steady state with len(held) leases out.
 type heldLeases struct {
 	b    *bounded.Balancer
-	held []*bounded.Lease
+	held []bounded.Lease
 	i    int
 }
 
@@ -108,7 +108,7 @@ func (h *heldLeases) Locate(k string) int {
 	if err != nil {
 		panic(err) // the default rule always has room
 	}
-	if old := h.held[h.i]; old != nil {
+	if old := h.held[h.i]; old.Node() != "" { // the zero Lease until the ring is full
 		if err := old.Release(); err != nil {
 			panic(err)
 		}

@@ -6,8 +6,6 @@ import (
 	"testing"
 )
 
-var benchSink string
-
 // BenchmarkAcquire times an Acquire, the Release of the lease taken 64 acquires before (so 64
 // leases are out and owners fill up) and one Locate of the pool, which counts the acquires
 // that went past the key's owner (off-owner%: with 64 leases on 100 nodes every capacity is
@@ -33,7 +31,7 @@ func BenchmarkAcquire(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				held := make([]*Lease, 64)
+				held := make([]Lease, 64)
 				for i := range held {
 					if held[i], err = bal.Acquire(keys[i]); err != nil {
 						b.Fatal(err)
@@ -72,16 +70,20 @@ func BenchmarkAcquireParallel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key-", i)
+	}
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			l, err := bal.Acquire(fmt.Sprint("key-", i%1000))
+			l, err := bal.Acquire(keys[i%len(keys)])
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			benchSink = l.Node()
 			if err := l.Release(); err != nil {
 				b.Error(err)
 				return

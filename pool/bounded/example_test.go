@@ -20,7 +20,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	var leases []*bounded.Lease
+	var leases []bounded.Lease
 	var nodes []string
 	for range 6 {
 		l, err := b.Acquire("video:42")

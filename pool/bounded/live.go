@@ -30,6 +30,7 @@ type Balancer struct {
 	state    atomic.Pointer[liveState]
 	total    atomic.Int64 // leases out, and Acquires in flight
 	walkers  sync.Pool    // *walker, for keys whose owner is full
+	records  sync.Pool    // *leaseRecord, released
 }
 
 // liveState is what an Acquire reads: the members, their counters and their capacities.
@@ -45,7 +46,8 @@ type liveState struct {
 // counter is one node's load, alone on its cache line: nodes are acquired from many cores.
 type counter struct {
 	n atomic.Int64
-	_ [56]byte
+	b *Balancer
+	_ [48]byte
 }
 
 // New returns a Balancer over p. The pool's members and weights are read now and after each
@@ -78,7 +80,7 @@ func (b *Balancer) publish(nodes []pool.Node) {
 	for i, n := range nodes {
 		c := b.counters[n.Name]
 		if c == nil {
-			c = &counter{}
+			c = &counter{b: b}
 			b.counters[n.Name] = c
 		}
 		s.index[n.Name], s.load[i] = int32(i), c
@@ -99,56 +101,81 @@ func (b *Balancer) publish(nodes []pool.Node) {
 	b.state.Store(s)
 }
 
-// Lease is one unit of load acquired on a node. Release it once when the work ends.
+// Lease is one unit of load acquired on a node: a small value to keep until the work ends,
+// then Release once. The zero Lease is no lease: its Release returns an error.
 type Lease struct {
-	b    *Balancer
-	c    *counter
+	rec  *leaseRecord
+	gen  uint64 // rec.gen when acquired
 	node string
-	done atomic.Bool
+}
+
+// leaseRecord is the shared part of a lease, recycled through Balancer.records so that an
+// Acquire does not allocate. Its generation counts the releases of the record: a Release
+// succeeds only for the generation its lease was acquired with, and moves it on, so a second
+// Release of the same lease, or one after the record was reused, finds another generation
+// and changes nothing.
+type leaseRecord struct {
+	gen atomic.Uint64
+	c   atomic.Pointer[counter]
 }
 
 // Node returns the name of the node the lease was acquired on.
-func (l *Lease) Node() string { return l.node }
+func (l Lease) Node() string { return l.node }
 
-// Release gives the lease's unit of load back. It is safe to call concurrently; only the
-// first call counts, and every later one returns an error wrapping ErrReleased.
-func (l *Lease) Release() error {
-	if l == nil || l.c == nil {
+// Release gives the lease's unit of load back. Only the first Release of a lease counts,
+// also when called concurrently; every later one, and the Release of the zero Lease, returns
+// an error wrapping ErrReleased and changes no count.
+func (l Lease) Release() error {
+	if l.rec == nil {
 		return fmt.Errorf("bounded: release: not a lease from Acquire: %w", ErrReleased)
 	}
-	if !l.done.CompareAndSwap(false, true) {
+	if !l.rec.gen.CompareAndSwap(l.gen, l.gen+1) {
 		return fmt.Errorf("bounded: release of a lease on %q: %w", l.node, ErrReleased)
 	}
+	c := l.rec.c.Swap(nil)
+	b := c.b
 	// The node's load first, then the total: a concurrent Acquire never sees the loads add
-	// up to more than the total (see acquire).
-	l.c.n.Add(-1)
-	l.b.total.Add(-1)
+	// up to more than the total (see Acquire).
+	c.n.Add(-1)
+	b.total.Add(-1)
+	b.records.Put(l.rec)
 	return nil
+}
+
+// lease takes a record for a lease on c.
+func (b *Balancer) lease(c *counter, node string) Lease {
+	r, _ := b.records.Get().(*leaseRecord)
+	if r == nil {
+		r = &leaseRecord{}
+	}
+	r.c.Store(c)
+	return Lease{rec: r, gen: r.gen.Load(), node: node}
 }
 
 // Acquire places one unit of load for key on the first node of the key's preference order
 // (the pool's AppendN order) whose load stays within its capacity once the total counts the
-// new unit, and returns the lease. It allocates the lease; a key whose owner is full also
-// reads the pool's AppendN, in batches of 4, 8, 16, ... nodes.
+// new unit, and returns the lease. It does not allocate once released leases are there to
+// recycle (a lease is a value; its shared record is reused); a key whose owner is full also
+// reads the pool's AppendN, in batches of 4, 8, 16, ... nodes, into a recycled buffer.
 //
 // It returns an error wrapping ErrEmpty for the zero Balancer, and one wrapping
 // ErrInfeasible when no node has room after a Sync: only a pool changed without Sync that
 // names nodes the Balancer does not know, or an Options.Capacity rule without Full that
 // leaves less room than the total, can cause that.
-func (b *Balancer) Acquire(key string) (*Lease, error) {
+func (b *Balancer) Acquire(key string) (Lease, error) {
 	s := b.state.Load()
 	if s == nil {
-		return nil, fmt.Errorf("bounded: acquire: zero Balancer: make one with New: %w", ErrEmpty)
+		return Lease{}, fmt.Errorf("bounded: acquire: zero Balancer: make one with New: %w", ErrEmpty)
 	}
 	total := uint64(b.total.Add(1))
 	for pass := 0; ; pass++ {
 		if c, name, ok := b.place(s, key, total); ok {
-			return &Lease{b: b, c: c, node: name}, nil
+			return b.lease(c, name), nil
 		}
 		if s.full >= 0 { // Options.Full: no room anywhere, and a rule for that
 			c := s.load[s.full]
 			c.n.Add(1)
-			return &Lease{b: b, c: c, node: s.fullName}, nil
+			return b.lease(c, s.fullName), nil
 		}
 		// Every node was full for this total. Under the default rule the loads add up to
 		// less than the total and the capacities to c times it or more, so for one snapshot
@@ -160,7 +187,7 @@ func (b *Balancer) Acquire(key string) (*Lease, error) {
 			b.Sync()
 		case 3:
 			b.total.Add(-1)
-			return nil, fmt.Errorf("bounded: acquire %q: no node has room (a Capacity rule leaving less room than the total, or a pool changed without Sync): %w", key, ErrInfeasible)
+			return Lease{}, fmt.Errorf("bounded: acquire %q: no node has room (a Capacity rule leaving less room than the total, or a pool changed without Sync): %w", key, ErrInfeasible)
 		}
 		s = b.state.Load()
 		total = max(total, uint64(b.total.Load()))

@@ -45,8 +45,8 @@ func runOps(t *testing.T, p pool.Pool, c float64, ops []byte) {
 	b, err := New(p, Options{Factor: c})
 	require.NoError(t, err)
 	m := &model{c: c, load: map[string]int64{}}
-	var leases []*Lease
-	released := map[*Lease]bool{}
+	var leases []Lease
+	released := map[int]bool{}
 	extra := 0 // nodes added so far
 	for len(ops) >= 2 {
 		op, arg := ops[0], int(ops[1])
@@ -69,14 +69,15 @@ func runOps(t *testing.T, p pool.Pool, c float64, ops []byte) {
 			if len(leases) == 0 {
 				continue
 			}
-			l := leases[arg%len(leases)]
+			i := arg % len(leases)
+			l := leases[i]
 			err := l.Release()
-			if released[l] {
+			if released[i] {
 				require.ErrorIs(t, err, ErrReleased, "second Release")
 				continue
 			}
 			require.NoError(t, err)
-			released[l] = true
+			released[i] = true
 			m.load[l.Node()]--
 			m.total--
 		case 6: // a node joins
@@ -101,8 +102,8 @@ func runOps(t *testing.T, p pool.Pool, c float64, ops []byte) {
 			require.Equal(t, want, got, "load of %q", name)
 		}
 	}
-	for _, l := range leases {
-		if !released[l] {
+	for i, l := range leases {
+		if !released[i] {
 			require.NoError(t, l.Release())
 		}
 	}
@@ -191,7 +192,7 @@ func TestLiveConcurrent(t *testing.T) {
 		go func() {
 			defer workersWG.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 9))
-			var held []*Lease
+			var held []Lease
 			for range rounds {
 				if len(held) > 0 && r.IntN(2) == 0 {
 					i := r.IntN(len(held))
@@ -273,4 +274,75 @@ func TestLiveFull(t *testing.T) {
 	l, err := b.Acquire("k")
 	require.NoError(t, err)
 	require.Equal(t, "node-01", l.Node(), "Full is asked again after a change")
+}
+
+// Acquire and Release do not allocate once released leases are there to recycle: on the
+// owner's fast path and on the walk past a full owner (pool.Ring's AppendN into the recycled
+// buffer).
+func TestLiveAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items at random")
+	}
+	ring, err := pool.NewRing(nodesN(10, false), pool.RingOptions{})
+	require.NoError(t, err)
+	b, err := New(ring, Options{})
+	require.NoError(t, err)
+	one := func() {
+		l, err := b.Acquire("key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	require.Zero(t, testing.AllocsPerRun(100, one), "owner with room")
+	var held []Lease
+	owner := ring.Locate("hot")
+	for { // "hot" until its owner is full for one lease more
+		load, _ := b.Load(owner)
+		if len(held) >= 20 && uint64(load) >= b.Capacity(owner, uint64(b.Total()+1)) {
+			break
+		}
+		l, err := b.Acquire("hot")
+		require.NoError(t, err)
+		held = append(held, l)
+	}
+	walk := func() {
+		l, err := b.Acquire("hot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Node() == ring.Locate("hot") {
+			t.Fatal("the owner should be full")
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	require.Zero(t, testing.AllocsPerRun(100, walk), "owner full: the walk")
+	for _, l := range held {
+		require.NoError(t, l.Release())
+	}
+}
+
+// A released lease's record is reused by the next Acquire; the old lease must not release
+// the new one.
+func TestLiveReleaseAfterReuse(t *testing.T) {
+	ring, err := pool.NewRing(nodesN(3, false), pool.RingOptions{})
+	require.NoError(t, err)
+	b, err := New(ring, Options{})
+	require.NoError(t, err)
+	for range 100 {
+		old, err := b.Acquire("a")
+		require.NoError(t, err)
+		require.NoError(t, old.Release())
+		l, err := b.Acquire("b")
+		require.NoError(t, err)
+		require.ErrorIs(t, old.Release(), ErrReleased)
+		require.Equal(t, int64(1), b.Total(), "the stale Release changed the counts")
+		require.NoError(t, l.Release())
+		require.ErrorIs(t, l.Release(), ErrReleased)
+		require.Zero(t, b.Total())
+	}
 }
