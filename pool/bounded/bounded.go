@@ -51,8 +51,8 @@
 //
 // where CH's is what consistent hashing moves, m/(n+1) on a join and m/n on a leave. So a
 // change moves at most 1.8 times what consistent hashing moves, the most with little slack
-// and few keys per node, and at most half the paper's C/ε² taken with constant 1; the test
-// fails above 2.5 times and above C/ε².
+// and few keys per node, and at most 0.53 times the paper's C/ε² taken with constant 1
+// (c = 2, 100 keys per node); the test fails above 2.5 times and above C/ε².
 //
 // # Skewed keys
 //
