@@ -401,7 +401,12 @@ func FuzzPartitionsUnmarshalText(f *testing.F) {
 	f.Add([]byte("hash=xxh64 partitions=10 shards=2\n0-4 0\n4-9 1\n"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var p Partitions
-		if err := p.UnmarshalText(text); err != nil {
+		var err error
+		// Memory follows the text, besides the table a header may announce: 2^16 partitions.
+		if got := allocated(func() { err = p.UnmarshalText(text) }); got > uint64(64*len(text)+1<<20) {
+			t.Fatalf("%d bytes of text: %d bytes allocated", len(text), got)
+		}
+		if err != nil {
 			require.ErrorIs(t, err, ErrPartitionTable)
 			require.Zero(t, p.Shards())
 			return

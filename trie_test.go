@@ -595,7 +595,11 @@ func FuzzTrieUnmarshalText(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text []byte) {
 		tr, err := NewTrie(3)
 		require.NoError(t, err)
-		if err := tr.UnmarshalText(text); err != nil {
+		// Memory follows the text: a leaf is a line.
+		if got := allocated(func() { err = tr.UnmarshalText(text) }); got > uint64(256*len(text)+64<<10) {
+			t.Fatalf("%d bytes of text: %d bytes allocated", len(text), got)
+		}
+		if err != nil {
 			require.ErrorIs(t, err, ErrTrieShape)
 			require.Equal(t, 3, tr.Shards())
 			return

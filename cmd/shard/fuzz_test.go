@@ -89,3 +89,30 @@ func FuzzMoveFlag(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTable: any text is a saved table of one of the three kinds or an error that names
+// the file, never a panic, and what it takes in memory follows the text, besides the largest
+// state a few bytes may describe (a Memento state of 2^22 buckets in one run: 120 MB).
+func FuzzParseTable(f *testing.F) {
+	for _, name := range []string{"parts.txt", "slots.txt", "trie.txt", "pool.txt", "parts-bad.txt", "trie-bad.txt", "pool-bad.txt", "keys.txt"} {
+		f.Add([]byte(fixtures[name]))
+	}
+	f.Add([]byte("hash=xxh64 partitions=65536 shards=1\n0-65535 0\n"))
+	f.Add([]byte("memento v1\nbuckets 4194304\nnode \"a\" weight 1 buckets 0-4194303\nremoved\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		var tab *savedTable
+		var err error
+		if got := allocated(func() { tab, err = parseTable("f.txt", text) }); got > uint64(64*len(text)+160<<20) {
+			t.Fatalf("%d bytes of text: %d bytes allocated", len(text), got)
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.txt: ") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if _, err := parseTable("again", tab.text()); err != nil {
+			t.Fatalf("%s does not read back: %v", tab.describe(), err)
+		}
+	})
+}
