@@ -160,6 +160,10 @@ type Options struct {
 	// ShardNames name the shards in errors ("shard 3 (data/shard3.db)"); nil names them by
 	// number. If not nil, it must have one name per shard.
 	ShardNames []string
+	// Unmoved names tables that have a column of the name of a moved table's owner column
+	// (user_id) but whose rows stay where they are: reference data kept on every shard, a
+	// shard's own log. Init refuses any other such table that the Store does not move.
+	Unmoved []string
 }
 
 // Store implements rebalance.SharedStore[*sql.Tx] over one *sql.DB per shard and a control
@@ -174,6 +178,7 @@ type Store struct {
 	// foreignKeys says some of the tables reference others (Init finds out): the mover's
 	// writes on the new shard then skip the checks (see Init).
 	foreignKeys bool
+	unmoved     []string // Options.Unmoved
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -201,7 +206,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	case len(tables) == 0 || len(tables) > MaxTables:
 		return nil, bad("%d tables: want 1 to %d", len(tables), MaxTables)
 	}
-	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames}
+	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved}
 	for i, spec := range tables {
 		t, err := newTable(spec, bad)
 		if err != nil {
@@ -413,6 +418,9 @@ func (s *Store) Init(ctx context.Context) error {
 			return s.wrap(i, "check foreign keys", err)
 		}
 		s.foreignKeys = s.foreignKeys || fk
+		if err := s.checkLeftBehind(ctx, db); err != nil {
+			return s.wrap(i, "check the other tables", err)
+		}
 	}
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
@@ -570,6 +578,34 @@ func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, e
 		}
 	}
 	return linked, rows.Err()
+}
+
+// checkLeftBehind refuses a table of db that has a column named as a moved table's owner
+// column (other than its key: every table has an id) but is neither moved nor listed in
+// Options.Unmoved: an owner's rows there would stay on its old shard, where nobody looks
+// once the owner has moved.
+func (s *Store) checkLeftBehind(ctx context.Context, db *sql.DB) error {
+	q := "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = $1"
+	if s.dialect == PostgreSQL {
+		q = "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = $1"
+	}
+	for _, t := range s.tables {
+		if t.Owner == t.Key {
+			continue
+		}
+		names, err := queryStrings(ctx, db, q, t.Owner)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			moved := slices.ContainsFunc(s.tables, func(t *table) bool { return strings.EqualFold(t.Table, n) })
+			stays := slices.ContainsFunc(s.unmoved, func(u string) bool { return strings.EqualFold(u, n) })
+			if !moved && !stays && !strings.HasPrefix(strings.ToLower(n), "rebalance_") {
+				return fmt.Errorf("table %s has a column %s, the owner column of %s, but is not moved with it: its rows would stay behind on the old shard; add it to the tables, or to Options.Unmoved if its rows do not move with their owner: %w", n, t.Owner, t.Table, ErrSchema)
+			}
+		}
+	}
+	return nil
 }
 
 // excerptList quotes at most the first 20 names of a list.

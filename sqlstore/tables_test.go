@@ -559,3 +559,31 @@ func TestNewOwnerDuringFinish(t *testing.T) {
 		w.requireClean(t, admin, w.after)
 	})
 }
+
+// TestInitRefusesTableLeftBehind: a table with the owner column that the Store does not move
+// (sessions, whose rows belong to users) is refused by Init, naming it, before anything is
+// created; declared in Options.Unmoved (its rows stay), it is accepted.
+func TestInitRefusesTableLeftBehind(t *testing.T) {
+	forSchema(t, 2, chatSchema, chatTables, func(t *testing.T, e *engine) {
+		if _, err := openDB(t, e, e.shards[1]).Exec("CREATE TABLE sessions (id BIGINT PRIMARY KEY, user_id INTEGER NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.openErr(1)
+		want := "shard 1: check the other tables: table sessions has a column user_id, the owner column of messages, but is not moved with it"
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want ErrSchema: %s", err, want)
+		}
+		var n int
+		if err := openDB(t, e, e.shards[0]).QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'rebalance_fence'").Scan(&n); e.dialect == sqlstore.PostgreSQL && (err != nil || n != 0) {
+			t.Fatalf("Init created the fence table before it refused (%d, %v)", n, err)
+		}
+		dbs := []*sql.DB{openDB(t, e, e.shards[0]), openDB(t, e, e.shards[1])}
+		s, err := sqlstore.New(e.dialect, dbs, dbs[0], chatTables, sqlstore.Options{Unmoved: []string{"sessions"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Init(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
