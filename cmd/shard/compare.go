@@ -69,7 +69,7 @@ bytes; -rounds at most 1000; -seeds at most 20. Time grows with -keys × -seeds 
 				return err
 			}
 			if len(rest) > 0 {
-				return badUsage("unexpected argument %q: compare takes flags only", rest[0])
+				return badUsage("unexpected argument %.80q: compare takes flags only", rest[0])
 			}
 			if err := c.check(); err != nil {
 				return err
@@ -103,7 +103,7 @@ func (c compareConfig) check() error {
 	case c.zipf != 0 && !(c.zipf > 1 && c.zipf <= maxZipf):
 		return badUsage("-zipf %v: want 0 (none) or an exponent in (1, %d]", c.zipf, maxZipf)
 	case c.plot != "" && !strings.HasSuffix(c.plot, ".svg") && !strings.HasSuffix(c.plot, ".png"):
-		return badUsage("-plot %q: want a file name ending in .svg or .png", c.plot)
+		return badUsage("-plot %.80q: want a file name ending in .svg or .png", c.plot)
 	}
 	return nil
 }

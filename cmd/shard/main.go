@@ -93,7 +93,7 @@ func run(e *env, args []string) int {
 	}
 	v := findVerb(name)
 	if v == nil {
-		fmt.Fprintf(e.stderr, "shard: unknown verb %q\n\n", name)
+		fmt.Fprintf(e.stderr, "shard: unknown verb %.80q\n\n", name)
 		commandUsage(e.stderr)
 		return 2
 	}
@@ -112,10 +112,10 @@ func run(e *env, args []string) int {
 		verbUsage(e.stderr, v, fs)
 		return 0
 	case errors.As(err, &u):
-		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
+		fmt.Fprintf(e.stderr, "shard %s: %s\n", v.name, oneLine(err))
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "shard %s: %v\n", v.name, err)
+		fmt.Fprintf(e.stderr, "shard %s: %s\n", v.name, oneLine(err))
 		return 1
 	}
 }
@@ -231,4 +231,18 @@ func presetsHelp(w io.Writer) {
 	for _, p := range catalog.Presets() {
 		fmt.Fprintf(w, "  %-9s %s\n", p.Name, wrap(p.Doc, 78, "            "))
 	}
+}
+
+// maxErrorLine is the longest error the command prints: messages quote excerpts, but a flag
+// value or a path is quoted whole by the flag package and the file system.
+const maxErrorLine = 400
+
+// oneLine returns err's message on one line of at most maxErrorLine bytes: its start and its
+// end, which says what was wanted, around "...".
+func oneLine(err error) string {
+	msg := strings.ReplaceAll(err.Error(), "\n", `\n`)
+	if len(msg) > maxErrorLine {
+		msg = msg[:maxErrorLine/2] + " ... " + msg[len(msg)-maxErrorLine/2:]
+	}
+	return msg
 }

@@ -98,7 +98,7 @@ func (s *spec) buildDense() (*placement, error) {
 		if _, isPool := catalog.FindPool(s.strategy); isPool {
 			return nil, badUsage("-strategy %s is a pool: name its nodes with -nodes", s.strategy)
 		}
-		return nil, badUsage("unknown strategy %q; dense strategies: %s", s.strategy, strategyNames())
+		return nil, badUsage("unknown strategy %.80q; dense strategies: %s", s.strategy, strategyNames())
 	}
 	if s.n < 1 {
 		return nil, badUsage("-n %d: want the number of shards, at least 1", s.n)
@@ -126,7 +126,7 @@ func (s *spec) buildPool() (*placement, error) {
 		if _, dense := catalog.Find(s.strategy); dense {
 			return nil, badUsage("-strategy %s numbers its shards: give -n, not -nodes; pools: %s", s.strategy, poolNames())
 		}
-		return nil, badUsage("unknown pool strategy %q; pools: %s", s.strategy, poolNames())
+		return nil, badUsage("unknown pool strategy %.80q; pools: %s", s.strategy, poolNames())
 	}
 	if s.n != 0 {
 		return nil, badUsage("-n %d and -nodes: a pool's size is its nodes", s.n)
@@ -141,7 +141,7 @@ func (s *spec) buildPool() (*placement, error) {
 func (s *spec) buildPreset() (*placement, error) {
 	pr, ok := catalog.FindPreset(s.preset)
 	if !ok {
-		return nil, badUsage("unknown preset %q; presets: %s", s.preset, presetNames())
+		return nil, badUsage("unknown preset %.80q; presets: %s", s.preset, presetNames())
 	}
 	if s.config == "" {
 		return nil, badUsage("-preset %s needs -config FILE: %s", pr.Name, pr.Doc)

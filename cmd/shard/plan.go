@@ -78,7 +78,7 @@ at most 16 MiB, each line at most 1 MiB; a node's weight is 1 to 65536 (0 is ref
 				return err
 			}
 			if len(rest) > 0 {
-				return badUsage("unexpected argument %q: plan takes flags only", rest[0])
+				return badUsage("unexpected argument %.80q: plan takes flags only", rest[0])
 			}
 			if err := c.keys.check(); err != nil {
 				return err
@@ -216,7 +216,7 @@ func (c *planChange) apply(p *placement) error {
 		var nodes []pool.Node
 		if nodes, err = parseNodes(c.weight); err == nil {
 			if len(nodes) != 1 || !strings.Contains(c.weight, ":") {
-				return badUsage("-weight %q: want one name:weight", c.weight)
+				return badUsage("-weight %.80q: want one name:weight", c.weight)
 			}
 			err = p.pool.SetWeight(nodes[0].Name, nodes[0].Weight)
 		}

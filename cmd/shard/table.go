@@ -111,7 +111,7 @@ none of the three kinds is reported as such.
 				}
 				return t.edit(e, files[0])
 			}
-			return badUsage("unknown action %q: want show, check, new or edit", action)
+			return badUsage("unknown action %.80q: want show, check, new or edit", action)
 		}
 	},
 }
@@ -435,7 +435,7 @@ func (t *tableFlags) create(e *env) error {
 	case "trie":
 		tab.trie, err = shard.NewTrie(t.n)
 	default:
-		return badUsage("new: -strategy %q: want partitions, redis-cluster, trie or memento", t.strategy)
+		return badUsage("new: -strategy %.80q: want partitions, redis-cluster, trie or memento", t.strategy)
 	}
 	if err != nil {
 		return usageError{err}
