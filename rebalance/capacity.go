@@ -507,8 +507,8 @@ func duration(ns float64) time.Duration {
 
 // ceilCount returns ceil(x) as a shard count, saturating far above any count tried.
 func ceilCount(x float64) int {
-	if x >= 1<<40 {
-		return 1 << 40
+	if x >= 1<<30 { // fits int on 32-bit platforms too
+		return 1 << 30
 	}
 	return int(math.Ceil(x))
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"iter"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -426,7 +427,7 @@ func (s *MemShared) CopyChunk(_ context.Context, migration string, token uint64,
 	next := slices.Clone(after)
 	rows := 0
 	for i, owner := range owners {
-		start := -1 << 62
+		start := math.MinInt
 		if after[i] != "" {
 			n, err := strconv.Atoi(string(after[i]))
 			if err != nil {
