@@ -246,3 +246,17 @@ func TestLargest(t *testing.T) {
 		assert.Equal(t, slow(items, n), largest(items, n, func(v int) float64 { return float64(v) }), "largest(%v, %d)", items, n)
 	}
 }
+
+// failWriter fails every write, as a full disk does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestLocateWriteError: locate reports an output it could not write (it exited 0 when the
+// error came at the last flush).
+func TestLocateWriteError(t *testing.T) {
+	var stderr bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: failWriter{}, stderr: &stderr}
+	assert.Equal(t, 1, run(e, []string{"locate", "-strategy", "jump", "-n", "10", "a", "b"}))
+	assert.Equal(t, "shard locate: no space left on device\n", stderr.String())
+}

@@ -88,9 +88,13 @@ type locateLine struct {
 	Nodes []string `json:"nodes,omitempty"`
 }
 
-func locate(e *env, p *placement, keys iter.Seq2[string, error], replicas int, asJSON bool) error {
+func locate(e *env, p *placement, keys iter.Seq2[string, error], replicas int, asJSON bool) (err error) {
 	w := bufio.NewWriter(e.stdout)
-	defer w.Flush()
+	defer func() { // a full disk or a closed pipe is an error, reported, not a silent exit 0
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	var nodes []string
 	for k, err := range keys {
 		if err != nil {
