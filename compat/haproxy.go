@@ -294,7 +294,8 @@ func haproxyMap(dst []int32, lines []haproxyLine, nodes []pool.Node) []int32 {
 		if w == 0 {
 			return
 		}
-		if t := ((steps+1)*total + w - 1) / w; t <= total {
+		// int64: (steps+1)·T reaches w·T, up to 2^16 · 2^22, past a 32-bit int.
+		if t := (int64(steps+1)*int64(total) + int64(w) - 1) / int64(w); t <= int64(total) {
 			then[i], due[t] = due[t], int32(i)
 		}
 	}

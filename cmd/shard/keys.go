@@ -36,7 +36,7 @@ func (s *sample) check() error {
 		return badUsage("-keys %d: want at least 1", s.count)
 	case s.keylen < 1:
 		return badUsage("-keylen %d: want at least 1", s.keylen)
-	case s.file == "" && s.count*s.keylen > s.lim.bytes:
+	case s.file == "" && int64(s.count)*int64(s.keylen) > int64(s.lim.bytes): // int64: no wrap on 32-bit
 		return badUsage("-keys %d × -keylen %d: want at most %d bytes of keys", s.count, s.keylen, s.lim.bytes)
 	}
 	return nil
