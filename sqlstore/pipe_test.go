@@ -1,0 +1,196 @@
+package sqlstore_test
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// The limit the mover is measured against: the same rows copied by the engine's fastest
+// plain path between two shards, with no fence, capture, chunking or verification. On
+// PostgreSQL a binary COPY TO STDOUT of each pair of shards' moving rows streamed into a
+// COPY FROM STDIN on the other (the psql pipe of two COPY commands, here through pgx's
+// connections); on SQLite one INSERT INTO ... SELECT over ATTACH of the other file. The rows
+// go into pipe_messages, a table like messages (its primary key and (user_id, id) index),
+// emptied afterwards.
+
+// pipeCopy copies the messages of w's users whose shard changes from their before shard to
+// their after shard, pairs of shards up to conc at once, and returns the rows copied and how
+// long it took.
+func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) (int64, time.Duration) {
+	tb.Helper()
+	ctx := context.Background()
+	pairs := map[[2]int][]string{}
+	for _, u := range w.users {
+		a, b := w.before.Locate(u), w.after.Locate(u)
+		if a != b {
+			pairs[[2]int{a, b}] = append(pairs[[2]int{a, b}], u)
+		}
+	}
+	for i, db := range p.dbs {
+		q := "CREATE TABLE IF NOT EXISTS pipe_messages (LIKE messages INCLUDING ALL)"
+		if e.dialect == sqlstore.SQLite {
+			q = "CREATE TABLE IF NOT EXISTS pipe_messages (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, time BIGINT NOT NULL, message TEXT NOT NULL, sender BIGINT NOT NULL)"
+		}
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatal(i, err)
+		}
+		if e.dialect == sqlstore.SQLite {
+			if _, err := db.Exec("CREATE INDEX IF NOT EXISTS pipe_messages_user_id_id ON pipe_messages (user_id, id)"); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	var (
+		copied int64
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, conc)
+		first  error
+	)
+	began := time.Now()
+	for pair, users := range pairs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var n int64
+			var err error
+			if e.dialect == sqlstore.PostgreSQL {
+				n, err = pipePostgres(ctx, p.dbs[pair[0]], p.dbs[pair[1]], users)
+			} else {
+				n, err = pipeSQLite(ctx, p.dbs[pair[0]], e.shards[pair[1]], users)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			copied += n
+			if err != nil && first == nil {
+				first = fmt.Errorf("shards %d -> %d: %w", pair[0], pair[1], err)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(began)
+	if first != nil {
+		tb.Fatal(first)
+	}
+	for _, db := range p.dbs {
+		if _, err := db.Exec("DROP TABLE pipe_messages"); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return copied, took
+}
+
+// pipePostgres streams users' messages from src into pipe_messages on dst, binary COPY
+// into binary COPY, and returns how many rows it copied.
+func pipePostgres(ctx context.Context, src, dst *sql.DB, users []string) (int64, error) {
+	out, err := pgConn(ctx, src)
+	if err != nil {
+		return 0, err
+	}
+	defer out.close()
+	in, err := pgConn(ctx, dst)
+	if err != nil {
+		return 0, err
+	}
+	defer in.close()
+	r, w := io.Pipe()
+	read := make(chan error, 1)
+	go func() {
+		_, err := out.pg.CopyTo(ctx, w, "COPY (SELECT id, user_id, time, message, sender FROM messages WHERE user_id = ANY('{"+
+			strings.Join(users, ",")+"}'::bigint[]) ORDER BY user_id, id) TO STDOUT (FORMAT binary)")
+		w.CloseWithError(err)
+		read <- err
+	}()
+	tag, err := in.pg.CopyFrom(ctx, r, "COPY pipe_messages (id, user_id, time, message, sender) FROM STDIN (FORMAT binary)")
+	r.CloseWithError(err)
+	if rerr := <-read; err == nil {
+		err = rerr
+	}
+	return tag.RowsAffected(), err
+}
+
+// rawPG is a connection of a *sql.DB of the pgx driver, as pgx's own.
+type rawPG struct {
+	conn *sql.Conn
+	pg   *pgconn.PgConn
+}
+
+func pgConn(ctx context.Context, db *sql.DB) (*rawPG, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &rawPG{conn: c}
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("driver connection %T is not pgx's", dc)
+		}
+		r.pg = sc.Conn().PgConn()
+		return nil
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rawPG) close() { r.conn.Close() }
+
+// pipeSQLite copies users' messages from src into pipe_messages of the database file of DSN
+// dst, attached to a connection of src, in one INSERT INTO ... SELECT.
+func pipeSQLite(ctx context.Context, src *sql.DB, dst string, users []string) (int64, error) {
+	c, err := src.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	u, err := url.Parse(dst)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.ExecContext(ctx, "ATTACH DATABASE $1 AS dst", cmp.Or(u.Opaque, u.Path)); err != nil {
+		return 0, err
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), "DETACH DATABASE dst")
+	res, err := c.ExecContext(ctx, "INSERT INTO dst.pipe_messages SELECT id, user_id, time, message, sender FROM main.messages WHERE user_id IN ("+
+		strings.Join(users, ",")+") ORDER BY user_id, id")
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// TestPipeCopiesTheMovingRows: the baseline copies exactly the rows of the users whose shard
+// changes, on both engines.
+func TestPipeCopiesTheMovingRows(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, admin, span(1, 40), 7)
+		var want int64
+		for _, u := range w.users {
+			if w.before.Locate(u) != w.after.Locate(u) {
+				want += 7
+			}
+		}
+		got, _ := pipeCopy(t, e, admin, w, 3)
+		if got != want || want == 0 {
+			t.Fatalf("the pipe copied %d rows, want %d", got, want)
+		}
+	})
+}
