@@ -236,3 +236,27 @@ func TestPoolLimitLines(t *testing.T) {
 		assert.LessOrEqual(t, len(err.Error()), maxErrorLen, c.system)
 	}
 }
+
+// TestJSONLinesLinear: the JSON readers count lines as they go, over each byte a few times
+// at most; they counted from the start for every token, so a 2 MB go-redis, Jedis or
+// hashring configuration took 21-25 s (the bytes counted grew with the square of the text).
+func TestJSONLinesLinear(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{\n")
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "  \"s%d\": \"10.0.%d.%d:6379\"", i, i/256%256, i%256)
+	}
+	b.WriteString("\n}\n")
+	text := []byte(b.String())
+	lines := &lineCounter{text: text}
+	_, err := parseJSONLines("goredis", text, lines)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, lines.scanned, 2*len(text), "bytes counted over for %d bytes of text", len(text))
+	lines = &lineCounter{text: text}
+	_, err = readJSONLines(text, lines)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, lines.scanned, 2*len(text), "bytes counted over for %d bytes of text", len(text))
+}

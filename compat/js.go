@@ -55,9 +55,13 @@ func (v *jsValue) get(key string) *jsValue {
 
 // readJSON parses text as one JSON value.
 func readJSON(text []byte) (*jsValue, error) {
+	return readJSONLines(text, &lineCounter{text: text})
+}
+
+// readJSONLines is readJSON counting lines with lines, a counter of text.
+func readJSONLines(text []byte, lines *lineCounter) (*jsValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	dec.UseNumber()
-	lines := &lineCounter{text: text}
 	lineAt := func(offset int64) int {
 		for offset < int64(len(text)) && strings.IndexByte(" \t\r\n", text[offset]) >= 0 {
 			offset++

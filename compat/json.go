@@ -26,9 +26,13 @@ type jsonMember struct {
 
 // parseJSON reads one JSON value from data, nothing after it.
 func parseJSON(system string, data []byte) (*jsonValue, error) {
+	return parseJSONLines(system, data, &lineCounter{text: data})
+}
+
+// parseJSONLines is parseJSON counting lines with lines, a counter of data.
+func parseJSONLines(system string, data []byte, lines *lineCounter) (*jsonValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	lines := &lineCounter{text: data}
 	lineAt := lines.at
 	fail := func(err error) error {
 		var se *json.SyntaxError

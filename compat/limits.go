@@ -94,14 +94,16 @@ type msg string
 // breaks between the offset asked and the one before, so that a parser that asks as it goes
 // takes time in proportion to the text, not to its square.
 type lineCounter struct {
-	text []byte
-	off  int // the offset of the last call
-	line int // its line, less one
+	text    []byte
+	off     int // the offset of the last call
+	line    int // its line, less one
+	scanned int // the bytes counted over, for the tests
 }
 
 // at returns the line of offset off, clamped to the text.
 func (c *lineCounter) at(off int64) int {
 	o := int(min(max(off, 0), int64(len(c.text))))
+	c.scanned += max(o-c.off, c.off-o)
 	if o >= c.off {
 		c.line += bytes.Count(c.text[c.off:o], newline)
 	} else {
