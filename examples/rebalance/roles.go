@@ -264,7 +264,7 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	defer cl.Close()
-	if _, _, err := cl.Current(); err != nil {
+	if err := trustedRecord(ctx, cl, startTrustWait); err != nil {
 		return err // no record, a newer format, an unreadable one: nothing is touched
 	}
 	if c.role == "mover" {
@@ -287,6 +287,30 @@ func runRole(ctx context.Context, c config, out io.Writer) error {
 		return runRogue(ctx, c, cl, store, out)
 	}
 	return runApp(c, cl, store, out)
+}
+
+// startTrustWait bounds how long a child process waits at its start for its etcd session to
+// be trusted.
+const startTrustWait = 30 * time.Second
+
+// trustedRecord checks the placement record at a child's start. A session not trusted (no
+// keepalive answered within the TTL: a process restarted on a loaded machine, with the
+// other processes starting their stores and the parent's embedded etcd busy) is not the
+// record's fault: the client makes a new session by itself, so it waits for one, up to
+// wait. Any other error (no record, a newer format, an unreadable one) is returned at once.
+func trustedRecord(ctx context.Context, cl *coord.Client, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		_, _, err := cl.Current()
+		if err == nil || !errors.Is(err, coord.ErrLeaseExpired) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // runApp is an application process: it works until its stdin ends. Its figures go to a file
