@@ -532,6 +532,12 @@ func parseMemento(text string) (*mementoState, error) {
 			if err != nil || n < 1 || n > MaxMementoBuckets {
 				return nil, fail("bucket count %.40q: want an integer in [1, %d]", rest, MaxMementoBuckets)
 			}
+			// Every bucket is held by a node or removed: past 2^16 buckets (256 KiB), the
+			// lines must list n of them before n are allocated (a header of 30 bytes asked
+			// for 16 MiB); below, the line at fault is found as the buckets are read.
+			if listed := listedBuckets(text, int(n)); n > 1<<16 && listed < int(n) {
+				return nil, fail("%d buckets, but the node and removed lines list %d: each is held by a node or removed", n, listed)
+			}
 			s.owner = make([]int32, n)
 			for b := range s.owner {
 				s.owner[b] = -1
@@ -647,4 +653,45 @@ func parseBuckets(list string, n int) ([]int32, error) {
 		}
 	}
 	return out, nil
+}
+
+// listedBuckets returns how many buckets the node and removed lines of a state text list,
+// counting a run a-b as its length, and stopping past limit: what the parser checks a bucket
+// count against before it allocates one slot per bucket. Malformed lists count what they
+// can; the parser reports them.
+func listedBuckets(text string, limit int) int {
+	listed := 0
+	for l := range strings.Lines(text) {
+		word, rest, _ := strings.Cut(strings.TrimRight(l, "\r\n"), " ")
+		var list string
+		switch word {
+		case "node":
+			quoted, err := strconv.QuotedPrefix(rest)
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(rest[len(quoted):]); len(f) == 4 {
+				list = f[3]
+			}
+		case "removed":
+			list = strings.TrimSpace(rest)
+		default:
+			continue
+		}
+		for item := range strings.SplitSeq(list, ",") {
+			lo, hi, isRun := strings.Cut(item, "-")
+			a, err1 := strconv.ParseUint(lo, 10, 31)
+			b, err2 := a, error(nil)
+			if isRun {
+				b, err2 = strconv.ParseUint(hi, 10, 31)
+			}
+			if err1 == nil && err2 == nil {
+				listed += int(max(a, b)-min(a, b)) + 1
+			}
+			if listed > limit {
+				return listed
+			}
+		}
+	}
+	return listed
 }

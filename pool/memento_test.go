@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -502,4 +503,21 @@ func FuzzMementoText(f *testing.F) {
 			require.Len(t, p.AppendN(nil, k, 3), min(3, len(member)))
 		}
 	})
+}
+
+// TestMementoBucketCountChecked: a bucket count is checked against the buckets the lines
+// list before a slot per bucket is allocated: "buckets 4194304" alone took 16 MiB.
+func TestMementoBucketCountChecked(t *testing.T) {
+	text := "memento v1\nbuckets 4194304\nnode \"a\" weight 1 buckets 0-99\nremoved\n"
+	var p Memento
+	var err error
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = p.UnmarshalText([]byte(text))
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, ErrText)
+	require.ErrorContains(t, err, "4194304 buckets, but the node and removed lines list 100")
+	require.LessOrEqual(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "bytes allocated")
+	// The same count, one node holding bucket 0 and the rest removed in one run: loaded.
+	require.NoError(t, p.UnmarshalText([]byte("memento v1\nbuckets 4194304\nnode \"a\" weight 1 buckets 0\nremoved 1-4194303\n")))
 }
