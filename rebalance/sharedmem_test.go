@@ -656,23 +656,10 @@ func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []s
 
 // Owners yields the owners with rows on shard.
 func (s *MemShared) Owners(_ context.Context, shard int) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		if err := s.check(shard); err != nil {
-			yield("", err)
-			return
-		}
-		s.mu.Lock()
-		var owners []string
-		for o, rows := range s.rows[shard] {
-			if len(rows) > 0 {
-				owners = append(owners, o)
-			}
-		}
-		s.mu.Unlock()
-		for _, o := range owners {
-			if !yield(o, nil) {
-				return
-			}
-		}
+	if err := s.check(shard); err != nil {
+		return func(yield func(string, error) bool) { yield("", err) }
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ownersWithRows(s.rows[shard])
 }

@@ -158,15 +158,20 @@ func (c *crashStore) SetMark(ctx context.Context, migration, owner string, m Mar
 
 // Owners yields the owners with rows on shard.
 func (s *memStore) Owners(_ context.Context, shard int) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		s.mu.Lock()
-		var owners []string
-		for o, rows := range s.shards[shard] {
-			if len(rows) > 0 {
-				owners = append(owners, o)
-			}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ownersWithRows(s.shards[shard])
+}
+
+// ownersWithRows yields the owners of rows that hold any, as they are now.
+func ownersWithRows(rows map[string]map[int]string) iter.Seq2[string, error] {
+	var owners []string
+	for o, r := range rows {
+		if len(r) > 0 {
+			owners = append(owners, o)
 		}
-		s.mu.Unlock()
+	}
+	return func(yield func(string, error) bool) {
 		for _, o := range owners {
 			if !yield(o, nil) {
 				return
