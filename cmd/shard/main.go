@@ -12,7 +12,13 @@
 // Every verb takes -json for output that programs read. The exit status is 0 on success, 1
 // when the work fails (a file that cannot be read, a table that does not parse) and 2 on bad
 // usage (an unknown verb, strategy or flag, a shard count out of range, a missing argument).
-// Run "shard help VERB" for a verb's flags.
+// Every error is one line, prefixed with the verb. Run "shard help VERB" for a verb's flags.
+//
+// No input, typed or read, makes the command use memory or time out of proportion: every
+// numeric flag has an upper bound, checked as it is parsed; configurations and saved tables
+// are read up to 16 MiB, each line up to 1 MiB; key files and stdin up to a count and a size
+// of keys, each key up to 64 KiB; plan bounds the work of a rendezvous placement and the flows
+// it lists. "shard help VERB" states each verb's limits (limits.go defines them).
 //
 // Install it with
 //
@@ -212,7 +218,7 @@ func commandUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
 	}
 	fmt.Fprint(w, "\nRun 'shard help VERB' or 'shard VERB -h' for a verb's flags, 'shard help presets' for the\nsystems whose placement -preset reproduces. Every verb takes -json.\n")
-	fmt.Fprint(w, "Exit status: 0 done, 1 failed, 2 bad usage.\n")
+	fmt.Fprint(w, "Exit status: 0 done, 1 failed, 2 bad usage. Every numeric flag has an upper bound and every\nfile a size limit, checked before any work: 'shard help VERB' states them.\n")
 }
 
 func verbUsage(w io.Writer, v *verb, fs *flag.FlagSet) {
