@@ -68,6 +68,8 @@ const (
 	maxFileBytes = 16 << 20
 	// maxFileLine bounds a line of a configuration or saved table.
 	maxFileLine = 1 << 20
+	// maxTableFiles bounds the files of table show and check: 1 GiB read at most.
+	maxTableFiles = 64
 )
 
 // errLimit marks input refused because it is over one of the command's limits.

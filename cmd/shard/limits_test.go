@@ -66,6 +66,7 @@ func TestHostileCommandLines(t *testing.T) {
 		// A long value is quoted in part, and the line still says what was wanted.
 		{[]string{"locate", "-strategy", "jump", "-n", strings.Repeat("9", 100_000), "k"}, 2, "for flag -n: want at most 2147483647", mib},
 		{[]string{"locate", "-strategy", strings.Repeat("x", 100_000), "-n", "3", "k"}, 2, `unknown strategy "xxxxxxxx`, mib},
+		{append([]string{"table", "check"}, slices.Repeat([]string{"/dev/zero"}, 65)...), 2, "check: 65 files: want at most 64 a run", mib},
 		// A weight of 0 read as 1 without a word: refused.
 		{[]string{"locate", "-strategy", "ring", "-nodes", "a:0,b", "k"}, 2, `"a:0": weight 0: want a weight in [1, 65536]`, mib},
 		{[]string{"plan", "-strategy", "ring", "-nodes", "a,b", "-weight", "b:0"}, 2, "weight 0", mib},

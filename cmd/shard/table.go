@@ -41,8 +41,8 @@ the state of a Memento pool (pool.Memento). The kind is read from the file.
                  written, read back and checked) or -o; what the change moves is printed on
                  stderr: exactly for tables and shapes, on 100000 random keys for pools
 
-Flags go before FILE. A FILE is at most 16 MiB, each line at most 1 MiB; a file that is
-none of the three kinds is reported as such.
+Flags go before FILE. A FILE is at most 16 MiB, each line at most 1 MiB, and show and check
+take at most 64 files a run; a file that is none of the three kinds is reported as such.
 
   shard table new -strategy redis-cluster -n 3 -o slots.txt
   shard table edit -move 0-99:2 -w slots.txt
@@ -89,6 +89,9 @@ none of the three kinds is reported as such.
 			case "show", "check":
 				if len(files) == 0 {
 					return badUsage("%s: no file", action)
+				}
+				if len(files) > maxTableFiles {
+					return badUsage("%s: %d files: want at most %d a run", action, len(files), maxTableFiles)
 				}
 				if err := t.only(action); err != nil {
 					return err
