@@ -20,9 +20,12 @@
 // of keys, each key up to 64 KiB; plan bounds the work of a rendezvous placement and the flows
 // it lists. "shard help VERB" states each verb's limits (limits.go defines them).
 //
-// Install it with
+// Install it from the root of a clone of the repository with
 //
-//	go install github.com/shardkit/shard/cmd/shard@latest
+//	go install ./cmd/shard
+//
+// (no version is published yet; once one is, go install
+// github.com/shardkit/shard/cmd/shard@latest will do).
 package main
 
 import (
