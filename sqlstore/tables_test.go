@@ -587,3 +587,132 @@ func TestInitRefusesTableLeftBehind(t *testing.T) {
 		}
 	})
 }
+
+// interloper runs between before the n-th write of a mover (counting from 1), and records
+// the kind of each write.
+type interloper struct {
+	*sqlstore.Store
+	n, at   int
+	kinds   []string
+	between func()
+}
+
+func (s *interloper) hit(kind string) {
+	s.at++
+	s.kinds = append(s.kinds, kind)
+	if s.at == s.n {
+		s.between()
+	}
+}
+
+func (s *interloper) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	s.hit("fence " + state.String())
+	return s.Store.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+func (s *interloper) CopyChunk(ctx context.Context, migration string, token uint64, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
+	s.hit("copy chunk")
+	return s.Store.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
+}
+
+func (s *interloper) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
+	s.hit("replay")
+	return s.Store.Replay(ctx, migration, token, owners, from, to, limit)
+}
+
+func (s *interloper) ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error {
+	s.hit("clear changes")
+	return s.Store.ClearChanges(ctx, migration, token, owners, shard)
+}
+
+func (s *interloper) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	s.hit("delete chunk")
+	return s.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+func (s *interloper) SetMarks(ctx context.Context, migration string, owners []string, m rebalance.Mark, token uint64) error {
+	s.hit("marks")
+	return s.Store.SetMarks(ctx, migration, owners, m, token)
+}
+
+// TestInterlopersBetweenSteps: a chat in three tables moves while, before one write of the
+// mover (the first of each run of writes of one kind), the application
+// changes every moving user's rows in all three tables and a mover of a newer election epoch
+// takes the migration over and moves everything. The first mover then goes on: it is
+// refused, and every acknowledged change is in place, once, with no broken foreign key.
+func TestInterlopersBetweenSteps(t *testing.T) {
+	forSchema(t, 3, chatSchema, chatTables, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(2)
+		after, _ := shard.NewJump(3)
+		opts := func(epoch uint64) rebalance.SharedOptions {
+			return rebalance.SharedOptions{Token: epoch, ChunkRows: 5, Group: 3, FenceWait: time.Millisecond}
+		}
+		// A dry run counts the writes and their kinds.
+		probe := &interloper{Store: e.open(t, 2).store, between: func() {}}
+		loadChat(t, e.open(t, 2), before, 8, 3)
+		m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](probe), opts(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var owners []string
+		for u := range 8 {
+			owners = append(owners, strconv.Itoa(u))
+		}
+		if err := m.Run(ctx, slices.Values(owners)); err != nil {
+			t.Fatal(err)
+		}
+		var steps []int
+		for n := 1; n <= probe.at; n++ {
+			if n == 1 || probe.kinds[n-1] != probe.kinds[n-2] {
+				steps = append(steps, n)
+			}
+		}
+		for _, n := range steps {
+			f := e.fresh(t)
+			admin := f.open(t, 2)
+			c := loadChat(t, admin, before, 8, 3)
+			app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](f.open(t, 2).store), opts(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(uint64(n), 3))
+			act := func() {
+				for _, o := range owners {
+					u, _ := strconv.ParseInt(o, 10, 64)
+					if before.Locate(o) == after.Locate(o) {
+						continue
+					}
+					for range 3 {
+						if err := c.change(ctx, app, r, u); err != nil && !errors.Is(err, rebalance.ErrFenced) {
+							t.Errorf("step %d (%s): %v", n, probe.kinds[n-1], err) // on the mover's goroutine: no FailNow
+						}
+					}
+				}
+			}
+			st := &interloper{Store: f.open(t, 2).store, n: n}
+			st.between = func() {
+				act()
+				newer, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](f.open(t, 2).store), opts(2))
+				if err == nil {
+					err = newer.Run(ctx, slices.Values(owners))
+				}
+				if err != nil {
+					t.Errorf("the newer mover, before write %d (%s): %v", n, probe.kinds[n-1], err)
+				}
+				act()
+			}
+			old, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](st), opts(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Run(ctx, slices.Values(owners)); t.Failed() || !errors.Is(err, rebalance.ErrFenced) {
+				t.Fatalf("write %d (%s): the replaced mover got %v, want ErrFenced", n, probe.kinds[n-1], err)
+			}
+			if v := c.check(t, admin, after); v != (chatVerdict{rows: v.rows}) {
+				t.Fatalf("write %d (%s): %+v", n, probe.kinds[n-1], v)
+			}
+		}
+		t.Logf("the application and a newer mover acted before %d of the mover's %d writes", len(steps), probe.at)
+	})
+}
