@@ -89,7 +89,9 @@ func openStore(ctx context.Context, d *dbs) (*sqlstore.Store, error) {
 	if d.kind == "postgres" {
 		dialect = sqlstore.PostgreSQL
 	}
-	s, err := sqlstore.New(dialect, d.shards, d.control, chatTables, sqlstore.Options{ShardNames: d.names})
+	// On PostgreSQL the control tables live in shard 0's database, the one-process mode's
+	// ledger among them (example_ledger, a row per user_id): it stays there, unmoved.
+	s, err := sqlstore.New(dialect, d.shards, d.control, chatTables, sqlstore.Options{ShardNames: d.names, Unmoved: []string{"example_ledger"}})
 	if err != nil {
 		return nil, err
 	}
