@@ -93,6 +93,7 @@ func ExamplePresets() {
 	// haproxy
 	// goredis
 	// jedis
+	// grpc
 }
 
 // A preset places keys as another system does, from that system's own configuration.

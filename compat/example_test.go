@@ -19,6 +19,7 @@ func ExamplePresets() {
 	// haproxy
 	// goredis
 	// jedis
+	// grpc
 }
 
 func ExampleNewNginx() {

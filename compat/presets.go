@@ -11,5 +11,6 @@ func Presets() []Preset {
 		haproxyPreset,
 		goredisPreset,
 		jedisPreset,
+		grpcPreset,
 	}
 }
