@@ -183,6 +183,38 @@ func (q *query) arg(v any) string {
 	return "$" + strconv.Itoa(len(q.args))
 }
 
+// arms writes a SELECT of cols of table t in schema (empty: the connection's own) with a
+// leading column rebalance_arm: up to limit rows of the owners at positions batch of owners,
+// each owner's after its key in keys, in batch order then key order. One arm per owner, a
+// range of the (owner, key) index each.
+func (q *query) arms(t *table, schema, cols string, owners []string, batch []int, keys []string, limit int) error {
+	from := t.Table
+	if schema != "" {
+		from = schema + "." + t.Table
+	}
+	q.b.WriteString("SELECT * FROM (")
+	for arm, i := range batch {
+		arg, err := t.ownerArg(owners[i])
+		if err != nil {
+			return err
+		}
+		cur, err := decodeKey(keys[i])
+		if err != nil {
+			return err
+		}
+		if arm > 0 {
+			q.b.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&q.b, "SELECT %d AS rebalance_arm, %s FROM (SELECT %s FROM %s WHERE %s = %s", arm, cols, cols, from, t.Owner, q.arg(arg))
+		if cur != nil {
+			fmt.Fprintf(&q.b, " AND %s > %s", t.Key, q.arg(cur))
+		}
+		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", t.Key, q.arg(limit), arm)
+	}
+	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", t.Key, q.arg(limit))
+	return nil
+}
+
 // armsPerStatement bounds the owners one statement of CopyChunk or DeleteChunk names.
 const armsPerStatement = 500
 
@@ -213,6 +245,15 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 			return nil, 0, false, err
 		}
 	}
+	if src, err := s.attachable(ctx, from, to); err != nil {
+		return nil, 0, false, err
+	} else if src != "" {
+		n, full, err := s.copyAttached(ctx, migration, token, owners, src, to, in, keys, limit)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		return cursors(in, keys), n, !full, nil
+	}
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
 	n, full := 0, false
 	for ti := 0; ti < len(s.tables) && !full; ti++ {
@@ -239,15 +280,12 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 			}
 		}
 	}
-	next := make([]rebalance.Cursor, len(owners))
-	for i := range owners {
-		next[i] = cursorAt(in[i], keys[i])
-	}
+	next := cursors(in, keys)
 	if n == 0 {
 		return next, 0, !full, nil
 	}
 	what := fmt.Sprintf("write %d rows of %d owners", n, len(owners))
-	tx, done, err := s.beginImport(ctx, to)
+	tx, done, err := s.beginImport(ctx, to, "")
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -266,32 +304,23 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 	return next, n, !full, nil
 }
 
+// cursors returns the cursors of owners in tables in at keys.
+func cursors(in []int, keys []string) []rebalance.Cursor {
+	next := make([]rebalance.Cursor, len(in))
+	for i := range in {
+		next[i] = cursorAt(in[i], keys[i])
+	}
+	return next
+}
+
 // readArms reads, in one statement, up to limit rows of table t on db of the owners at
 // positions batch of owners, each owner's after its key in keys, in batch order then key
 // order, and sets keys[i] to the key of owner i's last row read.
 func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []string, batch []int, keys []string, limit int) ([][]any, error) {
 	q := &query{sqlite: s.dialect == SQLite}
-	cols := strings.Join(t.Columns, ", ")
-	q.b.WriteString("SELECT * FROM (")
-	for arm, i := range batch {
-		arg, err := t.ownerArg(owners[i])
-		if err != nil {
-			return nil, err
-		}
-		cur, err := decodeKey(keys[i])
-		if err != nil {
-			return nil, err
-		}
-		if arm > 0 {
-			q.b.WriteString(" UNION ALL ")
-		}
-		fmt.Fprintf(&q.b, "SELECT %d AS rebalance_arm, %s FROM (SELECT %s FROM %s WHERE %s = %s", arm, cols, cols, t.Table, t.Owner, q.arg(arg))
-		if cur != nil {
-			fmt.Fprintf(&q.b, " AND %s > %s", t.Key, q.arg(cur))
-		}
-		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", t.Key, q.arg(limit), arm)
+	if err := q.arms(t, "", strings.Join(t.Columns, ", "), owners, batch, keys, limit); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", t.Key, q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
 		return nil, err
@@ -545,11 +574,13 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 }
 
 // beginImport starts a mover's transaction on shard to, which imports owners: if the tables
-// have foreign keys among them, with their checks off (see Init), on SQLite by a
-// connection of its own whose foreign_keys pragma is off until done, which ends the
-// transaction (rolling it back if not committed) and gives the connection back as it was.
-func (s *Store) beginImport(ctx context.Context, to int) (*sql.Tx, func(), error) {
-	if !s.foreignKeys || s.dialect == PostgreSQL {
+// have foreign keys among them, with their checks off (see Init), and on SQLite with the
+// database file src, if not empty, attached as rebalance_src. On SQLite either takes a
+// connection of its own (its foreign_keys pragma off, src attached) until done, which ends
+// the transaction (rolling it back if not committed) and gives the connection back as it
+// was, or closes it for good if it cannot be put back.
+func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, func(), error) {
+	if s.dialect == PostgreSQL || !s.foreignKeys && src == "" {
 		tx, err := s.begin(ctx, to)
 		if err != nil {
 			return nil, nil, err
@@ -566,26 +597,39 @@ func (s *Store) beginImport(ctx context.Context, to int) (*sql.Tx, func(), error
 	if err != nil {
 		return nil, nil, s.wrap(to, "begin", err)
 	}
-	var was int
-	if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&was); err != nil {
-		conn.Close()
-		return nil, nil, s.wrap(to, "begin", err)
-	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
-		conn.Close()
-		return nil, nil, s.wrap(to, "begin", err)
-	}
+	var undo []string // what puts the connection back as it was, in order
 	restore := func() {
-		// A connection that cannot be put back as it was is not given back.
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = "+strconv.Itoa(was)); err != nil {
-			conn.Raw(func(any) error { return driver.ErrBadConn })
+		for _, q := range undo {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), q); err != nil {
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+				break
+			}
 		}
 		conn.Close()
 	}
+	fail := func(what string, err error) (*sql.Tx, func(), error) {
+		restore()
+		return nil, nil, s.wrap(to, what, err)
+	}
+	if s.foreignKeys {
+		var was int
+		if err := conn.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&was); err != nil {
+			return fail("begin", err)
+		}
+		if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+			return fail("begin", err)
+		}
+		undo = append(undo, "PRAGMA foreign_keys = "+strconv.Itoa(was))
+	}
+	if src != "" {
+		if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS rebalance_src", src); err != nil {
+			return fail("attach "+excerpt(src), err)
+		}
+		undo = append(undo, "DETACH DATABASE rebalance_src")
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		restore()
-		return nil, nil, s.wrap(to, "begin", err)
+		return fail("begin", err)
 	}
 	return tx, func() { tx.Rollback(); restore() }, nil
 }

@@ -5,3 +5,8 @@ package sqlstore
 func (s *Store) AdvisoryKeys(owner, migration string) (ns, key, epoch, mkey int32) {
 	return fenceNS, lockKey(owner), epochNS, lockKey(migration)
 }
+
+// CopyThroughGo makes s copy chunks by reading rows into Go and writing them back, as it
+// does on PostgreSQL, even between two SQLite files (which it otherwise copies through
+// ATTACH), or not: tests of both paths.
+func (s *Store) CopyThroughGo(on bool) { s.goCopies = on }

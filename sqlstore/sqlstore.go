@@ -111,6 +111,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/shardkit/shard/rebalance"
 )
@@ -179,6 +180,8 @@ type Store struct {
 	// writes on the new shard then skip the checks (see Init).
 	foreignKeys bool
 	unmoved     []string // Options.Unmoved
+	files       sync.Map // SQLite: shard index -> its database file, "" if none (see fileOf)
+	goCopies    bool     // copy through Go even where ATTACH could (tests of that path)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

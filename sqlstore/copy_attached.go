@@ -1,0 +1,165 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// The copy between two SQLite shards in files: the shard the rows leave is attached to the
+// importing shard's connection, and each chunk is copied by INSERT ... SELECT inside the
+// engine, as the fastest plain copy between two SQLite files does, rather than read into Go
+// and written back row by row. It reads the same rows in the same order as the general path
+// (the same arms of the (owner, key) index), under the same transaction on the importing
+// shard, whose first statement checks the token and the fences; within that transaction the
+// attached file is read at one snapshot.
+
+// attachable returns the file of SQLite shard from if a chunk from it to shard to can be
+// copied through ATTACH: both are distinct database files. It returns "" on PostgreSQL, for
+// an in-memory shard, or for two shards in one file.
+func (s *Store) attachable(ctx context.Context, from, to int) (string, error) {
+	if s.dialect != SQLite || s.goCopies {
+		return "", nil
+	}
+	a, err := s.fileOf(ctx, from)
+	if err != nil {
+		return "", err
+	}
+	b, err := s.fileOf(ctx, to)
+	if err != nil || a == "" || b == "" || a == b {
+		return "", err
+	}
+	return a, nil
+}
+
+// fileOf returns the file of SQLite shard i's main database, "" if it has none.
+func (s *Store) fileOf(ctx context.Context, i int) (string, error) {
+	if f, ok := s.files.Load(i); ok {
+		return f.(string), nil
+	}
+	db, err := s.shard(i)
+	if err != nil {
+		return "", err
+	}
+	rs, err := db.QueryContext(ctx, "PRAGMA database_list")
+	if err != nil {
+		return "", s.wrap(i, "list the database files", err)
+	}
+	defer rs.Close()
+	file := ""
+	for rs.Next() {
+		var seq int
+		var name, path string
+		if err := rs.Scan(&seq, &name, &path); err != nil {
+			return "", s.wrap(i, "list the database files", err)
+		}
+		if name == "main" {
+			file = path
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return "", s.wrap(i, "list the database files", err)
+	}
+	s.files.Store(i, file)
+	return file, nil
+}
+
+// copyAttached copies a chunk of CopyChunk, up to limit rows of owners whose cursors are in
+// tables in at keys, from the file src to shard to, parents first, and moves the cursors past
+// the rows copied. It returns the rows copied and whether the chunk is full (rows may be
+// left).
+func (s *Store) copyAttached(ctx context.Context, migration string, token uint64, owners []string, src string, to int, in []int, keys []string, limit int) (n int, full bool, err error) {
+	tx, done, err := s.beginImport(ctx, to, src)
+	if err != nil {
+		return 0, false, err
+	}
+	defer done()
+	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
+		return 0, false, err
+	}
+	for ti := 0; ti < len(s.tables) && !full; ti++ {
+		t := s.tables[ti]
+		var at []int // the owners in table ti
+		for i := range owners {
+			if in[i] == ti {
+				at = append(at, i)
+			}
+		}
+		for batch := range slices.Chunk(at, armsPerStatement) {
+			what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
+			// Where each owner's rows end, first: the last key read of each arm.
+			q := &query{sqlite: true}
+			q.b.WriteString("SELECT rebalance_arm, COUNT(*), MAX(" + t.Key + ") FROM (")
+			if err := q.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit-n); err != nil {
+				return 0, false, err
+			}
+			q.b.WriteString(") GROUP BY rebalance_arm")
+			rs, err := tx.QueryContext(ctx, q.b.String(), q.args...)
+			if err != nil {
+				return 0, false, s.wrap(to, what, err)
+			}
+			read := 0
+			ends := make([]string, len(batch))
+			for rs.Next() {
+				var arm, count int64
+				var last any
+				if err := rs.Scan(&arm, &count, &last); err != nil {
+					rs.Close()
+					return 0, false, s.wrap(to, what, err)
+				}
+				if arm < 0 || arm >= int64(len(batch)) {
+					rs.Close()
+					return 0, false, s.wrap(to, what, fmt.Errorf("rows of arm %d among %d", arm, len(batch)))
+				}
+				if ends[arm], err = encodeKey(last); err != nil {
+					rs.Close()
+					return 0, false, s.wrap(to, what, err)
+				}
+				read += int(count)
+			}
+			if err := rs.Close(); err != nil {
+				return 0, false, s.wrap(to, what, err)
+			}
+			if err := rs.Err(); err != nil {
+				return 0, false, s.wrap(to, what, err)
+			}
+			if read > 0 {
+				// Then the same rows, from the same snapshot of src.
+				cols := strings.Join(t.Columns, ", ")
+				q := &query{sqlite: true}
+				fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols)
+				if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit-n); err != nil {
+					return 0, false, err
+				}
+				q.b.WriteString(") WHERE true" + t.insertTail)
+				if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
+					return 0, false, s.wrap(to, what, err)
+				}
+			}
+			for arm, i := range batch {
+				if ends[arm] != "" {
+					keys[i] = ends[arm]
+				}
+			}
+			if n += read; n == limit {
+				full = true
+				break
+			}
+		}
+		if !full { // every owner in table ti has no row left there
+			for _, i := range at {
+				in[i], keys[i] = ti+1, ""
+			}
+		}
+	}
+	if n == 0 {
+		return 0, full, nil
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, s.wrap(to, fmt.Sprintf("commit: copy %d rows of %d owners", n, len(owners)), err)
+	}
+	return n, full, nil
+}
