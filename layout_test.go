@@ -40,6 +40,7 @@ var layers = map[string]int{
 	"measure":    4, // keys, balance, movement, timing
 	"sqlstore":   4, // nested module: rebalance's SharedStore over database/sql
 	"coord":      5, // nested module: the placement record in etcd, over catalog and pool
+	"clients":    5, // nested modules: our pools inside Go cache clients (gomemcache, go-redis)
 	"cmd":        6, // the shard command
 	"examples":   6, // runnable programs, nested modules
 	"benchmarks": 6, // nested modules that compare with other libraries
@@ -329,7 +330,8 @@ func TestRootDependencies(t *testing.T) {
 // that allowed everything could not pass unnoticed.
 func TestLayersCatchUpwardImports(t *testing.T) {
 	mods := []string{module, module + "/coord", module + "/sqlstore", module + "/examples/rebalance",
-		module + "/examples/plot", module + "/benchmarks/peers", module + "/benchmarks/peers/byhand"}
+		module + "/examples/plot", module + "/benchmarks/peers", module + "/benchmarks/peers/byhand",
+		module + "/clients/gomemcache", module + "/clients/goredis", module + "/examples/goredis"}
 	for _, c := range []struct {
 		from, to string
 		ok       bool
@@ -364,6 +366,10 @@ func TestLayersCatchUpwardImports(t *testing.T) {
 		{"", "coord", false},
 		{"examples/plot", "examples/rebalance", false},
 		{"benchmarks/peers/byhand", "benchmarks/peers", false},
+		{"clients/gomemcache", "compat", true},
+		{"examples/goredis", "clients/goredis", true},
+		{"compat", "clients/gomemcache", false},
+		{"clients/goredis", "clients/gomemcache", false},
 	} {
 		from, to := strings.TrimSuffix(module+"/"+c.from, "/"), strings.TrimSuffix(module+"/"+c.to, "/")
 		if why := importRule(from, to, mods, true); (why == "") != c.ok {
