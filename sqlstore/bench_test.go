@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,12 +60,26 @@ func peakHeap() (stop func() uint64) {
 // per iteration: run it with -benchtime 1x or 2x), with 8 movers, and reports rows and owners
 // moved per second, the longest time one owner was served by no shard, and the peak heap of
 // the process (the mover's, plus the test's ledger). Before the mover it copies the same
-// rows by the engine's plain fastest path (pipeCopy: no fence, capture, chunks or checks,
-// and no deletion) and reports that as pipe-rows/s and the mover's speed over it as
-// mover/pipe, measured side by side in one run.
+// rows by the engine's plain fastest path (pipeCopy: no fence, capture, chunks or checks)
+// and reports that as pipe-rows/s and the mover's speed over it as mover/pipe, then deletes
+// them by user, as a plain move would, and reports copy and delete together as
+// plain-rows/s and mover/plain, all measured side by side in one run. copy-%, delete-%,
+// verify-% and rest-% say where the mover's time in the store went (see phaseStore).
+// SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000).
 func BenchmarkMove(b *testing.B) {
+	sizes := []int{200_000, 1_000_000}
+	if v := os.Getenv("SQLSTORE_BENCH_ROWS"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 200 {
+				b.Fatalf("SQLSTORE_BENCH_ROWS=%q: want sizes of at least 200 rows", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
-		for _, rows := range []int{200_000, 1_000_000} {
+		for _, rows := range sizes {
 			b.Run(fmt.Sprintf("rows=%dk", rows/1000), func(b *testing.B) {
 				e := mk(b, 10)
 				admin := e.open(b, 2)
@@ -73,7 +88,8 @@ func BenchmarkMove(b *testing.B) {
 				grow.ledger = nil // memory in proportion to the work: the ledger is not needed here
 				shrink := shrinkOf(b, grow)
 				mover := e.open(b, benchConc)
-				piped, pipeTook := pipeCopy(b, e, mover, grow, benchConc)
+				pipe := pipeCopy(b, e, mover, grow, benchConc)
+				phases := newPhaseStore(mover.store)
 				var moved, owners int64
 				var exclusive, p99 time.Duration
 				var took time.Duration
@@ -82,7 +98,10 @@ func BenchmarkMove(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
-					m := w.shared(b, mover, "bench"+strconv.Itoa(i), rebalance.SharedOptions{Token: 1, Concurrency: benchConc})
+					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc})
+					if err != nil {
+						b.Fatal(err)
+					}
 					stop := peakHeap()
 					began := time.Now()
 					if err := m.Run(context.Background(), slices.Values(w.users)); err != nil {
@@ -97,10 +116,17 @@ func BenchmarkMove(b *testing.B) {
 					p99 = max(p99, st.ExclusiveQuantile(0.99))
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(moved)/took.Seconds(), "rows/s")
-				pipeRate := float64(piped) / pipeTook.Seconds()
+				rate := float64(moved) / took.Seconds()
+				b.ReportMetric(rate, "rows/s")
+				pipeRate := float64(pipe.rows) / pipe.copy.Seconds()
+				plainRate := float64(pipe.rows) / (pipe.copy + pipe.delete).Seconds()
 				b.ReportMetric(pipeRate, "pipe-rows/s")
-				b.ReportMetric(float64(moved)/took.Seconds()/pipeRate, "mover/pipe")
+				b.ReportMetric(rate/pipeRate, "mover/pipe")
+				b.ReportMetric(plainRate, "plain-rows/s")
+				b.ReportMetric(rate/plainRate, "mover/plain")
+				for phase, share := range phases.shares() {
+					b.ReportMetric(share, phase+"-%")
+				}
 				b.ReportMetric(float64(owners)/took.Seconds(), "owners/s")
 				b.ReportMetric(float64(exclusive.Microseconds())/1000, "max-exclusive-ms")
 				b.ReportMetric(float64(p99.Microseconds())/1000, "p99-exclusive-ms")

@@ -26,10 +26,18 @@ import (
 // go into pipe_messages, a table like messages (its primary key and (user_id, id) index),
 // emptied afterwards.
 
+// pipeResult is what pipeCopy measured: the rows copied, how long the copy took, and how
+// long deleting them again took.
+type pipeResult struct {
+	rows         int64
+	copy, delete time.Duration
+}
+
 // pipeCopy copies the messages of w's users whose shard changes from their before shard to
-// their after shard, pairs of shards up to conc at once, and returns the rows copied and how
-// long it took.
-func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) (int64, time.Duration) {
+// their after shard, pairs of shards up to conc at once, then deletes them from the copies,
+// by user as a plain move deletes the rows it moved (the same rows, from a table with the
+// same indexes), pairs up to conc at once again.
+func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) pipeResult {
 	tb.Helper()
 	ctx := context.Background()
 	pairs := map[[2]int][]string{}
@@ -85,12 +93,39 @@ func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) (int64, tim
 	if first != nil {
 		tb.Fatal(first)
 	}
+	var deleted int64
+	began = time.Now()
+	for pair, users := range pairs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := p.dbs[pair[1]].ExecContext(ctx, "DELETE FROM pipe_messages WHERE user_id IN ("+strings.Join(users, ",")+")")
+			var n int64
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			deleted += n
+			if err != nil && first == nil {
+				first = fmt.Errorf("delete on shard %d: %w", pair[1], err)
+			}
+		})
+	}
+	wg.Wait()
+	deleteTook := time.Since(began)
+	if first == nil && deleted != copied {
+		first = fmt.Errorf("deleted %d rows of the %d copied", deleted, copied)
+	}
+	if first != nil {
+		tb.Fatal(first)
+	}
 	for _, db := range p.dbs {
 		if _, err := db.Exec("DROP TABLE pipe_messages"); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	return copied, took
+	return pipeResult{rows: copied, copy: took, delete: deleteTook}
 }
 
 // pipePostgres streams users' messages from src into pipe_messages on dst, binary COPY
@@ -176,7 +211,7 @@ func pipeSQLite(ctx context.Context, src *sql.DB, dst string, users []string) (i
 }
 
 // TestPipeCopiesTheMovingRows: the baseline copies exactly the rows of the users whose shard
-// changes, on both engines.
+// changes, and deletes as many, on both engines.
 func TestPipeCopiesTheMovingRows(t *testing.T) {
 	forEngines(t, 4, func(t *testing.T, e *engine) {
 		admin := e.open(t, 2)
@@ -188,9 +223,9 @@ func TestPipeCopiesTheMovingRows(t *testing.T) {
 				want += 7
 			}
 		}
-		got, _ := pipeCopy(t, e, admin, w, 3)
-		if got != want || want == 0 {
-			t.Fatalf("the pipe copied %d rows, want %d", got, want)
+		got := pipeCopy(t, e, admin, w, 3) // which fails if it deletes other than it copied
+		if got.rows != want || want == 0 {
+			t.Fatalf("the pipe copied %d rows, want %d", got.rows, want)
 		}
 	})
 }
