@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -249,10 +250,16 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return nil, 0, false, err
 	} else if src != "" {
 		n, full, err := s.copyAttached(ctx, migration, token, owners, src, to, in, keys, limit)
-		if err != nil {
+		switch {
+		case errors.Is(err, errAttach):
+			// A file the connection cannot attach (another VFS, a key, read-only): this
+			// shard's rows go through Go from now on. Nothing was written.
+			s.files.Store(from, "")
+		case err != nil:
 			return nil, 0, false, err
+		default:
+			return cursors(in, keys), n, !full, nil
 		}
-		return cursors(in, keys), n, !full, nil
 	}
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
 	n, full := 0, false
@@ -623,7 +630,7 @@ func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, f
 	}
 	if src != "" {
 		if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS rebalance_src", src); err != nil {
-			return fail("attach "+excerpt(src), err)
+			return fail("attach "+excerpt(src), fmt.Errorf("%w: %w", errAttach, err))
 		}
 		undo = append(undo, "DETACH DATABASE rebalance_src")
 	}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,9 @@ import (
 // (the same arms of the (owner, key) index), under the same transaction on the importing
 // shard, whose first statement checks the token and the fences; within that transaction the
 // attached file is read at one snapshot.
+
+// errAttach marks an error of ATTACH itself: the copy goes through Go instead.
+var errAttach = errors.New("cannot attach the shard's file")
 
 // attachable returns the file of SQLite shard from if a chunk from it to shard to can be
 // copied through ATTACH: both are distinct database files. It returns "" on PostgreSQL, for

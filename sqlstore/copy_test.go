@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -125,4 +126,40 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 		_, _, _, err = p.store.CopyChunk(ctx, "m", tok, []string{"1", "2"}, 0, 1, []rebalance.Cursor{""}, 5)
 		require.ErrorIs(t, err, rebalance.ErrConfig, "one cursor for two owners")
 	})
+}
+
+// TestCopyWhereAttachFails: between two SQLite files a chunk is copied through ATTACH; a
+// file the connection cannot attach (here one that does not exist) makes the copy go
+// through Go instead, with the same result, and no error.
+func TestCopyWhereAttachFails(t *testing.T) {
+	e := newSQLite(t, 2)
+	ctx := context.Background()
+	p := e.open(t, 2)
+	for id := int64(1); id <= 30; id++ {
+		_, err := p.dbs[0].Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, $3, $4, $5)", id, 1+id%2, id, "m", 0)
+		require.NoError(t, err)
+	}
+	tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "test", Lease: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, p.store.SetFence(ctx, "m", []string{"1", "2"}, 1, rebalance.Importing, tok))
+	copyAll := func(owner string) int {
+		after, total := []rebalance.Cursor{""}, 0
+		for {
+			next, n, done, err := p.store.CopyChunk(ctx, "m", tok, []string{owner}, 0, 1, after, 4)
+			require.NoError(t, err)
+			total, after = total+n, next
+			if done {
+				return total
+			}
+		}
+	}
+	require.Equal(t, 15, copyAll("1"))
+	file := p.store.AttachFile(0, "")
+	require.NotEmpty(t, file, "shard 0's file was not found: the copy did not go through ATTACH")
+	p.store.AttachFile(0, filepath.Join(t.TempDir(), "no", "such.db"))
+	require.Equal(t, 15, copyAll("2"))
+	require.Empty(t, p.store.AttachFile(0, ""), "a failed ATTACH did not turn it off")
+	var n int
+	require.NoError(t, p.dbs[1].QueryRow("SELECT COUNT(*) FROM messages").Scan(&n))
+	require.Equal(t, 30, n)
 }
