@@ -65,7 +65,8 @@ func peakHeap() (stop func() uint64) {
 // them by user, as a plain move would, and reports copy and delete together as
 // plain-rows/s and mover/plain, all measured side by side in one run. copy-%, delete-%,
 // verify-% and rest-% say where the mover's time in the store went (see phaseStore).
-// SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000).
+// SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000); SQLSTORE_GO_COPIES=1
+// copies between SQLite files through Go rather than ATTACH, to compare the two.
 func BenchmarkMove(b *testing.B) {
 	sizes := []int{200_000, 1_000_000}
 	if v := os.Getenv("SQLSTORE_BENCH_ROWS"); v != "" {
