@@ -7,13 +7,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/shardkit/shard/clients/goredis/internal/redisproc"
 )
 
 // The example end to end, for every pool: real redis-server processes, the Ring writing,
 // every key checked on its server. Skipped where redis-server is not installed.
 func TestRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip(errNoRedis.Error())
+		t.Skip(redisproc.ErrNoRedis.Error())
 	}
 	for _, kind := range []string{"ring", "rendezvous", "goredis"} {
 		var out bytes.Buffer
@@ -32,7 +34,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		kind          string
 	}{{0, 10, "ring"}, {51, 10, "ring"}, {3, 0, "ring"}, {3, 10, "maglev"}} {
 		err := run(context.Background(), &bytes.Buffer{}, c.servers, c.keys, c.kind)
-		if err == nil || errors.Is(err, errNoRedis) {
+		if err == nil || errors.Is(err, redisproc.ErrNoRedis) {
 			t.Errorf("run(%d, %d, %q) = %v, want an error", c.servers, c.keys, c.kind, err)
 		}
 	}

@@ -1,4 +1,4 @@
-module github.com/shardkit/shard/examples/goredis
+module github.com/shardkit/shard/clients/goredis
 
 go 1.26.0
 
