@@ -39,7 +39,8 @@ func (s *Store) attachable(ctx context.Context, from, to int) (string, error) {
 	return a, nil
 }
 
-// fileOf returns the file of SQLite shard i's main database, "" if it has none.
+// fileOf returns the file of SQLite shard i's main database, "" if it has none or is not
+// in WAL mode.
 func (s *Store) fileOf(ctx context.Context, i int) (string, error) {
 	if f, ok := s.files.Load(i); ok {
 		return f.(string), nil
@@ -66,6 +67,15 @@ func (s *Store) fileOf(ctx context.Context, i int) (string, error) {
 	}
 	if err := rs.Err(); err != nil {
 		return "", s.wrap(i, "list the database files", err)
+	}
+	// Outside WAL mode a reader locks the file against writers until the importing
+	// transaction ends, and two copies in opposite directions would wait for each other.
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return "", s.wrap(i, "read the journal mode", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		file = ""
 	}
 	s.files.Store(i, file)
 	return file, nil

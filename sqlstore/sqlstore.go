@@ -52,7 +52,10 @@
 // (the chunks of a copy follow it), and every column to copy. A chunk reads the rows of many
 // owners in one statement (a UNION ALL of one range per owner: index the table on (owner,
 // key)) and writes them with INSERT ... ON CONFLICT (key) DO UPDATE, many rows per statement,
-// so a row copied again replaces its copy.
+// so a row copied again replaces its copy. Between two SQLite files in WAL mode the rows do
+// not pass through Go: the importing connection ATTACHes the old shard's file and copies
+// them with one INSERT ... SELECT of the same ranges (a file it cannot attach, such as one of
+// another VFS or with a key, is copied through Go).
 //
 // The tables of a Store are listed parents first: each after the tables its foreign keys
 // reference. A copy takes each owner through them in that order, and a deletion in the
