@@ -94,6 +94,7 @@ func ExamplePresets() {
 	// goredis
 	// jedis
 	// grpc
+	// vitess
 }
 
 // A preset places keys as another system does, from that system's own configuration.

@@ -11,7 +11,9 @@
 //
 // Presets are built on the pool engines (pool.Ring, pool.Modula, pool.Rendezvous) with
 // options, so lookups take no lock, never allocate, and are safe for concurrent use with
-// changes, as every pool's are.
+// changes, as every pool's are. The one exception is Vitess's: NewVitess returns a
+// VitessKeyspace, which places values by the key ranges of a keyspace's shards (with the same
+// lookup guarantees) and refuses Add, Remove and SetWeight, since shards change by resharding.
 //
 // One system places by load as well as by key: HAProxy's hash-balance-factor (consistent
 // hashing with bounded loads). No pool can reproduce it; NewHAProxyBounded returns a
@@ -42,7 +44,7 @@ var ErrConfig = errors.New("compat: invalid configuration")
 
 // A Preset builds the pool of one system from that system's own configuration text.
 type Preset struct {
-	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"
+	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis", "grpc", "vitess"
 	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
 	// New parses config and returns the pool named name in it ("" when the text holds one).
 	New func(config []byte, name string) (pool.Pool, error)

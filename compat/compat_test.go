@@ -50,6 +50,7 @@ var presetCases = []struct{ system, file string }{
 	{"jedis", "unnamed-10.json"},
 	{"jedis", "unnamed-10-md5.json"},
 	{"jedis", "named-3-tag-default.json"},
+	{"grpc", "weights-1-2-3-4.json"},
 }
 
 func TestPresetsAllocateNothing(t *testing.T) {

@@ -20,6 +20,7 @@ func ExamplePresets() {
 	// goredis
 	// jedis
 	// grpc
+	// vitess
 }
 
 func ExampleNewNginx() {

@@ -304,7 +304,7 @@ func ParseGRPC(config []byte) (GRPCRingHash, error) {
 	if root.kind != 'o' {
 		return fail(root.line, "want a JSON object: a service config with \"endpoints\"")
 	}
-	members, err := grpcMembers(root, "loadBalancingConfig", "loadBalancingPolicy", "methodConfig", "retryThrottling", "healthCheckConfig", "ringHashCap", "endpoints")
+	members, err := jsonMembers("grpc", root, "loadBalancingConfig", "loadBalancingPolicy", "methodConfig", "retryThrottling", "healthCheckConfig", "ringHashCap", "endpoints")
 	if err != nil {
 		return cfg, err
 	}
@@ -341,7 +341,7 @@ func ParseGRPC(config []byte) (GRPCRingHash, error) {
 		if e.kind != 'o' {
 			return fail(e.line, "an endpoint must be an object with an address")
 		}
-		m, err := grpcMembers(e, "address", "weight", "hashKey")
+		m, err := jsonMembers("grpc", e, "address", "weight", "hashKey")
 		if err != nil {
 			return cfg, err
 		}
@@ -396,7 +396,7 @@ func grpcPolicy(cfg *GRPCRingHash, lbc *jsonValue) error {
 	if v.kind != 'o' {
 		return fail(v.line, "ring_hash_experimental's configuration must be an object with a requestHashHeader")
 	}
-	m, err := grpcMembers(v, "minRingSize", "maxRingSize", "requestHashHeader")
+	m, err := jsonMembers("grpc", v, "minRingSize", "maxRingSize", "requestHashHeader")
 	if err != nil {
 		return err
 	}
@@ -421,22 +421,6 @@ func grpcPolicy(cfg *GRPCRingHash, lbc *jsonValue) error {
 		cfg.lines["requestHashHeader"] = h.line
 	}
 	return nil
-}
-
-// grpcMembers returns the members of object o by name, refusing a name given twice and one
-// not in known.
-func grpcMembers(o *jsonValue, known ...string) (map[string]*jsonValue, error) {
-	out := make(map[string]*jsonValue, len(o.obj))
-	for _, m := range o.obj {
-		if !slices.Contains(known, m.key) {
-			return nil, configErr("grpc", m.line, "unknown member %q (known here: %s)", m.key, strings.Join(known, ", "))
-		}
-		if _, dup := out[m.key]; dup {
-			return nil, configErr("grpc", m.line, "%q is given twice", m.key)
-		}
-		out[m.key] = m.val
-	}
-	return out, nil
 }
 
 // grpcUint reads a JSON integer in [0, limit], as encoding/json reads one into a uint64 or

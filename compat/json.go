@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
+	"strings"
 )
 
 // jsonValue is a JSON value with the line it starts on, so that the JSON presets can name the
@@ -103,4 +105,20 @@ func parseJSONLines(system string, data []byte, lines *lineCounter) (*jsonValue,
 // kindName names a JSON kind in errors.
 func (v *jsonValue) kindName() string {
 	return map[byte]string{'o': "an object", 'a': "an array", 's': "a string", 'n': "a number", 'b': "a boolean", 'z': "null"}[v.kind]
+}
+
+// jsonMembers returns the members of object o by name, refusing a name given twice and one
+// not in known.
+func jsonMembers(system string, o *jsonValue, known ...string) (map[string]*jsonValue, error) {
+	out := make(map[string]*jsonValue, len(o.obj))
+	for _, m := range o.obj {
+		if !slices.Contains(known, m.key) {
+			return nil, configErr(system, m.line, "unknown member %q (known here: %s)", m.key, strings.Join(known, ", "))
+		}
+		if _, dup := out[m.key]; dup {
+			return nil, configErr(system, m.line, "%q is given twice", m.key)
+		}
+		out[m.key] = m.val
+	}
+	return out, nil
 }

@@ -12,5 +12,6 @@ func Presets() []Preset {
 		goredisPreset,
 		jedisPreset,
 		grpcPreset,
+		vitessPreset,
 	}
 }

@@ -484,6 +484,7 @@ func TestPresetsMatchVectors(t *testing.T) {
 		{"goredis", "goredis/ring-10-mixed-names.json", ""},
 		{"jedis", "jedis/mixed-4-named-and-unnamed.json", ""},
 		{"grpc", "grpc/weights-1-2-3-4.json", ""},
+		{"vitess", "vitess/xxhash-uneven-5.json", ""},
 	} {
 		t.Run(c.preset, func(t *testing.T) {
 			config, err := filepath.Abs(filepath.Join(root, c.config))
