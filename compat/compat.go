@@ -20,6 +20,11 @@
 // pool/bounded Balancer that does, checked against event sequences recorded from HAProxy
 // with connections held open (testdata/compat/haproxy/bounded).
 //
+// Kafka's producers place a record on one of the numbered partitions of its topic, not on a
+// named server: NewKafka returns a shard.Sharder over the partitions that places keys as the
+// partitioner of the Java client, librdkafka, franz-go, sarama or kafkajs does
+// (testdata/compat/kafka), and PartitionPresets lists it for the shard command.
+//
 // A configuration the system itself refuses, or one this package cannot reproduce, returns an
 // error of type *ConfigError that names the line ("compat: nginx: line 4: ...") and wraps
 // ErrConfig, which callers test with errors.Is. The error quotes at most an excerpt of 80
@@ -35,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/pool"
 )
 
@@ -48,6 +54,17 @@ type Preset struct {
 	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
 	// New parses config and returns the pool named name in it ("" when the text holds one).
 	New func(config []byte, name string) (pool.Pool, error)
+}
+
+// A PartitionPreset builds the placement of a system whose shards are the numbered
+// partitions of a topic (Kafka's), from that system's own configuration text and the
+// partition count, which lives in the cluster rather than in the configuration.
+type PartitionPreset struct {
+	System string // "kafka"
+	Doc    string // one line: what configuration text it takes
+	// New parses config (which may be empty) and returns the placement over partitions
+	// partitions, numbered 0..partitions-1.
+	New func(config []byte, partitions int) (shard.Sharder, error)
 }
 
 // ConfigError is a configuration refused by a preset: the system, the line (1-based; 0 when

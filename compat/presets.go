@@ -15,3 +15,11 @@ func Presets() []Preset {
 		vitessPreset,
 	}
 }
+
+// PartitionPresets returns one preset per system that numbers its partitions, in a fixed
+// order. Keep one line per system.
+func PartitionPresets() []PartitionPreset {
+	return []PartitionPreset{
+		kafkaPreset,
+	}
+}

@@ -82,7 +82,7 @@ func (h Memcached) Sum32Bytes(b []byte) uint32 {
 	case Hsieh:
 		return hsieh(b)
 	case Murmur:
-		return murmur2(b)
+		return murmur2(b, 0xdeadbeef*uint32(len(b)))
 	case Murmur3:
 		return murmur3x86(b, 0xdeadbeef*uint32(len(b)))
 	case Jenkins:
@@ -217,10 +217,12 @@ func hsieh(b []byte) uint32 {
 	return h
 }
 
-func murmur2(b []byte) uint32 {
+// murmur2 is Austin Appleby's MurmurHash2 (32-bit) with the given seed, read little-endian
+// (the reference reads native words: little-endian on x86). libmemcached seeds it with
+// 0xdeadbeef * len(key), Kafka's clients with 0x9747b28c.
+func murmur2(b []byte, seed uint32) uint32 {
 	const m, r = 0x5bd1e995, 24
-	n := uint32(len(b))
-	h := 0xdeadbeef*n ^ n
+	h := seed ^ uint32(len(b))
 	for ; len(b) >= 4; b = b[4:] {
 		k := binary.LittleEndian.Uint32(b)
 		k *= m
