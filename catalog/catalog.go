@@ -129,7 +129,12 @@ type Preset struct {
 	Doc string
 	// New parses config and returns the placement of the group called name in it (an
 	// nginx upstream, an HAProxy backend; "" when the text holds one). Errors name the line.
+	// It is nil for a preset of numbered partitions, which has Partitions instead.
 	New func(config []byte, name string) (pool.Pool, error)
+	// Partitions, for a system whose shards are a topic's numbered partitions (kafka),
+	// parses config (which may be empty) and returns the placement over partitions
+	// partitions; nil for the other presets.
+	Partitions func(config []byte, partitions int) (shard.Sharder, error)
 }
 
 // Presets returns every preset of package compat, in its order. The slice is new on every
@@ -138,6 +143,9 @@ func Presets() []Preset {
 	var out []Preset
 	for _, p := range compat.Presets() {
 		out = append(out, Preset{Name: p.System, Doc: p.Doc, New: p.New})
+	}
+	for _, p := range compat.PartitionPresets() {
+		out = append(out, Preset{Name: p.System, Doc: p.Doc, Partitions: p.New})
 	}
 	return out
 }

@@ -86,14 +86,19 @@ func TestPresets(t *testing.T) {
 		require.False(t, seen[p.Name], "duplicate name %q", p.Name)
 		seen[p.Name] = true
 		assert.NotEmpty(t, p.Doc, p.Name)
-		require.NotNil(t, p.New, p.Name)
-		_, err := p.New([]byte("\x00 not a configuration"), "")
+		require.True(t, (p.New == nil) != (p.Partitions == nil), "%s: one of New and Partitions", p.Name)
+		var err error
+		if p.New != nil {
+			_, err = p.New([]byte("\x00 not a configuration"), "")
+		} else {
+			_, err = p.Partitions([]byte("\x00 not a configuration"), 12)
+		}
 		assert.Error(t, err, "%s accepts garbage", p.Name)
 		got, ok := FindPreset(p.Name)
 		require.True(t, ok)
 		assert.Equal(t, p.Name, got.Name)
 	}
-	require.Len(t, seen, len(compat.Presets()), "every compat preset is in the catalog")
+	require.Len(t, seen, len(compat.Presets())+len(compat.PartitionPresets()), "every compat preset is in the catalog")
 	_, ok := FindPreset("no such preset")
 	assert.False(t, ok)
 }

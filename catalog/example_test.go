@@ -95,6 +95,7 @@ func ExamplePresets() {
 	// jedis
 	// grpc
 	// vitess
+	// kafka
 }
 
 // A preset places keys as another system does, from that system's own configuration.

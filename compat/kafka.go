@@ -250,7 +250,9 @@ const javaDefaultPartitioner = "org.apache.kafka.clients.producer.internals.Defa
 // partitioner.availability.timeout.ms, which only place records without a key; any other
 // property whose name begins with "partitioner" is refused as unknown, and so is a
 // partitioner property given twice. A text that names no partitioner gives "murmur2", the
-// Java client's default (librdkafka's default is consistent_random: name it).
+// Java client's default (librdkafka's default is consistent_random: name it). A property
+// name of other bytes than letters, digits, '.', '_' and '-' is refused: the text is not a
+// client's configuration.
 func ParseKafka(config []byte) (KafkaPartitioner, error) {
 	var (
 		chosen  KafkaPartitioner
@@ -301,6 +303,12 @@ func trailingBackslashes(b []byte) int {
 	return n
 }
 
+// isPropertyByte reports whether r may be in the name of a client property: Kafka's and
+// librdkafka's are lowercase words joined by dots, sometimes with '_' or '-'.
+func isPropertyByte(r rune) bool {
+	return r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+}
+
 // kafkaProperty reads one property of ParseKafka's text, which starts on line, into chosen.
 func kafkaProperty(property []byte, line int, seen map[string]int, chosen *KafkaPartitioner) error {
 	// The key ends at the first '=', ':' or blank; one '=' or ':' may follow the blanks.
@@ -313,6 +321,9 @@ func kafkaProperty(property []byte, line int, seen map[string]int, chosen *Kafka
 		value = value[1:]
 	}
 	val := string(bytes.Trim(value, " \t\f"))
+	if k == 0 || strings.IndexFunc(key, func(r rune) bool { return !isPropertyByte(r) }) >= 0 {
+		return configErr("kafka", line, "%q is not a property name (letters, digits, '.', '_' and '-')", key)
+	}
 	if !strings.HasPrefix(key, "partitioner") {
 		return nil
 	}

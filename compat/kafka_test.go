@@ -280,6 +280,8 @@ func TestParseKafka(t *testing.T) {
 		{"partitioner.ignore.keys=yes\n", 1, "want true or false"},
 		{"a=1\npartitioner.type=murmur2\n", 2, `unknown property "partitioner.type"`},
 		{"partitioner=\\\n\\\n\\\nbad", 1, `partitioner="bad"`},
+		{"acks=1\n\x00\xff garbage {\n", 2, "is not a property name"},
+		{"=murmur2\n", 1, `"" is not a property name`},
 	} {
 		_, err := ParseKafka([]byte(c.text))
 		require.ErrorIs(t, err, ErrConfig, "%q", c.text)

@@ -124,10 +124,12 @@ var fixtures = map[string]string{
 	"pool-bad.txt":  "memento v1\nbuckets 4\nnode \"a\" weight 1 buckets 0\nnode \"b\" weight 2 buckets 1-2\nremoved\n",
 	"nginx.conf": "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:11211;\n    server 10.0.0.2:11211 weight=2;\n    server 10.0.0.3:11211;\n}\n" +
 		"upstream api {\n    hash $key;\n    server 10.0.1.1:80;\n    server 10.0.1.2:80;\n}\n",
-	"nginx-grown.conf": "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:11211;\n    server 10.0.0.2:11211 weight=2;\n    server 10.0.0.3:11211;\n    server 10.0.0.4:11211;\n}\n",
-	"nginx-bad.conf":   "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:99999;\n}\n",
-	"goredis.json":     `{"a": "10.0.0.1:6379", "b": "10.0.0.2:6379", "c": "10.0.0.3:6379"}`,
-	"nutcracker.yml":   "cache:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:1\n   - 10.0.0.3:11211:1\n",
+	"nginx-grown.conf":     "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:11211;\n    server 10.0.0.2:11211 weight=2;\n    server 10.0.0.3:11211;\n    server 10.0.0.4:11211;\n}\n",
+	"nginx-bad.conf":       "upstream cache {\n    hash $key consistent;\n    server 10.0.0.1:99999;\n}\n",
+	"goredis.json":         `{"a": "10.0.0.1:6379", "b": "10.0.0.2:6379", "c": "10.0.0.3:6379"}`,
+	"kafka.properties":     "bootstrap.servers=127.0.0.1:9092\n# librdkafka's topic property\npartitioner=fnv1a_random\n",
+	"kafka-bad.properties": "acks=all\npartitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner\n",
+	"nutcracker.yml":       "cache:\n  listen: 127.0.0.1:22121\n  distribution: ketama\n  servers:\n   - 10.0.0.1:11211:1\n   - 10.0.0.2:11211:1\n   - 10.0.0.3:11211:1\n",
 }
 
 func workdir(t *testing.T) string {
@@ -194,6 +196,11 @@ var cases = []struct {
 	{"locate-preset-bad-config", []string{"locate", "-preset", "nginx", "-config", "nginx-bad.conf", "-pool", "cache", "k"}, "", 1, "nginx-bad.conf: compat: nginx: line 3"},
 	{"locate-preset-missing-config", []string{"locate", "-preset", "nginx", "-config", "nowhere.conf", "k"}, "", 1, "nowhere.conf: no such file"},
 	{"locate-preset-unknown-pool", []string{"locate", "-preset", "nginx", "-config", "nginx.conf", "-pool", "nope", "k"}, "", 1, "nope"},
+	{"locate-preset-kafka", []string{"locate", "-preset", "kafka", "-partitions", "12", "user:1000", "order-42", ""}, "", 0, ""},
+	{"locate-preset-kafka-config", []string{"locate", "-json", "-preset", "kafka", "-partitions", "12", "-config", "kafka.properties", "user:1000", "order-42"}, "", 0, ""},
+	{"locate-preset-kafka-no-partitions", []string{"locate", "-preset", "kafka", "k"}, "", 2, "-preset kafka needs -partitions N"},
+	{"locate-preset-kafka-bad-config", []string{"locate", "-preset", "kafka", "-partitions", "3", "-config", "kafka-bad.properties", "k"}, "", 1, "kafka-bad.properties: compat: kafka: line 2: partitioner.class"},
+	{"locate-preset-kafka-with-n", []string{"locate", "-preset", "kafka", "-n", "3", "k"}, "", 2, "drop -strategy and -n"},
 
 	// plan
 	{"plan-jump-grow", []string{"plan", "-strategy", "jump", "-n", "10", "-to", "11", "-keys", "20000"}, "", 0, ""},
@@ -217,6 +224,7 @@ var cases = []struct {
 	{"plan-pool-remove-unknown", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-remove", "x"}, "", 2, `remove "x": not a member`},
 	{"plan-pool-bad-weight", []string{"plan", "-strategy", "ring", "-nodes", "a,b", "-weight", "b"}, "", 2, "want one name:weight"},
 	{"plan-preset-grown", []string{"plan", "-preset", "nginx", "-config", "nginx.conf", "-pool", "cache", "-to-config", "nginx-grown.conf", "-keys", "20000"}, "", 0, ""},
+	{"plan-preset-kafka", []string{"plan", "-preset", "kafka", "-partitions", "12", "-to", "13", "-keys", "20000"}, "", 0, ""},
 	{"plan-preset-remove", []string{"plan", "-preset", "goredis", "-config", "goredis.json", "-remove", "b", "-keys", "20000"}, "", 0, ""},
 	{"plan-preset-to-pool", []string{"plan", "-preset", "goredis", "-config", "goredis.json", "-to-strategy", "memento", "-to-nodes", "a,b,c", "-keys", "20000"}, "", 0, ""},
 	{"help-presets", []string{"help", "presets"}, "", 0, ""},

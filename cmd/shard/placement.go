@@ -30,7 +30,7 @@ func (s *spec) define(fs *flag.FlagSet) {
 	fs.StringVar(&s.strategy, "strategy", "", "placement strategy by name: a dense one with -n, a pool with -nodes (names below)")
 	intFlag(fs, &s.n, "n", 0, maxShardCount, "`number` of shards of a dense strategy, numbered 0..n-1; each strategy's own limit is listed below")
 	intFlag(fs, &s.vnodes, "vnodes", 0, maxVnodes, fmt.Sprintf("`points` per shard of murmur-ring (0: %d), or per unit of weight of a pool ring (0: its default)", catalog.DefaultVnodes))
-	intFlag(fs, &s.partitions, "partitions", 0, maxPartitionsFlag, fmt.Sprintf("`number` of partitions of the partitions strategy (0: %d)", catalog.DefaultPartitions))
+	intFlag(fs, &s.partitions, "partitions", 0, maxPartitionsFlag, fmt.Sprintf("`number` of partitions of the partitions strategy (0: %d), or of the topic of -preset kafka", catalog.DefaultPartitions))
 	fs.StringVar(&s.nodes, "nodes", "", "pool members in join order, a `LIST` of name[:weight],...; as in nutcracker.yml the\nweight follows the last ':', so a host:port name carries it: 10.0.0.7:6379:1")
 	fs.StringVar(&s.preset, "preset", "", "place keys as another system does, configured by its own file (-config)")
 	fs.StringVar(&s.config, "config", "", fmt.Sprintf("the preset's configuration `file` (at most %d bytes, %d a line)", maxFileBytes, maxFileLine))
@@ -143,6 +143,9 @@ func (s *spec) buildPreset() (*placement, error) {
 	if !ok {
 		return nil, badUsage("unknown preset %.80q; presets: %s", s.preset, presetNames())
 	}
+	if pr.Partitions != nil {
+		return s.buildPartitionPreset(pr)
+	}
 	if s.config == "" {
 		return nil, badUsage("-preset %s needs -config FILE: %s", pr.Name, pr.Doc)
 	}
@@ -162,6 +165,36 @@ func (s *spec) buildPreset() (*placement, error) {
 		name += " " + s.group
 	}
 	return &placement{name: name, pool: p}, nil
+}
+
+// buildPartitionPreset builds a preset of numbered partitions (kafka): -partitions is the
+// topic's partition count, -config (optional) the client's configuration.
+func (s *spec) buildPartitionPreset(pr catalog.Preset) (*placement, error) {
+	switch {
+	case s.strategy != "" || s.n != 0:
+		return nil, badUsage("-preset %s takes the partition count from -partitions: drop -strategy and -n", pr.Name)
+	case s.group != "":
+		return nil, badUsage("-preset %s has no -pool: a topic's partitions are one placement", pr.Name)
+	case s.partitions < 1:
+		return nil, badUsage("-preset %s needs -partitions N, the topic's partition count: %s", pr.Name, pr.Doc)
+	}
+	var text []byte
+	name := pr.Name + " preset"
+	if s.config != "" {
+		var err error
+		if text, err = readFile("configuration", s.config); err != nil {
+			return nil, err
+		}
+		name += ", " + s.config
+	}
+	sh, err := pr.Partitions(text, s.partitions)
+	switch {
+	case err != nil && s.config != "":
+		return nil, fmt.Errorf("%s: %w", s.config, err)
+	case err != nil:
+		return nil, usageError{err}
+	}
+	return &placement{name: name, dense: sh}, nil
 }
 
 func (s *spec) buildTable() (*placement, error) {
