@@ -34,7 +34,7 @@ import (
 // so every process agrees on every key.
 //
 // Ties: of equal -ln(u) / weight (as computed), the larger score s wins; of equal scores, the
-// smaller name (byte-wise). Placement depends only on the members' names and weights, never on the
+// smaller name (byte-wise; the larger with RendezvousOptions.LargerNameWins). Placement depends only on the members' names and weights, never on the
 // order they joined. Adding or removing any node moves only the keys to or from that node,
 // a weight change only the keys to or from the changed node, and after Remove(owner) a key
 // goes to the second node AppendN gave it: every node's score for a key is its own.
@@ -79,6 +79,16 @@ type RendezvousOptions struct {
 	// Hash, NodeHash and Score must be deterministic and safe for concurrent use, and should
 	// not allocate: every lookup calls Hash once and Score once per node.
 	Score func(key, node uint64) uint64
+	// KeyScore, when set, replaces Hash, NodeHash and Score: the score of a node for a key
+	// from the key and the node's name themselves, for systems that hash the two together
+	// (pymemcache's RendezvousHash scores murmur3 of "name-key"). Every lookup calls it once
+	// per node; it must be deterministic and safe for concurrent use, and should not
+	// allocate.
+	KeyScore func(key, name string) uint64
+	// LargerNameWins gives a tie of equal scores to the larger name (byte-wise), as
+	// pymemcache's RendezvousHash does, instead of the smaller; AppendN then ranks the larger
+	// name first among equal scores.
+	LargerNameWins bool
 }
 
 // rendezvousTable is what a lookup reads: the nodes grouped by weight, lightest first, and by
@@ -87,6 +97,7 @@ type rendezvousTable struct {
 	names   []string
 	nhash   []uint64 // NodeHash of names[i]
 	classes []rendezvousClass
+	larger  bool // LargerNameWins: names sort in decreasing order within a weight
 }
 
 // rendezvousClass is the nodes of one weight: names[start:end] with end from the class
@@ -103,7 +114,10 @@ const rendezvousSmall = 8
 // NewRendezvous returns a weighted rendezvous pool of the nodes. Nodes are validated as the
 // package documentation says.
 func NewRendezvous(nodes []Node, opts RendezvousOptions) (*Rendezvous, error) {
-	r := &Rendezvous{opts: opts, dflt: opts.Hash == nil && opts.NodeHash == nil && opts.Score == nil}
+	r := &Rendezvous{opts: opts, dflt: opts.Hash == nil && opts.NodeHash == nil && opts.Score == nil && opts.KeyScore == nil}
+	if opts.KeyScore != nil {
+		r.opts.Hash = func(string) uint64 { return 0 } // unused: KeyScore reads the key
+	}
 	if r.opts.Hash == nil {
 		r.opts.Hash = keyhash.XXH64
 	}
@@ -121,10 +135,14 @@ func NewRendezvous(nodes []Node, opts RendezvousOptions) (*Rendezvous, error) {
 // publish builds the table of m and makes it the one lookups read.
 func (r *Rendezvous) publish(m *members) {
 	nodes := slices.Clone(m.nodes)
+	order := 1
+	if r.opts.LargerNameWins {
+		order = -1
+	}
 	slices.SortFunc(nodes, func(a, b Node) int {
-		return cmp.Or(cmp.Compare(a.Weight, b.Weight), strings.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(a.Weight, b.Weight), order*strings.Compare(a.Name, b.Name))
 	})
-	t := &rendezvousTable{names: make([]string, len(nodes)), nhash: make([]uint64, len(nodes))}
+	t := &rendezvousTable{names: make([]string, len(nodes)), nhash: make([]uint64, len(nodes)), larger: r.opts.LargerNameWins}
 	for i, n := range nodes {
 		t.names[i], t.nhash[i] = n.Name, r.opts.NodeHash(n.Name)
 		if i+1 == len(nodes) || nodes[i+1].Weight != n.Weight {
@@ -152,9 +170,17 @@ func (r *Rendezvous) keyHash(key string) uint64 {
 	return r.opts.Hash(key)
 }
 
-// best returns the index in [from, to) of the largest score for key hash k, and the score;
-// of equal scores the first, the smaller name.
-func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint64) {
+// score returns node i's score for key, whose hash is k, with a custom score.
+func (r *Rendezvous) score(t *rendezvousTable, k uint64, key string, i int) uint64 {
+	if r.opts.KeyScore != nil {
+		return r.opts.KeyScore(key, t.names[i])
+	}
+	return r.opts.Score(k, t.nhash[i])
+}
+
+// best returns the index in [from, to) of the largest score for key (whose hash is k), and
+// the score; of equal scores the first, the smaller name (the larger with LargerNameWins).
+func (r *Rendezvous) best(t *rendezvousTable, k uint64, key string, from, to int) (int, uint64) {
 	nh := t.nhash[from:to]
 	bi, bs := 0, uint64(0)
 	if r.dflt {
@@ -165,10 +191,10 @@ func (r *Rendezvous) best(t *rendezvousTable, k uint64, from, to int) (int, uint
 			}
 		}
 	} else {
-		bs = r.opts.Score(k, nh[0])
-		for i, n := range nh[1:] {
-			if s := r.opts.Score(k, n); s > bs {
-				bi, bs = i+1, s
+		bs = r.score(t, k, key, from)
+		for i := from + 1; i < to; i++ {
+			if s := r.score(t, k, key, i); s > bs {
+				bi, bs = i-from, s
 			}
 		}
 	}
@@ -181,21 +207,21 @@ func (r *Rendezvous) Locate(key string) string {
 	if t == nil { // the zero Rendezvous
 		return ""
 	}
-	return t.names[r.locate(t, r.keyHash(key))]
+	return t.names[r.locate(t, r.keyHash(key), key)]
 }
 
-// locate returns the index of the best node for key hash k.
-func (r *Rendezvous) locate(t *rendezvousTable, k uint64) int32 {
+// locate returns the index of the best node for key, whose hash is k.
+func (r *Rendezvous) locate(t *rendezvousTable, k uint64, key string) int32 {
 	if len(t.classes) == 1 {
-		i, _ := r.best(t, k, 0, len(t.names))
+		i, _ := r.best(t, k, key, 0, len(t.names))
 		return int32(i)
 	}
 	var top rendezvousCandidate
 	from := 0
 	for c, class := range t.classes {
-		i, s := r.best(t, k, from, class.end)
+		i, s := r.best(t, k, key, from, class.end)
 		cand := rendezvousCandidate{e: negLog(s) / class.weight, s: s, i: int32(i)}
-		if c == 0 || cand.better(top, t.names) {
+		if c == 0 || cand.better(top, t) {
 			top = cand
 		}
 		from = class.end
@@ -226,10 +252,10 @@ func (r *Rendezvous) LocateBatch(keys []string, dst []string) {
 			if len(t.classes) > 1 {
 				c0.e, c1.e = negLog(s0)/class.weight, negLog(s1)/class.weight
 			}
-			if c == 0 || c0.better(top0, t.names) {
+			if c == 0 || c0.better(top0, t) {
 				top0 = c0
 			}
-			if c == 0 || c1.better(top1, t.names) {
+			if c == 0 || c1.better(top1, t) {
 				top1 = c1
 			}
 			from = class.end
@@ -237,7 +263,7 @@ func (r *Rendezvous) LocateBatch(keys []string, dst []string) {
 		dst[i], dst[i+1] = t.names[top0.i], t.names[top1.i]
 	}
 	for ; i < len(keys); i++ {
-		dst[i] = t.names[r.locate(t, r.keyHash(keys[i]))]
+		dst[i] = t.names[r.locate(t, r.keyHash(keys[i]), keys[i])]
 	}
 }
 
@@ -264,15 +290,16 @@ type rendezvousCandidate struct {
 	i int32
 }
 
-// better reports whether c ranks before d: smaller e, then larger score, then smaller name.
-func (c rendezvousCandidate) better(d rendezvousCandidate, names []string) bool {
+// better reports whether c ranks before d: smaller e, then larger score, then smaller name
+// (larger with LargerNameWins).
+func (c rendezvousCandidate) better(d rendezvousCandidate, t *rendezvousTable) bool {
 	if c.e != d.e {
 		return c.e < d.e
 	}
 	if c.s != d.s {
 		return c.s > d.s
 	}
-	return names[c.i] < names[d.i]
+	return (t.names[c.i] < t.names[d.i]) != t.larger
 }
 
 // AppendN appends to dst the names of the min(n, len(Nodes())) nodes with the best scores
@@ -288,11 +315,11 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	}
 	k := r.keyHash(key)
 	if n > rendezvousSmall {
-		return r.appendMany(dst, t, k, n)
+		return r.appendMany(dst, t, k, key, n)
 	}
 	var top [rendezvousSmall]rendezvousCandidate
 	if len(t.classes) == 1 { // one weight: the n largest scores
-		for _, c := range top[:r.bestN(top[:n], t, k, 0, len(t.names))] {
+		for _, c := range top[:r.bestN(top[:n], t, k, key, 0, len(t.names))] {
 			dst = append(dst, t.names[c.i])
 		}
 		return dst
@@ -301,11 +328,11 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 	var class [rendezvousSmall]rendezvousCandidate
 	found, from := 0, 0
 	for _, c := range t.classes {
-		got := r.bestN(class[:n], t, k, from, c.end)
+		got := r.bestN(class[:n], t, k, key, from, c.end)
 		from = c.end
 		for _, cand := range class[:got] {
 			cand.e = negLog(cand.s) / c.weight
-			found = insertCandidate(top[:n], found, cand, t.names)
+			found = insertCandidate(top[:n], found, cand, t)
 		}
 	}
 	for _, c := range top[:found] {
@@ -315,8 +342,9 @@ func (r *Rendezvous) AppendN(dst []string, key string, n int) []string {
 }
 
 // bestN fills best with the len(best) largest scores among nodes [from, to), largest first
-// (of equal scores the smaller name first), and returns how many it found.
-func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uint64, from, to int) int {
+// (of equal scores the one first in table order, the smaller name unless LargerNameWins),
+// and returns how many it found.
+func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uint64, key string, from, to int) int {
 	found, floor := 0, uint64(0) // floor: once best is full, the score to beat
 	if r.dflt {
 		for i, n := range t.nhash[from:to] {
@@ -326,9 +354,9 @@ func (r *Rendezvous) bestN(best []rendezvousCandidate, t *rendezvousTable, k uin
 		}
 		return found
 	}
-	for i, n := range t.nhash[from:to] {
-		if s := r.opts.Score(k, n); found < len(best) || s > floor {
-			found, floor = insertBest(best, found, s, int32(from+i))
+	for i := from; i < to; i++ {
+		if s := r.score(t, k, key, i); found < len(best) || s > floor {
+			found, floor = insertBest(best, found, s, int32(i))
 		}
 	}
 	return found
@@ -350,12 +378,12 @@ func insertBest(best []rendezvousCandidate, found int, s uint64, i int32) (int, 
 
 // insertCandidate inserts c into top[:found], kept best first, dropping the worst if top is
 // full, and returns the new count.
-func insertCandidate(top []rendezvousCandidate, found int, c rendezvousCandidate, names []string) int {
-	if found == len(top) && !c.better(top[found-1], names) {
+func insertCandidate(top []rendezvousCandidate, found int, c rendezvousCandidate, t *rendezvousTable) int {
+	if found == len(top) && !c.better(top[found-1], t) {
 		return found
 	}
 	j := min(found, len(top)-1)
-	for j > 0 && c.better(top[j-1], names) {
+	for j > 0 && c.better(top[j-1], t) {
 		top[j] = top[j-1]
 		j--
 	}
@@ -364,7 +392,7 @@ func insertCandidate(top []rendezvousCandidate, found int, c rendezvousCandidate
 }
 
 // appendMany is AppendN for large n: every node's rank, sorted.
-func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, n int) []string {
+func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, key string, n int) []string {
 	all := make([]rendezvousCandidate, len(t.names))
 	from := 0
 	for _, c := range t.classes {
@@ -373,7 +401,7 @@ func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, n in
 			if r.dflt {
 				all[i].s = mum(k ^ t.nhash[i])
 			} else {
-				all[i].s = r.opts.Score(k, t.nhash[i])
+				all[i].s = r.score(t, k, key, i)
 			}
 			if len(t.classes) > 1 {
 				all[i].e = negLog(all[i].s) / c.weight
@@ -382,7 +410,7 @@ func (r *Rendezvous) appendMany(dst []string, t *rendezvousTable, k uint64, n in
 		from = c.end
 	}
 	slices.SortFunc(all, func(a, b rendezvousCandidate) int {
-		if a.better(b, t.names) {
+		if a.better(b, t) {
 			return -1
 		}
 		return 1

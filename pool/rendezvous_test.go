@@ -30,6 +30,18 @@ func TestRendezvousContractTies(t *testing.T) {
 
 func coarseScore(k, n uint64) uint64 { return mum(k^n) &^ (1<<56 - 1) }
 
+// coarseKeyScore scores from the key and the name themselves, in 8 bits.
+func coarseKeyScore(key, name string) uint64 {
+	return mum(keyhash.XXH64(key)^keyhash.XXH64(name)) &^ (1<<56 - 1)
+}
+
+// With a score of the key and the name and the larger name winning ties (pymemcache's rule),
+// changes stay minimal and independent of the join order.
+func TestRendezvousContractKeyScore(t *testing.T) {
+	checkContract(t, contract{name: "rendezvous by key and name", newPool: newRendezvousPool(RendezvousOptions{KeyScore: coarseKeyScore, LargerNameWins: true}),
+		orderFree: true, minimal: true, nextOnRemove: true})
+}
+
 func FuzzRendezvous(f *testing.F) {
 	fuzzSeeds(f)
 	c := contract{name: "rendezvous", newPool: newRendezvousPool(RendezvousOptions{Score: coarseScore}), orderFree: true, minimal: true, nextOnRemove: true}
@@ -52,6 +64,9 @@ func refRendezvous(nodes []Node, opts RendezvousOptions, key string) []string {
 	all := make([]ranked, len(nodes))
 	for i, n := range nodes {
 		all[i] = ranked{n.Name, uint64(n.Weight), score(keyhash.XXH64(key), keyhash.XXH64(n.Name))}
+		if opts.KeyScore != nil {
+			all[i].s = opts.KeyScore(key, n.Name)
+		}
 	}
 	value := func(r ranked) float64 { return negLog(r.s) / float64(r.w) } // -ln(u)/weight
 	slices.SortFunc(all, func(a, b ranked) int {
@@ -60,6 +75,9 @@ func refRendezvous(nodes []Node, opts RendezvousOptions, key string) []string {
 			return cmpFloat(va, vb)
 		case a.s != b.s:
 			return -cmpFloat(float64(a.s), float64(b.s))
+		}
+		if opts.LargerNameWins {
+			return strings.Compare(b.name, a.name)
 		}
 		return strings.Compare(a.name, b.name)
 	})
@@ -75,7 +93,7 @@ func refRendezvous(nodes []Node, opts RendezvousOptions, key string) []string {
 func TestRendezvousCrossCheck(t *testing.T) {
 	keys := testKeys(1000)
 	r := rand.New(rand.NewPCG(4, 44))
-	for _, opts := range []RendezvousOptions{{}, {Score: coarseScore}} {
+	for _, opts := range []RendezvousOptions{{}, {Score: coarseScore}, {KeyScore: coarseKeyScore, LargerNameWins: true}, {Score: coarseScore, LargerNameWins: true}} {
 		for _, size := range []int{1, 2, 7, 40} {
 			nodes := make([]Node, size)
 			for i := range nodes {

@@ -99,7 +99,8 @@ type RingOptions struct {
 	// ring's lock, one call at a time. Its points must name nodes in [0, len(nodes)) and
 	// number at most 4194304. A node with no points owns no key.
 	Points func(dst []RingPoint, nodes []Node) []RingPoint
-	// Lookup chooses the point that owns a key (RingSuccessor or RingNearest).
+	// Lookup chooses the point that owns a key (RingSuccessor, RingNearest,
+	// RingNearestPoint, RingAfter or RingAfterClamped).
 	Lookup RingLookup
 	// Ties chooses which point wins a position that several points share.
 	Ties RingTies
@@ -131,6 +132,16 @@ const (
 	// points in insertion order; use it with TieFirstPoint); it differs from RingNearest only
 	// where points share a position.
 	RingNearestPoint
+	// RingAfter gives a key to the first point strictly after h, wrapping around to the
+	// smallest: a key at a point's position goes to the next position's winner. It is a
+	// binary search with Python's bisect.bisect (bisect_right) over the sorted points, as
+	// uhashring does. AppendN walks clockwise from that point.
+	RingAfter
+	// RingAfterClamped is RingAfter without the wrap: a key at or after the largest position
+	// goes to that position's winner (bisect_right clamped to the last index, as
+	// redis-shard's HashRing does), so the largest point's arc takes in the ring's top end,
+	// and the smallest point's arc starts at 0.
+	RingAfterClamped
 )
 
 // RingTies chooses which of the points at one position wins it; the others stay behind it in
@@ -176,7 +187,7 @@ func NewRing(nodes []Node, opts RingOptions) (*Ring, error) {
 	if v := r.opts.Vnodes; v < 1 || v > ring.MaxPoints {
 		return nil, fmt.Errorf("pool: ring: %d vnodes per unit of weight: allowed range is [1, %d]: %w", v, ring.MaxPoints, ErrLimit)
 	}
-	if r.opts.Lookup > RingNearestPoint || r.opts.Ties > TieLastPoint {
+	if r.opts.Lookup > RingAfterClamped || r.opts.Ties > TieLastPoint {
 		return nil, fmt.Errorf("pool: ring: lookup rule %d, tie rule %d: unknown", r.opts.Lookup, r.opts.Ties)
 	}
 	m, err := newMembers("ring", nodes)
@@ -259,7 +270,9 @@ type Arc struct {
 // never have the same node. Under RingSuccessor a point's arc ends at the point, so a ring of
 // p points has at most p+1 arcs; under RingNearest and RingNearestPoint the gap between two
 // positions is split at its midpoint, so there are at most 2p+1 (3p+1 with shared positions
-// under RingNearestPoint), and Arcs holds 24 bytes per point while it runs. Arcs reads the ring
+// under RingNearestPoint), and Arcs holds 24 bytes per point while it runs; under RingAfter
+// and RingAfterClamped a point's arc ends just before it, at most p+1 arcs, and Arcs holds 8
+// bytes per point while it runs. Arcs reads the ring
 // as it was when called and is safe for concurrent use, also with changes. The zero Ring has
 // no arcs.
 func (r *Ring) Arcs() iter.Seq[Arc] {
@@ -288,7 +301,10 @@ func (r *Ring) Arcs() iter.Seq[Arc] {
 				}
 			}
 		} else {
-			starts := s.nearestStarts()
+			starts := s.afterStarts()
+			if s.lookup == RingNearest || s.lookup == RingNearestPoint {
+				starts = s.nearestStarts()
+			}
 			for i, first := range starts {
 				last := uint64(math.MaxUint64)
 				if i+1 < len(starts) {
@@ -331,6 +347,20 @@ func (s *ringState) nearestStarts() []uint64 {
 	return slices.Compact(starts)
 }
 
+// afterStarts returns the positions from which the owner under RingAfter or
+// RingAfterClamped may differ from the position before: 0 and every distinct position (a key
+// at a position already belongs to the next one), in increasing order.
+func (s *ringState) afterStarts() []uint64 {
+	t := s.table
+	starts := make([]uint64, 1, t.Distinct()+1) // starts[0] = 0
+	for i := range t.Len() {
+		if p := t.Position(i); p != starts[len(starts)-1] {
+			starts = append(starts, p)
+		}
+	}
+	return starts
+}
+
 // position returns the key's position, calling the default hash directly so it inlines.
 func (r *Ring) position(key string) uint64 {
 	if r.kind == xxhRingHash {
@@ -346,6 +376,13 @@ func (s *ringState) owner(h uint64) int {
 		return s.table.Nearest(h)
 	case RingNearestPoint:
 		return s.table.NearestPoint(h)
+	case RingAfter:
+		return s.table.Successor(h + 1) // h+1 wraps to 0 from the top: point 0, as the wrap does
+	case RingAfterClamped:
+		if last := s.table.Len() - 1; h >= s.table.Position(last) {
+			return s.table.Prev(0) // the winner of the largest position
+		}
+		return s.table.Successor(h + 1)
 	}
 	return s.table.Successor(h)
 }

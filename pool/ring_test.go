@@ -48,6 +48,15 @@ func TestRingContractNearestPoint(t *testing.T) {
 		orderFree: true, minimal: true})
 }
 
+// The strictly-after rules move keys only to or from the changed node, as the successor rule
+// does; the clamped one gives the top end to the largest point, not to the smallest.
+func TestRingContractAfter(t *testing.T) {
+	checkContract(t, contract{name: "after ring", newPool: newRingPool(RingOptions{Hash: coarseHash, Vnodes: 40, Lookup: RingAfter}),
+		orderFree: true, minimal: true, nextOnRemove: true})
+	checkContract(t, contract{name: "after-clamped ring", newPool: newRingPool(RingOptions{Hash: coarseHash, Vnodes: 40, Lookup: RingAfterClamped}),
+		orderFree: true, minimal: true})
+}
+
 func FuzzRing(f *testing.F) {
 	fuzzSeeds(f)
 	c := contract{name: "ring", newPool: newRingPool(RingOptions{Hash: coarseHash, Vnodes: 8}), orderFree: true, minimal: true, nextOnRemove: true}
@@ -119,6 +128,20 @@ func (r refRing) owner(h uint64) int {
 	switch r.opts.Lookup {
 	case RingSuccessor:
 		return next
+	case RingAfter, RingAfterClamped:
+		for i, p := range r.points {
+			if p.pos > h {
+				return i
+			}
+		}
+		if r.opts.Lookup == RingAfter {
+			return 0
+		}
+		last := len(r.points) - 1 // the winner of the largest position: its first point
+		for last > 0 && r.points[last-1].pos == r.points[last].pos {
+			last--
+		}
+		return last
 	case RingNearestPoint:
 		prev := (next + len(r.points) - 1) % len(r.points)
 		if h-r.points[prev].pos <= r.points[next].pos-h {
@@ -193,6 +216,9 @@ func TestRingCrossCheck(t *testing.T) {
 		{Hash: coarseHash, Vnodes: 20, Lookup: RingNearest},
 		{Hash: coarseHash, Vnodes: 20, Lookup: RingNearestPoint, Ties: TieFirstPoint},
 		{Vnodes: 3, Lookup: RingNearest, PointName: func(node string, i int) string { return fmt.Sprint(i, "@", node) }},
+		{Hash: coarseHash, Vnodes: 20, Lookup: RingAfter, Ties: TieLastPoint},
+		{Hash: coarseHash, Vnodes: 20, Lookup: RingAfterClamped, Ties: TieLastPoint},
+		{Vnodes: 5, Lookup: RingAfterClamped},
 	} {
 		what := fmt.Sprintf("%+v", opts)
 		p, err := NewRing(numbered(30), opts) // more than 16 nodes: AppendN's walk uses its set
@@ -387,6 +413,12 @@ func TestRingArcs(t *testing.T) {
 		{1, RingOptions{Vnodes: 1, Lookup: RingNearest}},
 		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingNearestPoint, Ties: TieFirstPoint}},
 		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingNearest}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20, Lookup: RingAfter, Ties: TieLastPoint}},
+		{30, RingOptions{Hash: coarseHash, Vnodes: 20, Lookup: RingAfterClamped, Ties: TieFirstPoint}},
+		{7, RingOptions{Vnodes: 10, Lookup: RingAfterClamped}},
+		{1, RingOptions{Vnodes: 1, Lookup: RingAfter}},
+		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingAfter, Ties: TieLastPoint}},
+		{3, RingOptions{Hash: one, Vnodes: 2, Lookup: RingAfterClamped}},
 	} {
 		what := fmt.Sprintf("%d nodes %+v", c.nodes, c.opts)
 		p, err := NewRing(numbered(c.nodes), c.opts)
