@@ -95,6 +95,9 @@ func ExamplePresets() {
 	// jedis
 	// grpc
 	// vitess
+	// pymemcache
+	// uhashring
+	// python-memcache
 	// kafka
 }
 

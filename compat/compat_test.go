@@ -51,6 +51,10 @@ var presetCases = []struct{ system, file string }{
 	{"jedis", "unnamed-10-md5.json"},
 	{"jedis", "named-3-tag-default.json"},
 	{"grpc", "weights-1-2-3-4.json"},
+	{"pymemcache", "hash-10.json"},
+	{"uhashring", "md5-10.json"},
+	{"uhashring", "ketama-10-weights.json"},
+	{"python-memcache", "modula-10-weights-mixed.json"},
 }
 
 func TestPresetsAllocateNothing(t *testing.T) {
@@ -66,7 +70,8 @@ func TestPresetsList(t *testing.T) {
 		require.NotNil(t, p.New, p.System)
 		systems = append(systems, p.System)
 	}
-	for _, s := range []string{"twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis"} {
+	for _, s := range []string{"twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis",
+		"pymemcache", "uhashring", "python-memcache"} {
 		require.Contains(t, systems, s)
 	}
 	require.Len(t, slices.Compact(slices.Sorted(slices.Values(systems))), len(systems), "a system listed twice")
@@ -108,6 +113,10 @@ func TestPresetRemove(t *testing.T) {
 		{"goredis", "ring-5-numeric-names.json", "3", true, true},
 		{"jedis", "unnamed-5.json", "10.0.0.3:6379", true, true},
 		{"jedis", "named-5-weighted.json", "w2", true, true},
+		{"pymemcache", "hash-5.json", "127.0.0.1:21203", true, true},
+		{"uhashring", "md5-5-names.json", "cache-c", true, true},
+		{"uhashring", "ketama-5.json", "127.0.0.1:21205", false, false},
+		{"python-memcache", "modula-5.json", "127.0.0.1:21205", false, false},
 	} {
 		p := presetConfig(t, c.system, c.file)
 		before := owners(p, ks)
@@ -254,6 +263,10 @@ func FuzzHAProxy(f *testing.F) { fuzzPreset(f, "haproxy", "cfg") }
 func FuzzGoRedis(f *testing.F) { fuzzPreset(f, "goredis", "json") }
 func FuzzJedis(f *testing.F)   { fuzzPreset(f, "jedis", "json") }
 
+func FuzzPymemcache(f *testing.F)     { fuzzPreset(f, "pymemcache", "json") }
+func FuzzUhashring(f *testing.F)      { fuzzPreset(f, "uhashring", "json") }
+func FuzzPythonMemcache(f *testing.F) { fuzzPreset(f, "python-memcache", "json") }
+
 var sink int
 
 // BenchmarkLocate times Locate through every preset next to the generic engines with their
@@ -329,7 +342,7 @@ func TestRingOf(t *testing.T) {
 	ks := keys(t)[:500]
 	noRing := map[string]bool{"modula-fnv1a_64-10.yml": true, "modula-default-10.conf": true,
 		"arraymod-native-10.conf": true, "hash-10.conf": true, "hash-down-weights.conf": true, "map-default-10.cfg": true,
-		"ring-10-shards-unordered.json": true}
+		"ring-10-shards-unordered.json": true, "hash-10.json": true, "modula-10-weights-mixed.json": true}
 	for _, c := range presetCases {
 		p := presetConfig(t, c.system, c.file)
 		r := RingOf(p)

@@ -21,6 +21,9 @@ func ExamplePresets() {
 	// jedis
 	// grpc
 	// vitess
+	// pymemcache
+	// uhashring
+	// python-memcache
 }
 
 func ExampleNewNginx() {

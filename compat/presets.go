@@ -13,6 +13,9 @@ func Presets() []Preset {
 		jedisPreset,
 		grpcPreset,
 		vitessPreset,
+		pymemcachePreset,
+		uhashringPreset,
+		pythonMemcachePreset,
 	}
 }
 

@@ -249,17 +249,10 @@ func murmur2(b []byte, seed uint32) uint32 {
 
 // murmur3x86 is MurmurHash3_x86_32 (Austin Appleby's reference) with the given seed.
 func murmur3x86(b []byte, seed uint32) uint32 {
-	const c1, c2 = 0xcc9e2d51, 0x1b873593
 	n := uint32(len(b))
 	h := seed
 	for ; len(b) >= 4; b = b[4:] {
-		k := binary.LittleEndian.Uint32(b)
-		k *= c1
-		k = bits.RotateLeft32(k, 15)
-		k *= c2
-		h ^= k
-		h = bits.RotateLeft32(h, 13)
-		h = h*5 + 0xe6546b64
+		h = murmur3Round(h, binary.LittleEndian.Uint32(b))
 	}
 	var k uint32
 	switch len(b) {
@@ -271,11 +264,24 @@ func murmur3x86(b []byte, seed uint32) uint32 {
 		fallthrough
 	case 1:
 		k ^= uint32(b[0])
-		k *= c1
-		k = bits.RotateLeft32(k, 15)
-		k *= c2
-		h ^= k
+		h ^= murmur3K(k)
 	}
+	return murmur3Final(h, n)
+}
+
+// murmur3K mixes a block of MurmurHash3_x86_32 before it meets the hash.
+func murmur3K(k uint32) uint32 {
+	const c1, c2 = 0xcc9e2d51, 0x1b873593
+	return bits.RotateLeft32(k*c1, 15) * c2
+}
+
+// murmur3Round takes a whole block k into h.
+func murmur3Round(h, k uint32) uint32 {
+	return bits.RotateLeft32(h^murmur3K(k), 13)*5 + 0xe6546b64
+}
+
+// murmur3Final is MurmurHash3_x86_32's finalization of h after n bytes.
+func murmur3Final(h, n uint32) uint32 {
 	h ^= n
 	h ^= h >> 16
 	h *= 0x85ebca6b
@@ -283,6 +289,31 @@ func murmur3x86(b []byte, seed uint32) uint32 {
 	h *= 0xc2b2ae35
 	h ^= h >> 16
 	return h
+}
+
+// Murmur3Stream is MurmurHash3_x86_32 with seed 0 of bytes given one at a time: for hashes
+// of text that is not a byte string in memory (pymemcache hashes a node name, a '-' and a key,
+// one byte per character). The zero value is the hash of no bytes; it never allocates.
+type Murmur3Stream struct {
+	h, k, n uint32 // the hash of the whole blocks, the bytes of the current block, bytes given
+}
+
+// Add appends one byte.
+func (m *Murmur3Stream) Add(b byte) {
+	m.k |= uint32(b) << (8 * (m.n & 3))
+	m.n++
+	if m.n&3 == 0 {
+		m.h, m.k = murmur3Round(m.h, m.k), 0
+	}
+}
+
+// Sum32 returns the hash of the bytes given so far.
+func (m *Murmur3Stream) Sum32() uint32 {
+	h := m.h
+	if m.n&3 != 0 {
+		h ^= murmur3K(m.k)
+	}
+	return murmur3Final(h, m.n)
 }
 
 // lookup3 is Bob Jenkins' hashlittle (lookup3.c, 2006) of b with initval, reading the bytes

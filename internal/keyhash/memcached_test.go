@@ -258,3 +258,23 @@ func TestDigests(t *testing.T) {
 		require.Zero(t, testing.AllocsPerRun(20, func() { _ = d.First32(key) }), "digest %d allocates", d)
 	}
 }
+
+// Murmur3Stream fed byte by byte is MurmurHash3_x86_32 with seed 0 of the bytes, at every
+// length around the 4-byte blocks.
+func TestMurmur3Stream(t *testing.T) {
+	b := []byte("The quick brown fox jumps over the lazy dog, \x00\xff\x80 and more")
+	for n := range len(b) + 1 {
+		var m Murmur3Stream
+		for _, c := range b[:n] {
+			m.Add(c)
+		}
+		if got, want := m.Sum32(), murmur3x86(b[:n], 0); got != want {
+			t.Fatalf("Murmur3Stream of %q = %#x, want %#x", b[:n], got, want)
+		}
+	}
+	var m Murmur3Stream
+	m.Add('a')
+	if n := testing.AllocsPerRun(100, func() { m.Add('b'); _ = m.Sum32() }); n != 0 {
+		t.Fatalf("Murmur3Stream allocates %v times", n)
+	}
+}
