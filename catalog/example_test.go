@@ -98,6 +98,7 @@ func ExamplePresets() {
 	// pymemcache
 	// uhashring
 	// python-memcache
+	// redis-shard
 	// kafka
 }
 

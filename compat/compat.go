@@ -50,7 +50,7 @@ var ErrConfig = errors.New("compat: invalid configuration")
 
 // A Preset builds the pool of one system from that system's own configuration text.
 type Preset struct {
-	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis", "grpc", "vitess", "pymemcache", "uhashring", "python-memcache"
+	System string // "twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis", "grpc", "vitess", "pymemcache", "uhashring", "python-memcache", "redis-shard"
 	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
 	// New parses config and returns the pool named name in it ("" when the text holds one).
 	New func(config []byte, name string) (pool.Pool, error)

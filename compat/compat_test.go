@@ -55,6 +55,8 @@ var presetCases = []struct{ system, file string }{
 	{"uhashring", "md5-10.json"},
 	{"uhashring", "ketama-10-weights.json"},
 	{"python-memcache", "modula-10-weights-mixed.json"},
+	{"redis-shard", "crc32-10.json"},
+	{"redis-shard", "md5-10.json"},
 }
 
 func TestPresetsAllocateNothing(t *testing.T) {
@@ -71,7 +73,7 @@ func TestPresetsList(t *testing.T) {
 		systems = append(systems, p.System)
 	}
 	for _, s := range []string{"twemproxy", "libmemcached", "spymemcached", "hashring", "nginx", "haproxy", "goredis", "jedis",
-		"pymemcache", "uhashring", "python-memcache"} {
+		"pymemcache", "uhashring", "python-memcache", "redis-shard"} {
 		require.Contains(t, systems, s)
 	}
 	require.Len(t, slices.Compact(slices.Sorted(slices.Values(systems))), len(systems), "a system listed twice")
@@ -117,6 +119,7 @@ func TestPresetRemove(t *testing.T) {
 		{"uhashring", "md5-5-names.json", "cache-c", true, true},
 		{"uhashring", "ketama-5.json", "127.0.0.1:21205", false, false},
 		{"python-memcache", "modula-5.json", "127.0.0.1:21205", false, false},
+		{"redis-shard", "crc32-5.json", "node3", false, true},
 	} {
 		p := presetConfig(t, c.system, c.file)
 		before := owners(p, ks)
@@ -266,6 +269,7 @@ func FuzzJedis(f *testing.F)   { fuzzPreset(f, "jedis", "json") }
 func FuzzPymemcache(f *testing.F)     { fuzzPreset(f, "pymemcache", "json") }
 func FuzzUhashring(f *testing.F)      { fuzzPreset(f, "uhashring", "json") }
 func FuzzPythonMemcache(f *testing.F) { fuzzPreset(f, "python-memcache", "json") }
+func FuzzRedisShard(f *testing.F)     { fuzzPreset(f, "redis-shard", "json") }
 
 var sink int
 

@@ -24,6 +24,7 @@ func ExamplePresets() {
 	// pymemcache
 	// uhashring
 	// python-memcache
+	// redis-shard
 }
 
 func ExampleNewNginx() {

@@ -58,7 +58,7 @@ func TestHostileConfigs(t *testing.T) {
 	for _, p := range Presets() {
 		ext := map[string]string{"twemproxy": "yml", "libmemcached": "conf", "spymemcached": "conf", "hashring": "json",
 			"nginx": "conf", "haproxy": "cfg", "goredis": "json", "jedis": "json", "grpc": "json", "vitess": "json",
-			"pymemcache": "json", "uhashring": "json", "python-memcache": "json"}[p.System]
+			"pymemcache": "json", "uhashring": "json", "python-memcache": "json", "redis-shard": "json"}[p.System]
 		require.NotEmpty(t, ext, p.System)
 		placed, refused := configFiles(t, p.System, ext)
 		inputs := [][]byte{bytes.Repeat([]byte{0}, long), bytes.Repeat([]byte("x"), long), bytes.Repeat([]byte("a "), long/2)}

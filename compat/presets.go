@@ -16,6 +16,7 @@ func Presets() []Preset {
 		pymemcachePreset,
 		uhashringPreset,
 		pythonMemcachePreset,
+		redisShardPreset,
 	}
 }
 
