@@ -50,8 +50,9 @@ var (
 	// negative integers too), invalid UTF-8 for the unicode_loose vindexes.
 	ErrNoKeyspaceID = errors.New("compat: vitess: the vindex maps the value to no keyspace id")
 	// ErrNotReproduced reports a value whose keyspace id this package does not compute: a
-	// unicode_loose vindex's value with characters outside ASCII, which Vitess weighs with the
-	// Unicode collation algorithm's tables.
+	// unicode_loose vindex's value with a character at or above U+0530, or a combining mark
+	// (or a character that decomposes to one), whose weights under the Unicode collation
+	// algorithm depend on tables and normalization this package does not carry.
 	ErrNotReproduced = errors.New("compat: vitess: the value is outside what this package reproduces")
 )
 
@@ -80,7 +81,7 @@ const (
 )
 
 // VitessKeyspace places values on a keyspace's shards as vtgate does. Its lookups take no lock
-// and allocate nothing (but for unicode_loose values over 2048 bytes); it is safe for
+// and allocate nothing (but for unicode_loose values of over 682 characters); it is safe for
 // concurrent use. As a pool.Pool it refuses Add, Remove and SetWeight: a keyspace's shards
 // change by resharding, from one complete shard list to another; build a new VitessKeyspace
 // for the new list.
@@ -102,7 +103,8 @@ type VitessKeyspace struct {
 // a UINT64 when strconv.ParseUint does, else a VARCHAR of the text, which MySQL's cast reads
 // as Vitess does), the column's bytes for the others. A value the vindex maps to no keyspace
 // id has no shard: Locate returns "" and Shard says why (ErrNoKeyspaceID); so does a
-// unicode_loose value with a character outside ASCII (ErrNotReproduced).
+// unicode_loose value with a character this package does not weigh (ErrNotReproduced): one
+// at or above U+0530, past Latin, Greek and Cyrillic, or a combining mark.
 //
 // The vindex types are those of VitessVindexes. The shards are checked as Vitess checks them
 // (topo.ValidateShardName, then topo.OrderAndCheckPartitions): each name at most 64
@@ -341,7 +343,7 @@ func (k *VitessKeyspace) owner(value string) (int, error) {
 
 func vitessValueErr(k *VitessKeyspace, value string, err error) error {
 	if errors.Is(err, ErrNotReproduced) {
-		return errorf("%w: %s: %q has a character outside ASCII", err, VitessVindexes[k.kind], value)
+		return errorf("%w: %s: %q has a character at or above U+0530, or a combining mark", err, VitessVindexes[k.kind], value)
 	}
 	return errorf("%w: %s: %q", err, VitessVindexes[k.kind], value)
 }
@@ -403,68 +405,33 @@ func vitessDecimal(digits string) (uint64, bool) {
 	return n, true
 }
 
-// vitessASCIIWeights are the primary weights that Vitess's unicode_loose collation
-// (go/mysql/collations/vindex/collate, the Unicode collation algorithm at level 1 over CLDR's
-// root table) gives each ASCII byte, 0 for none: control characters weigh nothing, a
-// letter weighs the same in either case. testdata/compat/vitess/ascii-weights.txt holds them
-// as recorded from Vitess, with the check that an ASCII string weighs its bytes' weights one
-// after another (no ASCII contraction or expansion).
-var vitessASCIIWeights = [128]uint16{
-	0x09: 0x0100, 0x0a: 0x0101, 0x0b: 0x0102, 0x0c: 0x0103, 0x0d: 0x0104,
-	' ': 0x0109, '!': 0x015d, '"': 0x01f0, '#': 0x0275, '$': 0x13ef, '%': 0x0276, '&': 0x0273, '\'': 0x01e9,
-	'(': 0x01fa, ')': 0x01fb, '*': 0x026c, '+': 0x049c, ',': 0x0120, '-': 0x010d, '.': 0x0172, '/': 0x0271,
-	'0': 0x14e6, '1': 0x14e7, '2': 0x14e8, '3': 0x14e9, '4': 0x14ea, '5': 0x14eb, '6': 0x14ec, '7': 0x14ed,
-	'8': 0x14ee, '9': 0x14ef, ':': 0x0136, ';': 0x0131, '<': 0x04a0, '=': 0x04a1, '>': 0x04a2, '?': 0x0162,
-	'@': 0x026b, '[': 0x01fc, '\\': 0x0272, ']': 0x01fd, '^': 0x0312, '_': 0x010b, '`': 0x030f,
-	'a': 0x15ef, 'b': 0x1605, 'c': 0x161d, 'd': 0x1631, 'e': 0x164c, 'f': 0x1684, 'g': 0x1691, 'h': 0x16b4,
-	'i': 0x16cd, 'j': 0x16e6, 'k': 0x16ff, 'l': 0x1711, 'm': 0x1741, 'n': 0x174f, 'o': 0x1771, 'p': 0x1796,
-	'q': 0x17ab, 'r': 0x17bd, 's': 0x17f3, 't': 0x1816, 'u': 0x1836, 'v': 0x185f, 'w': 0x1871, 'x': 0x187b,
-	'y': 0x1880, 'z': 0x1895, '{': 0x01fe, '|': 0x04a4, '}': 0x01ff, '~': 0x04a6,
-	'A': 0x15ef, 'B': 0x1605, 'C': 0x161d, 'D': 0x1631, 'E': 0x164c, 'F': 0x1684, 'G': 0x1691, 'H': 0x16b4,
-	'I': 0x16cd, 'J': 0x16e6, 'K': 0x16ff, 'L': 0x1711, 'M': 0x1741, 'N': 0x174f, 'O': 0x1771, 'P': 0x1796,
-	'Q': 0x17ab, 'R': 0x17bd, 'S': 0x17f3, 'T': 0x1816, 'U': 0x1836, 'V': 0x185f, 'W': 0x1871, 'X': 0x187b,
-	'Y': 0x1880, 'Z': 0x1895,
-}
+// vitessUncovered marks a character of vitessWeights whose weights are not reproduced: a
+// combining mark, or one that decomposes to one (no weight string is one byte long).
+const vitessUncovered = "\xff"
 
-// vitessWeightsOnStack is the longest value whose weights are hashed from a buffer on the
-// stack (2 bytes a character); a longer one streams through a digest on the heap.
-const vitessWeightsOnStack = 2048
+// vitessWeightsOnStack is the most weight bytes hashed from a buffer on the stack: a value
+// whose weights are longer (over 682 characters, or 2048 ASCII ones) streams its weights
+// through a buffer on the heap.
+const vitessWeightsOnStack = 4096
 
-// vitessUnicodeLoose is unicode.go's unicodeHash for ASCII values: valid UTF-8 or no keyspace
-// id; trailing spaces removed; then the digest of the primary weights, each as 2 big-endian
-// bytes (collate.go Hasher.Hash; every ASCII weight is below 0x8000): MD5, or XXH64 written
-// little-endian (XXHashBigEndian.Sum appends the low byte first).
+// vitessUnicodeLoose is unicode.go's unicodeHash for the characters of vitessWeights: valid
+// UTF-8 or no keyspace id; trailing spaces removed; then the digest of the primary weights,
+// each written as 2 big-endian bytes, 3 with the top bit set above 0x7FFF (collate.go
+// Hasher.Hash): MD5, or XXH64 written low byte first (XXHashBigEndian.Sum appends the low byte
+// first, despite its name). Among those characters a string weighs its characters' weights
+// one after another, but for one contraction of CLDR's root order: L or l followed by a middle
+// dot (U+00B7, or U+0387, which decomposes to it) weighs as the letter alone
+// (testdata/compat/vitess/weights.txt says how that was checked). A character outside them
+// is ErrNotReproduced.
 func vitessUnicodeLoose(buf *[16]byte, value string, md5Sum bool) ([]byte, error) {
 	if !utf8.ValidString(value) {
 		return nil, ErrNoKeyspaceID
 	}
 	value = strings.TrimRight(value, " ")
-	for i := 0; i < len(value); i++ {
-		if value[i] >= utf8.RuneSelf {
-			return nil, ErrNotReproduced
-		}
-	}
-	if len(value) <= vitessWeightsOnStack {
-		var w [2 * vitessWeightsOnStack]byte
-		n := 0
-		for i := 0; i < len(value); i++ {
-			if x := vitessASCIIWeights[value[i]]; x != 0 {
-				w[n], w[n+1] = byte(x>>8), byte(x)
-				n += 2
-			}
-		}
-		if md5Sum {
-			*buf = md5.Sum(w[:n])
-			return buf[:16], nil
-		}
-		binary.LittleEndian.PutUint64(buf[:8], xxhash.Sum64(w[:n]))
-		return buf[:8], nil
-	}
-	var w []byte
-	for i := 0; i < len(value); i++ {
-		if x := vitessASCIIWeights[value[i]]; x != 0 {
-			w = append(w, byte(x>>8), byte(x))
-		}
+	var stack [vitessWeightsOnStack]byte
+	w, ok := vitessAppendWeights(stack[:0], value)
+	if !ok {
+		return nil, ErrNotReproduced
 	}
 	if md5Sum {
 		*buf = md5.Sum(w)
@@ -472,6 +439,24 @@ func vitessUnicodeLoose(buf *[16]byte, value string, md5Sum bool) ([]byte, error
 	}
 	binary.LittleEndian.PutUint64(buf[:8], xxhash.Sum64(w))
 	return buf[:8], nil
+}
+
+// vitessAppendWeights appends the weights of value to dst, false if a character has none
+// recorded. It allocates only when dst runs out of room.
+func vitessAppendWeights(dst []byte, value string) ([]byte, bool) {
+	prev := rune(-1)
+	for _, r := range value {
+		if r >= rune(len(vitessWeights)) || vitessWeights[r] == vitessUncovered {
+			return dst, false
+		}
+		if (prev == 'L' || prev == 'l') && (r == 0xB7 || r == 0x387) {
+			prev = -1 // the dot is part of the letter, and starts nothing
+			continue
+		}
+		dst = append(dst, vitessWeights[r]...)
+		prev = r
+	}
+	return dst, true
 }
 
 // ShardOf returns the shard that owns keyspace id ksid: the one whose key range holds it

@@ -2,7 +2,10 @@ module github.com/shardkit/shard/testdata/compat/vitess/gen
 
 go 1.26.8
 
-require vitess.io/vitess v0.24.4
+require (
+	golang.org/x/text v0.36.0
+	vitess.io/vitess v0.24.4
+)
 
 require (
 	github.com/AdaLogics/go-fuzz-headers v0.0.0-20240806141605-e8a1dd7889d6 // indirect
@@ -124,7 +127,6 @@ require (
 	golang.org/x/net v0.53.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.43.0 // indirect
-	golang.org/x/text v0.36.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260414002931-afd174a4e478 // indirect

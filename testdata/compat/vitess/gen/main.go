@@ -7,17 +7,19 @@
 //
 //	go run . -keys ../../keys.txt -out ..
 //
-// It also writes the primary collation weights of every ASCII character under Vitess's
-// unicode_loose_* collation (ascii-weights.txt), after checking that the weights of every
-// ASCII string of up to 3 characters, and of random longer ones, are those of its
-// characters one after another.
+// It also writes the primary collation weights of the characters below U+0530 under Vitess's
+// unicode_loose_* collation (weights.txt, and compat/vitess_weights.go), after checking that
+// every string of up to 3 of them, and random longer ones, weigh their characters' weights one
+// after another (but for one contraction): this takes about ten minutes.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"go/format"
 	"log"
 	"math"
 	"math/rand/v2"
@@ -26,7 +28,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	"vitess.io/vitess/go/mysql/collations/vindex/collate"
 	"vitess.io/vitess/go/sqltypes"
 	"vitess.io/vitess/go/vt/key"
@@ -98,6 +103,7 @@ func evenShardsWidth(n, width int) []string {
 func main() {
 	keysPath := flag.String("keys", "../../keys.txt", "the shared key set")
 	outDir := flag.String("out", "..", "where the configs and vectors go")
+	goTable := flag.String("table", "../../../../compat/vitess_weights.go", "where the collation weights table of package compat goes")
 	flag.Parse()
 
 	keys, err := readKeys(*keysPath)
@@ -191,7 +197,7 @@ func main() {
 		fmt.Printf("%s: %v\n", l.file, err)
 	}
 
-	if err := writeWeights(filepath.Join(*outDir, "ascii-weights.txt"), version); err != nil {
+	if err := writeWeights(filepath.Join(*outDir, "weights.txt"), *goTable, version); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -378,32 +384,58 @@ func (r *recorder) Reset()                      { r.b = r.b[:0] }
 func (r *recorder) Size() int                   { return len(r.b) }
 func (r *recorder) BlockSize() int              { return 1 }
 
-// writeWeights records the weights Vitess's collation hasher writes for each ASCII character
-// and checks that a string's weights are its characters' one after another.
-func writeWeights(path, version string) error {
+// weightsEnd bounds the characters whose weights are recorded: U+0000 to U+052F (Latin,
+// IPA, spacing modifiers, Greek and Coptic, Cyrillic and its supplement).
+const weightsEnd = 0x530
+
+// covered reports whether a character's weights are recorded: not a combining mark (Mn, Me)
+// and not one whose canonical decomposition starts with one, since marks reorder and combine
+// with the character before them.
+func covered(r rune) bool {
+	return norm.NFD.PropertiesString(string(r)).LeadCCC() == 0 && !unicode.In(r, unicode.Mn, unicode.Me)
+}
+
+// contracts reports the one contraction among the covered characters: L or l followed by a
+// middle dot (U+00B7, or U+0387, which decomposes to it) weighs as the letter alone.
+func contracts(a, b rune) bool { return (a == 'L' || a == 'l') && (b == 0xB7 || b == 0x387) }
+
+// writeWeights records the weights Vitess's collation hasher writes for each covered
+// character and checks that a string of covered characters weighs its characters' weights
+// one after another, but for the contraction above: every string of 2 and 3 of them, and
+// random longer ones. It writes weights.txt and the table package compat compiles in.
+func writeWeights(path, goPath, version string) error {
 	h := collate.New(&recorder{})
-	weights := make([]string, 128)
-	for c := range 128 {
-		weights[c] = string(h.Hash([]byte{byte(c)}))
-	}
-	check := func(s []byte) error {
-		var want []byte
-		for _, c := range s {
-			want = append(want, weights[c]...)
+	var set []rune
+	weights := make([][]byte, weightsEnd)
+	for r := range rune(weightsEnd) {
+		if covered(r) {
+			set = append(set, r)
+			weights[r] = append([]byte{}, h.Hash(utf8.AppendRune(nil, r))...)
 		}
-		if got := h.Hash(s); string(got) != string(want) {
-			return fmt.Errorf("%q: weights %x, its characters' %x", s, got, want)
+	}
+	var in, want []byte
+	check := func(rs ...rune) error {
+		in, want = in[:0], want[:0]
+		for i, r := range rs {
+			in = utf8.AppendRune(in, r)
+			if i > 0 && contracts(rs[i-1], r) && (i < 2 || !contracts(rs[i-2], rs[i-1])) {
+				continue
+			}
+			want = append(want, weights[r]...)
+		}
+		if got := h.Hash(in); !bytes.Equal(got, want) {
+			return fmt.Errorf("%q: weights %x, its characters' %x", in, got, want)
 		}
 		return nil
 	}
 	n := 0
-	for a := range 128 {
-		for b := range 128 {
-			if err := check([]byte{byte(a), byte(b)}); err != nil {
+	for _, a := range set {
+		for _, b := range set {
+			if err := check(a, b); err != nil {
 				return err
 			}
-			for c := range 128 {
-				if err := check([]byte{byte(a), byte(b), byte(c)}); err != nil {
+			for _, c := range set {
+				if err := check(a, b, c); err != nil {
 					return err
 				}
 				n++
@@ -411,27 +443,49 @@ func writeWeights(path, version string) error {
 		}
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	for range 200000 {
-		s := make([]byte, 1+r.IntN(300))
-		for i := range s {
-			s[i] = byte(r.IntN(128))
+	const random = 2000000
+	for range random {
+		rs := make([]rune, 1+r.IntN(40))
+		for i := range rs {
+			if r.IntN(4) == 0 {
+				rs[i] = []rune{'L', 'l', 0xB7, 0x387, 0x13F, 0x140, ' '}[r.IntN(7)]
+			} else {
+				rs[i] = set[r.IntN(len(set))]
+			}
 		}
-		if err := check(s); err != nil {
+		if err := check(rs...); err != nil {
 			return err
 		}
-		n++
 	}
-	var b strings.Builder
+	var b, g strings.Builder
 	fmt.Fprintf(&b, "# system: %s, go/mysql/collations/vindex/collate Hasher (the unicode_loose_* vindexes' collation)\n", version)
-	fmt.Fprintf(&b, "# The primary weights it writes for each ASCII byte, in hex (- for none). Checked: every ASCII string of 2 and 3 bytes and %d random ones of 1 to 300 bytes weigh their bytes' weights one after another.\n", 200000)
-	for c, w := range weights {
-		x := hex.EncodeToString([]byte(w))
-		if x == "" {
+	fmt.Fprintf(&b, "# The primary weights it writes for each character of U+0000..U+%04X, in hex (- for none; x for a character not covered: a combining mark or one that decomposes to one).\n", weightsEnd-1)
+	fmt.Fprintf(&b, "# Checked: every string of 2 and of 3 covered characters (%d of %d characters) and %d random ones of 1 to 40 weigh their characters' weights one after another, but L or l before U+00B7 or U+0387, which weighs as the letter alone.\n", len(set), weightsEnd, random)
+	g.WriteString("// Code generated by testdata/compat/vitess/gen from Vitess's collation; DO NOT EDIT.\n\n")
+	g.WriteString("package compat\n\n")
+	fmt.Fprintf(&g, "// vitessWeights are the primary weights (as written to the digest) that %s's\n// unicode_loose collation gives each character below U+%04X, vitessUncovered for a character\n// it is not checked for (testdata/compat/vitess/weights.txt).\nvar vitessWeights = [0x%x]string{\n", version, weightsEnd, weightsEnd)
+	for c := range rune(weightsEnd) {
+		x := hex.EncodeToString(weights[c])
+		switch {
+		case !covered(c):
+			x = "x"
+			fmt.Fprintf(&g, "\t0x%04x: vitessUncovered,\n", c)
+		case x == "":
 			x = "-"
+		default:
+			fmt.Fprintf(&g, "\t0x%04x: %q,\n", c, weights[c])
 		}
-		fmt.Fprintf(&b, "%02x %s\n", c, x)
+		fmt.Fprintf(&b, "%04x %s\n", c, x)
 	}
-	fmt.Printf("ascii-weights: %d strings checked\n", n+128*128)
+	g.WriteString("}\n")
+	src, err := format.Source([]byte(g.String()))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("weights: %d characters covered, %d strings of 3 and %d random checked\n", len(set), n, random)
+	if err := os.WriteFile(goPath, src, 0o644); err != nil {
+		return err
+	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
