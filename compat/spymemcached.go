@@ -19,7 +19,7 @@ import (
 
 var spymemcachedPreset = Preset{
 	System: "spymemcached",
-	Doc: "a spymemcached 2.12 client as key=value lines: servers (AddrUtil's list), locator (ARRAY_MOD or CONSISTENT), " +
+	Doc: "a spymemcached 2.12 client as key=value lines: servers (AddrUtil's list) or addresses (host/ip:port pairs), locator (ARRAY_MOD or CONSISTENT), " +
 		"hash, format (SPYMEMCACHED or LIBMEMCACHED), weights, factory (ketama or builder), hosts (the JVM's hosts table)",
 	New: func(config []byte, name string) (pool.Pool, error) {
 		if err := singleConfig("spymemcached", name); err != nil {
@@ -51,6 +51,13 @@ type Spymemcached struct {
 	// Servers is AddrUtil.getAddresses's list: "host:port" entries split at white space and
 	// commas; each entry is also its node's name.
 	Servers string
+	// Addresses, instead of Servers, lists servers the application makes itself as
+	// new InetSocketAddress(InetAddress.getByAddress(host, ip), port): "host/ip:port" entries
+	// ("cache-a/10.0.0.1:11211", as Java prints such an address; an IPv6 ip with or without
+	// brackets), split as Servers is; each entry is also its node's name. The host name is
+	// kept as given (its case too, and "" when the entry starts with '/'), nothing is looked
+	// up, and the weight map knows the server by ip and port.
+	Addresses string
 	// Weights, when not empty, gives a consistent locator one weight per server, in list
 	// order (KetamaConnectionFactory's weight map, keyed by address: a later weight for an
 	// address replaces an earlier one).
@@ -113,15 +120,25 @@ func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 	if err != nil {
 		return nil, cfg.at("hosts", "%v", err)
 	}
-	entries, err := spyAddresses(cfg.Servers)
+	var entries []spyAddress
+	field := "servers"
+	switch {
+	case cfg.Addresses != "" && cfg.Servers != "":
+		return nil, cfg.at("addresses", "give servers or addresses, not both")
+	case cfg.Addresses != "":
+		field = "addresses"
+		entries, err = spyPairs(cfg.Addresses)
+	default:
+		entries, err = spyAddresses(cfg.Servers)
+	}
 	if err != nil {
-		return nil, cfg.at("servers", "%v", err)
+		return nil, cfg.at(field, "%v", err)
 	}
 	weighted := locator == "CONSISTENT" && len(cfg.Weights) > 0
 	if weighted && len(cfg.Weights) != len(entries) {
 		return nil, cfg.at("weights", "%d weights for %d servers: spymemcached needs one for each (a missing one throws NullPointerException)", len(cfg.Weights), len(entries))
 	}
-	sp := &spyRules{hash: hash, hashName: hashName, format: format, hosts: hosts, weighted: weighted}
+	sp := &spyRules{hash: hash, hashName: hashName, format: format, hosts: hosts, weighted: weighted, pairs: field == "addresses"}
 	list := &serverList{}
 	for i, e := range entries {
 		s := sp.server(e)
@@ -130,7 +147,7 @@ func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 			sp.setWeight(list, s.addr, float64(cfg.Weights[i])) // a map: the last weight of an address wins
 		}
 	}
-	r := &rules{system: "spymemcached", fromNode: sp.fromNode, line: cfg.lines["servers"]}
+	r := &rules{system: "spymemcached", fromNode: sp.fromNode, line: cfg.lines[field]}
 	if locator == "ARRAY_MOD" {
 		r.slots = func(dst []int32, l *serverList) []int32 {
 			for e := range l.servers {
@@ -147,11 +164,50 @@ func newSpymemcached(cfg Spymemcached) (pool.Pool, error) {
 	return newPool(r, list, pool.RingOptions{Hash: func(k string) uint64 { return top32(hash(k)) }, Ties: pool.TieLastPoint}, nil)
 }
 
-// spyAddress is one entry of AddrUtil's list.
+// spyAddress is one entry of AddrUtil's list, or a host/ip pair.
 type spyAddress struct {
 	text string // as written: the node's name
 	host string
 	port int
+	ip   netip.Addr // a pair's address; invalid for an entry of AddrUtil's list
+}
+
+// spyPairs reads the host/ip:port entries of Spymemcached.Addresses, split as AddrUtil splits.
+func spyPairs(s string) ([]spyAddress, error) {
+	var out []spyAddress
+	for _, entry := range strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(" \t\n\v\f\r,", r) }) {
+		a, err := spyParsePair(entry)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, errorf("no server in the list ``%s''", s)
+	}
+	return out, nil
+}
+
+// spyParsePair reads "host/ip:port": the host up to the first '/', the ip (a literal, as
+// InetAddress.getByName reads one without a lookup) up to the last ':', the port an int in
+// [0, 65535] (InetSocketAddress's range).
+func spyParsePair(entry string) (spyAddress, error) {
+	slash, colon := strings.IndexByte(entry, '/'), strings.LastIndexByte(entry, ':')
+	if slash < 0 || colon < slash {
+		return spyAddress{}, errorf("%q is not a host/ip:port pair", entry)
+	}
+	ip, ok := javaLiteral(entry[slash+1 : colon])
+	if !ok {
+		return spyAddress{}, errorf("%q: %q is not an IP address literal (InetAddress.getByAddress takes the address itself)", entry, entry[slash+1:colon])
+	}
+	port, err := javaParseInt(entry[colon+1:])
+	if err != nil {
+		return spyAddress{}, errorf("%q: %v", entry, err)
+	}
+	if port < 0 || port > 65535 {
+		return spyAddress{}, errorf("%q: IllegalArgumentException: port out of range:%d", entry, port)
+	}
+	return spyAddress{text: entry, host: entry[:slash], port: port, ip: ip}, nil
 }
 
 // spyAddresses is AddrUtil.getAddresses: entries split at runs of white space and commas,
@@ -213,10 +269,14 @@ type spyRules struct {
 	format   string
 	hosts    *hostsTable
 	weighted bool
+	pairs    bool // nodes are host/ip pairs (Spymemcached.Addresses)
 }
 
 // server returns the list entry of an address: its point name, and the key of its weight.
 func (sp *spyRules) server(a spyAddress) server {
+	if a.ip.IsValid() {
+		return sp.pairServer(a)
+	}
 	ip, literal, resolved := sp.hosts.resolve(a.host)
 	s := server{name: a.text, weight: 1, addr: "unresolved " + strings.ToLower(a.host) + ":" + strconv.Itoa(a.port)}
 	if resolved {
@@ -244,6 +304,27 @@ func (sp *spyRules) server(a spyAddress) server {
 	return s
 }
 
+// pairServer is server for a host/ip pair: the InetAddress holds the host name as given, so
+// the SPYMEMCACHED format prints "host/ip:port" (the ip alone when the host is empty, as for
+// a literal) and the LIBMEMCACHED one takes the host as getHostName returns it, with no
+// reverse lookup.
+func (sp *spyRules) pairServer(a spyAddress) server {
+	port := ":" + strconv.Itoa(a.port)
+	s := server{name: a.text, weight: 1, addr: a.ip.String() + port}
+	switch {
+	case sp.format == "LIBMEMCACHED":
+		s.point = a.host
+		if a.port != 11211 {
+			s.point += port
+		}
+	case a.host == "":
+		s.point = javaAddress(a.ip, true) + port
+	default:
+		s.point = a.host + "/" + javaAddress(a.ip, true) + port
+	}
+	return s
+}
+
 // setWeight gives the weight to every entry of the address, as the weight map does.
 func (sp *spyRules) setWeight(l *serverList, addr string, w float64) {
 	for i := range l.servers {
@@ -256,7 +337,11 @@ func (sp *spyRules) setWeight(l *serverList, addr string, w float64) {
 // fromNode reads a node's name as an entry of AddrUtil's list; in a weighted locator its
 // weight goes into the weight map, for every entry of that address.
 func (sp *spyRules) fromNode(l *serverList, n pool.Node) (server, error) {
-	a, err := spyParseAddress(n.Name)
+	parse := spyParseAddress
+	if sp.pairs {
+		parse = spyParsePair
+	}
+	a, err := parse(n.Name)
 	if err != nil {
 		return server{}, configErr("spymemcached", 0, "node %q is not an entry of a server list: %v", n.Name, err)
 	}
@@ -458,9 +543,9 @@ func (t *hostsTable) reverse(ip netip.Addr) string {
 	return javaAddress(ip, false)
 }
 
-// ParseSpymemcached reads a client's configuration: key=value lines (servers, locator, hash,
-// format, weights, factory, hosts), '#' starting a comment; a later line for a key replaces
-// an earlier one. factory=builder is ConnectionFactoryBuilder: no weights, the SPYMEMCACHED
+// ParseSpymemcached reads a client's configuration: key=value lines (servers or addresses,
+// locator, hash, format, weights, factory, hosts), '#' starting a comment; a later line for a
+// key replaces an earlier one. factory=builder is ConnectionFactoryBuilder: no weights, the SPYMEMCACHED
 // format. hosts= takes /etc/hosts lines separated by ';'.
 func ParseSpymemcached(text []byte) (Spymemcached, error) {
 	cfg := Spymemcached{lines: map[string]int{}}
@@ -478,16 +563,24 @@ func ParseSpymemcached(text []byte) (Spymemcached, error) {
 		}
 		key = strings.TrimFunc(key, func(r rune) bool { return r <= ' ' })
 		switch key {
-		case "servers", "locator", "hash", "format", "weights", "factory", "hosts":
+		case "servers", "addresses", "locator", "hash", "format", "weights", "factory", "hosts":
 		default:
-			return cfg, configErr("spymemcached", n, "unknown key %q (servers, locator, hash, format, weights, factory, hosts)", key)
+			return cfg, configErr("spymemcached", n, "unknown key %q (servers, addresses, locator, hash, format, weights, factory, hosts)", key)
 		}
 		values[key] = strings.TrimFunc(value, func(r rune) bool { return r <= ' ' })
 		cfg.lines[key] = n
 	}
 	cfg.Servers, cfg.Locator, cfg.Hash, cfg.Format = values["servers"], values["locator"], values["hash"], values["format"]
-	if _, ok := values["servers"]; !ok {
-		return cfg, configErr("spymemcached", 0, "no servers= line")
+	cfg.Addresses = values["addresses"]
+	_, servers := values["servers"]
+	_, addresses := values["addresses"]
+	switch {
+	case servers && addresses:
+		return cfg, cfg.at("addresses", "give servers= or addresses=, not both")
+	case addresses && cfg.Addresses == "":
+		return cfg, cfg.at("addresses", "no server in the list")
+	case !servers && !addresses:
+		return cfg, configErr("spymemcached", 0, "no servers= or addresses= line")
 	}
 	for _, w := range strings.Fields(values["weights"]) {
 		v, err := javaParseInt(w)

@@ -126,6 +126,37 @@ conf arraymod-native-3-duplicate "locator=ARRAY_MOD" "hash=NATIVE_HASH" \
 conf arraymod-native-3-commas "locator=ARRAY_MOD" "hash=NATIVE_HASH" \
 	"servers=127.0.0.1:${P[0]},127.0.0.1:${P[1]} , 127.0.0.1:${P[2]}"
 
+# Servers given as host/ip pairs, InetSocketAddress(InetAddress.getByAddress(host, ip), port)
+# (addresses= in the .conf): the host name is kept as given and nothing is looked up.
+# pairs N [PORT]: cache-a/127.0.0.1:P0 ... on the fixed ports, or 127.0.0.X:11211 with 11211.
+pairs() {
+	local n=$1 i s=""
+	local names=(cache-a cache-b cache-c cache-d cache-e)
+	for ((i = 0; i < n; i++)); do
+		if [[ "${2:-}" == 11211 ]]; then s+="${s:+ }${names[i]}/127.0.0.$((i + 1)):11211"; else s+="${s:+ }${names[i]}/127.0.0.1:${P[i]}"; fi
+	done
+	echo "addresses=$s"
+}
+conf pairs-ketama-spy-5 "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" "$(pairs 5)"
+conf pairs-ketama-libm-5 "locator=CONSISTENT" "hash=KETAMA_HASH" "format=LIBMEMCACHED" "$(pairs 5)"
+conf pairs-ketama-libm-5-11211 "locator=CONSISTENT" "hash=KETAMA_HASH" "format=LIBMEMCACHED" "$(pairs 5 11211)"
+conf pairs-ketama-spy-5-11211 "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" "$(pairs 5 11211)"
+conf pairs-ketama-spy-5w "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" "$(pairs 5)" "weights=1 2 3 4 5"
+conf pairs-native-spy-5 "locator=CONSISTENT" "hash=NATIVE_HASH" "format=SPYMEMCACHED" "$(pairs 5)"
+conf pairs-fnv1a_32-libm-5 "locator=CONSISTENT" "hash=FNV1A_32_HASH" "format=LIBMEMCACHED" "$(pairs 5)"
+conf pairs-arraymod-native-5 "locator=ARRAY_MOD" "hash=NATIVE_HASH" "$(pairs 5)"
+conf pairs-builder-ketama-5 "factory=builder" "locator=CONSISTENT" "hash=KETAMA_HASH" "$(pairs 5)"
+conf pairs-ketama-spy-3-localhost "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" \
+	"addresses=localhost/127.0.0.1:${P[0]} localhost/127.0.0.1:${P[1]} localhost/127.0.0.1:${P[2]}"
+conf pairs-ketama-spy-3-case "locator=CONSISTENT" "hash=KETAMA_HASH" "format=LIBMEMCACHED" \
+	"addresses=Cache-A/127.0.0.1:${P[0]},CACHE-B/127.0.0.1:${P[1]} , cache-c/127.0.0.1:${P[2]}"
+conf pairs-ketama-spy-3w-same-address "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" \
+	"addresses=cache-a/127.0.0.1:${P[0]} cache-b/127.0.0.1:${P[0]} cache-c/127.0.0.1:${P[1]}" "weights=1 2 3"
+conf pairs-ketama-spy-3-empty-host "locator=CONSISTENT" "hash=KETAMA_HASH" "format=SPYMEMCACHED" \
+	"addresses=/127.0.0.1:${P[0]} /127.0.0.1:${P[1]} /127.0.0.1:${P[2]}"
+conf pairs-ketama-libm-3-empty-host "locator=CONSISTENT" "hash=KETAMA_HASH" "format=LIBMEMCACHED" \
+	"addresses=/127.0.0.1:${P[0]} /127.0.0.1:${P[1]} /127.0.0.1:${P[2]}"
+
 for f in "$dir"/*.conf; do
 	spyvec vectors "$version" "$keys" "$f" >"${f%.conf}.txt" || {
 		tail -20 "$work/log" >&2

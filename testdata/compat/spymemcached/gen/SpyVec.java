@@ -8,6 +8,9 @@
  * A .conf file holds key=value lines (# starts a comment):
  *
  *   servers=LIST     the string given to AddrUtil.getAddresses
+ *   addresses=LIST   instead of servers: host/ip:port entries (split at white space and commas),
+ *                    each made into new InetSocketAddress(InetAddress.getByAddress(host, ip),
+ *                    port): the host name is kept as given, and nothing is looked up
  *   locator=CONSISTENT | ARRAY_MOD
  *   hash=NAME        a DefaultHashAlgorithm constant
  *   format=SPYMEMCACHED | LIBMEMCACHED   the KetamaNodeKeyFormatter format (CONSISTENT only)
@@ -26,6 +29,7 @@
  * getPrimary and listed in the header.
  */
 import java.lang.reflect.Field;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -99,8 +103,28 @@ public class SpyVec {
     /** Server names as written in the list, in the order AddrUtil reads them. */
     List<String> names() {
       List<String> out = new ArrayList<>();
-      for (String s : get("servers", "").split("(?:\\s|,)+")) {
+      String key = values.containsKey("addresses") ? "addresses" : "servers";
+      for (String s : get(key, "").split("(?:\\s|,)+")) {
         if (!s.isEmpty()) out.add(s);
+      }
+      return out;
+    }
+
+    /**
+     * The socket addresses: AddrUtil's reading of servers=, or the host/ip:port entries of
+     * addresses=, each an InetAddress.getByAddress(host, ip) (the ip a literal, read without a
+     * lookup) with its port.
+     */
+    List<InetSocketAddress> addrs() throws Exception {
+      if (!values.containsKey("addresses")) return AddrUtil.getAddresses(get("servers", ""));
+      List<InetSocketAddress> out = new ArrayList<>();
+      for (String entry : names()) {
+        int slash = entry.indexOf('/'), colon = entry.lastIndexOf(':');
+        String ip = entry.substring(slash + 1, colon);
+        if (ip.startsWith("[") && ip.endsWith("]")) ip = ip.substring(1, ip.length() - 1);
+        byte[] raw = InetAddress.getByName(ip).getAddress();
+        InetAddress addr = InetAddress.getByAddress(entry.substring(0, slash), raw);
+        out.add(new InetSocketAddress(addr, Integer.parseInt(entry.substring(colon + 1))));
       }
       return out;
     }
@@ -209,7 +233,7 @@ public class SpyVec {
     List<byte[]> keyBytes = readKeys(keysPath);
     Config cfg = new Config(confPath);
     List<String> names = cfg.names();
-    List<InetSocketAddress> addrs = AddrUtil.getAddresses(cfg.get("servers", ""));
+    List<InetSocketAddress> addrs = cfg.addrs();
     if (addrs.size() != names.size()) throw new IllegalStateException("server names do not match");
     MemcachedClient text = new MemcachedClient(cfg.factory(addrs, false), addrs);
     MemcachedClient bin = new MemcachedClient(cfg.factory(addrs, true), addrs);
