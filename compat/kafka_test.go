@@ -1,13 +1,11 @@
 package compat
 
 import (
-	"bufio"
 	"errors"
 	"hash/crc32"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/internal/kafkavectors"
 )
 
 // kafkaFiles maps every vector file of testdata/compat/kafka to the partitioner that must
@@ -44,56 +43,6 @@ var kafkaFiles = map[string]struct {
 	"kafkajs-legacy":                 {"kafkajs_legacy", 14000, 0},
 }
 
-// kafkaVectors is one vector file: the partition counts and, per key index, the partition
-// of each count (-1 for "*").
-type kafkaVectors struct {
-	counts []int
-	rows   map[int][]int
-	null   []int // librdkafka's "# null key" line, if any (-1 for "*")
-}
-
-func readKafkaVectors(t *testing.T, path string) kafkaVectors {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	v := kafkaVectors{rows: map[int][]int{}}
-	fields := func(s string) []int {
-		var out []int
-		for _, x := range strings.Fields(s) {
-			if x == "*" {
-				out = append(out, -1)
-				continue
-			}
-			n, err := strconv.Atoi(x)
-			require.NoError(t, err, "%s: %q", path, s)
-			out = append(out, n)
-		}
-		return out
-	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "# partitions: "); ok {
-			v.counts = fields(rest)
-			continue
-		}
-		if strings.HasPrefix(line, "# null key (") {
-			_, rest, _ := strings.Cut(line, "):")
-			v.null = fields(rest)
-			continue
-		}
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		row := fields(line)
-		require.Len(t, row, len(v.counts)+1, "%s: %q", path, line)
-		v.rows[row[0]] = row[1:]
-	}
-	require.NoError(t, sc.Err())
-	require.NotEmpty(t, v.counts, "%s: no partitions line", path)
-	return v
-}
-
 // TestKafkaVectors requires every placement of every client's vector file, through NewKafka's
 // Locate and through KafkaPartitioner.Partition, with the exact counts of kafkaFiles.
 func TestKafkaVectors(t *testing.T) {
@@ -106,16 +55,17 @@ func TestKafkaVectors(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".txt")
 		want, ok := kafkaFiles[name]
 		require.True(t, ok, "%s is not in kafkaFiles", path)
-		v := readKafkaVectors(t, path)
-		require.Len(t, v.rows, len(ks), "%s: one line per key", name)
+		v, err := kafkavectors.Read(path)
+		require.NoError(t, err)
+		require.Len(t, v.Rows, len(ks), "%s: one line per key", name)
 		placed, random := 0, 0
-		for c, n := range v.counts {
+		for c, n := range v.Counts {
 			k, err := NewKafka(want.partitioner, n)
 			require.NoError(t, err)
 			p := k.Partitioner()
 			wrong := 0
-			for ki, row := range v.rows {
-				if row[c] < 0 {
+			for ki, row := range v.Rows {
+				if row[c] == kafkavectors.Random {
 					random++
 					continue
 				}
@@ -129,9 +79,9 @@ func TestKafkaVectors(t *testing.T) {
 				}
 			}
 			// librdkafka's consistent, murmur2 and fnv1a hash a NULL key as the empty one.
-			if v.null != nil && v.null[c] >= 0 {
-				require.Equal(t, v.null[c], k.Locate(""), "%s: the NULL key, %d partitions", name, n)
-				require.Equal(t, v.null[c], p.Partition(nil, n), "%s: the NULL key, %d partitions", name, n)
+			if v.Null != nil && v.Null[c] != kafkavectors.Random {
+				require.Equal(t, v.Null[c], k.Locate(""), "%s: the NULL key, %d partitions", name, n)
+				require.Equal(t, v.Null[c], p.Partition(nil, n), "%s: the NULL key, %d partitions", name, n)
 			}
 		}
 		require.Equal(t, want.placed, placed, "%s: placements checked", name)

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardkit/shard/internal/kafkavectors"
 )
 
 // TestKafkaPresetMatchesVectors runs shard locate -preset kafka over the key set for three
@@ -35,7 +35,10 @@ func TestKafkaPresetMatchesVectors(t *testing.T) {
 		{"kafkajs-legacy", "partitioner = kafkajs_legacy\n"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			want := kafkaColumn(t, filepath.Join(root, "kafka", c.file+".txt"), 64)
+			f, err := kafkavectors.Read(filepath.Join(root, "kafka", c.file+".txt"))
+			require.NoError(t, err)
+			want, ok := f.Column(64)
+			require.True(t, ok)
 			dir := t.TempDir()
 			args := []string{"locate", "-json", "-preset", "kafka", "-partitions", "64"}
 			if c.config != "" {
@@ -60,37 +63,4 @@ func TestKafkaPresetMatchesVectors(t *testing.T) {
 	}
 	require.Equal(t, 4*len(sent), checked)
 	require.Greater(t, len(sent), len(keys)*9/10, "most keys are checked")
-}
-
-// kafkaColumn reads the partitions of count n from a vector file of testdata/compat/kafka.
-func kafkaColumn(t *testing.T, path string, n int) map[int]int {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	col, out := -1, map[int]int{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "# partitions: "); ok {
-			for i, c := range strings.Fields(rest) {
-				if c == strconv.Itoa(n) {
-					col = i
-				}
-			}
-			continue
-		}
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		require.GreaterOrEqual(t, col, 0, "%s: no column for %d partitions", path, n)
-		f := strings.Fields(line)
-		k, err := strconv.Atoi(f[0])
-		require.NoError(t, err)
-		p, err := strconv.Atoi(f[1+col])
-		require.NoError(t, err)
-		out[k] = p
-	}
-	require.NoError(t, sc.Err())
-	require.NotEmpty(t, out)
-	return out
 }
