@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/IBM/sarama"
@@ -85,7 +86,7 @@ func main() {
 		saramaClient("sarama-consistentcrc", sv+": sarama.NewConsistentCRCHashPartitioner", sarama.NewConsistentCRCHashPartitioner),
 		saramaClient("sarama-murmur2", sv+": sarama.NewMurmur2Partitioner", sarama.NewMurmur2Partitioner),
 	}
-	if strings.Contains(fmt.Sprint(^uint(0)>>63), "0") {
+	if strconv.IntSize != 64 {
 		log.Fatal("run on a 64-bit platform: kgo.SaramaHasher depends on the width of int")
 	}
 	for _, c := range clients {
