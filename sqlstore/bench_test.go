@@ -65,7 +65,8 @@ func peakHeap() (stop func() uint64) {
 // them by user, as a plain move would, and reports copy and delete together as
 // plain-rows/s and mover/plain, all measured side by side in one run. copy-%, delete-%,
 // verify-% and rest-% say where the mover's time in the store went (see phaseStore).
-// SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000); SQLSTORE_GO_COPIES=1
+// SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
+// the ChunkRows (default 1000); SQLSTORE_GO_COPIES=1
 // copies between SQLite files through Go rather than ATTACH, to compare the two.
 func BenchmarkMove(b *testing.B) {
 	sizes := []int{200_000, 1_000_000}
@@ -77,6 +78,13 @@ func BenchmarkMove(b *testing.B) {
 				b.Fatalf("SQLSTORE_BENCH_ROWS=%q: want sizes of at least 200 rows", v)
 			}
 			sizes = append(sizes, n)
+		}
+	}
+	chunk := 0 // the default
+	if v := os.Getenv("SQLSTORE_BENCH_CHUNK"); v != "" {
+		var err error
+		if chunk, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("SQLSTORE_BENCH_CHUNK=%q: %v", v, err)
 		}
 	}
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
@@ -99,7 +107,7 @@ func BenchmarkMove(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
-					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc})
+					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk})
 					if err != nil {
 						b.Fatal(err)
 					}
