@@ -135,6 +135,8 @@ type Preset struct {
 	// parses config (which may be empty) and returns the placement over partitions
 	// partitions; nil for the other presets.
 	Partitions func(config []byte, partitions int) (shard.Sharder, error)
+	// Checked is how many placements made by the real system the preset reproduces.
+	Checked int
 }
 
 // Presets returns every preset of package compat, in its order. The slice is new on every
@@ -142,10 +144,10 @@ type Preset struct {
 func Presets() []Preset {
 	var out []Preset
 	for _, p := range compat.Presets() {
-		out = append(out, Preset{Name: p.System, Doc: p.Doc, New: p.New})
+		out = append(out, Preset{Name: p.System, Doc: p.Doc, New: p.New, Checked: p.Checked})
 	}
 	for _, p := range compat.PartitionPresets() {
-		out = append(out, Preset{Name: p.System, Doc: p.Doc, Partitions: p.New})
+		out = append(out, Preset{Name: p.System, Doc: p.Doc, Partitions: p.New, Checked: p.Checked})
 	}
 	return out
 }

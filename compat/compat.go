@@ -54,6 +54,9 @@ type Preset struct {
 	Doc    string // one line: what configuration text it takes, e.g. "a nutcracker.yml; -pool picks the pool"
 	// New parses config and returns the pool named name in it ("" when the text holds one).
 	New func(config []byte, name string) (pool.Pool, error)
+	// Checked is how many placements made by the real system (testdata/compat/<System>)
+	// the preset reproduces; the package's tests count them.
+	Checked int
 }
 
 // A PartitionPreset builds the placement of a system whose shards are the numbered
@@ -65,6 +68,9 @@ type PartitionPreset struct {
 	// New parses config (which may be empty) and returns the placement over partitions
 	// partitions, numbered 0..partitions-1.
 	New func(config []byte, partitions int) (shard.Sharder, error)
+	// Checked is how many placements made by the real clients (testdata/compat/<System>)
+	// the preset reproduces; the package's tests count them.
+	Checked int
 }
 
 // ConfigError is a configuration refused by a preset: the system, the line (1-based; 0 when

@@ -21,6 +21,7 @@ var goredisPreset = Preset{
 		}
 		return NewGoRedis(addrs)
 	},
+	Checked: 16000,
 }
 
 // NewGoRedis returns a pool that places keys as go-redis v9's Ring does with RingOptions.Addrs

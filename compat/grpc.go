@@ -30,6 +30,7 @@ var grpcPreset = Preset{
 		}
 		return newGRPC(cfg)
 	},
+	Checked: 18888,
 }
 
 // GRPCRingHash is a grpc-go client's ring_hash placement: its ring_hash_experimental

@@ -20,6 +20,7 @@ func TestGRPCVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "grpc", "grpc", "json", nil)
 	require.Equal(t, 24, files)
 	require.Equal(t, 24*787, placements)
+	require.Equal(t, placements, presetOf(t, "grpc").Checked, "the preset's Checked")
 }
 
 func TestGRPCRefused(t *testing.T) {

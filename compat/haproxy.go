@@ -20,6 +20,7 @@ var haproxyPreset = Preset{
 		}
 		return NewHAProxy(b)
 	},
+	Checked: 118000,
 }
 
 // HAProxyBackend is what NewHAProxy needs of an HAProxy 2.6 backend that balances by hash.

@@ -25,6 +25,7 @@ var hashringPreset = Preset{
 		}
 		return newHashring(cfg)
 	},
+	Checked: 74000,
 }
 
 // Hashring is a HashRing's placement: what NewHashring takes. Zero values mean hashring's

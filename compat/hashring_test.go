@@ -10,6 +10,7 @@ func TestHashringVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "hashring", "hashring", "json", nil)
 	require.Equal(t, 33, files)
 	require.Equal(t, 66000, placements)
+	require.Equal(t, 66000+8000, presetOf(t, "hashring").Checked, "the preset's Checked: these and the JS ones")
 }
 
 func TestHashringRefused(t *testing.T) {

@@ -21,6 +21,7 @@ var jedisPreset = Preset{
 		}
 		return NewJedis(c)
 	},
+	Checked: 84000,
 }
 
 // JedisConfig is what a ShardedJedis (or ShardedJedisPool) is built from: the JedisShardInfo

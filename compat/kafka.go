@@ -384,4 +384,5 @@ var kafkaPreset = PartitionPreset{
 		}
 		return NewKafkaWith(p, partitions)
 	},
+	Checked: 267993,
 }

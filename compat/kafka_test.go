@@ -89,6 +89,7 @@ func TestKafkaVectors(t *testing.T) {
 		total += placed
 	}
 	require.Equal(t, 267993, total)
+	require.Equal(t, total, kafkaPreset.Checked, "the preset's Checked")
 	t.Logf("kafka: %d vectors of %d files checked", total, len(paths))
 }
 

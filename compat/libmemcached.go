@@ -29,6 +29,7 @@ var libmemcachedPreset = Preset{
 		}
 		return NewLibmemcached(cfg)
 	},
+	Checked: 184000,
 }
 
 // Libmemcached is the state of a libmemcached client that placement depends on: what

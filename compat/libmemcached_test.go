@@ -14,6 +14,7 @@ func TestLibmemcachedVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "libmemcached", "libmemcached", "conf", func(name string) bool { return name == "parse-lenient" })
 	require.Equal(t, 70, files)
 	require.Equal(t, 140000, placements)
+	require.Equal(t, 140000+44000, presetOf(t, "libmemcached").Checked, "the preset's Checked: these and the strings'")
 }
 
 func TestLibmemcachedRefused(t *testing.T) {

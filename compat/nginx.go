@@ -22,6 +22,7 @@ var nginxPreset = Preset{
 		}
 		return NewNginx(u)
 	},
+	Checked: 59970,
 }
 
 // NginxUpstream is what NewNginx needs of an nginx upstream block (nginx 1.22's upstream hash

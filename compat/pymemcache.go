@@ -27,6 +27,7 @@ var pymemcachePreset = Preset{
 		}
 		return NewPymemcache(servers)
 	},
+	Checked: 19889,
 }
 
 // NewPymemcache returns a pool that places keys as pymemcache's HashClient does with its

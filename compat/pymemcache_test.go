@@ -10,6 +10,7 @@ func TestPymemcacheVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "pymemcache", "pymemcache", "json", nil)
 	require.Equal(t, 13, files)
 	require.Equal(t, 11*1671+2*754, placements)
+	require.Equal(t, placements, presetOf(t, "pymemcache").Checked, "the preset's Checked")
 }
 
 func TestPymemcacheRefused(t *testing.T) {

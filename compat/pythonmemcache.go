@@ -24,6 +24,7 @@ var pythonMemcachePreset = Preset{
 		}
 		return newPythonMemcache(servers, line)
 	},
+	Checked: 21723,
 }
 
 // PythonMemcacheServer is one entry of python-memcached's server list: the server string as

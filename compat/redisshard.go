@@ -30,6 +30,7 @@ var redisShardPreset = Preset{
 		}
 		return newRedisShard(cfg)
 	},
+	Checked: 15864,
 }
 
 // RedisShard is a RedisShardAPI's placement: what NewRedisShard takes.

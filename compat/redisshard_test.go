@@ -15,6 +15,7 @@ func TestRedisShardVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "redis-shard", "redis-shard", "json", nil)
 	require.Equal(t, 15, files)
 	require.Equal(t, 12*822+3*2000, placements)
+	require.Equal(t, placements, presetOf(t, "redis-shard").Checked, "the preset's Checked")
 }
 
 func TestRedisShardRefused(t *testing.T) {

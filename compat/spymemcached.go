@@ -31,6 +31,7 @@ var spymemcachedPreset = Preset{
 		}
 		return newSpymemcached(cfg)
 	},
+	Checked: 134000,
 }
 
 // Spymemcached is a spymemcached client's placement: what NewSpymemcached takes. The zero

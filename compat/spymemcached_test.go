@@ -16,6 +16,7 @@ func TestSpymemcachedVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "spymemcached", "spymemcached", "conf", func(name string) bool { return strings.HasPrefix(name, "accepted-") })
 	require.Equal(t, 67, files) // 14 of them with servers as host/ip pairs (pairs-*)
 	require.Equal(t, 134000, placements)
+	require.Equal(t, placements, presetOf(t, "spymemcached").Checked, "the preset's Checked")
 }
 
 func TestSpymemcachedRefused(t *testing.T) {

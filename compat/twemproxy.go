@@ -37,6 +37,7 @@ var twemproxyPreset = Preset{
 		}
 		return nil, configErr("twemproxy", 0, "no pool %q in the file (it holds %s)", name, strings.Join(names, ", "))
 	},
+	Checked: 128000,
 }
 
 // Twemproxy is one pool of a nutcracker.yml: what NewTwemproxy takes. The zero values of

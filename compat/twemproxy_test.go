@@ -13,6 +13,7 @@ func TestTwemproxyVectors(t *testing.T) {
 	files, placements := checkVectorsIn(t, "twemproxy", "twemproxy", "yml", nil)
 	require.Equal(t, 64, files)
 	require.Equal(t, 128000, placements)
+	require.Equal(t, placements, presetOf(t, "twemproxy").Checked, "the preset's Checked")
 }
 
 func TestTwemproxyRefused(t *testing.T) {

@@ -26,6 +26,7 @@ var uhashringPreset = Preset{
 		}
 		return newUhashring(cfg)
 	},
+	Checked: 43446,
 }
 
 // Uhashring is a HashRing's placement: what NewUhashring takes.

@@ -140,6 +140,7 @@ func checkVectors(t *testing.T, system, ext string) {
 		files++
 	}
 	t.Logf("%s: %d vectors of %d configurations checked", system, total, files)
+	require.Equal(t, p.Checked, total, "%s: the preset's Checked", system)
 }
 
 // lineOf finds the line number in the system's own message at the top or the end of a

@@ -39,6 +39,7 @@ var vitessPreset = Preset{
 		}
 		return k, nil
 	},
+	Checked: 59382,
 }
 
 // VitessVindexes are the vindex types NewVitess reproduces.

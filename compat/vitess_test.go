@@ -155,6 +155,7 @@ func TestVitessVectors(t *testing.T) {
 	t.Logf("%d configurations: %d placements reproduced, %d values without a shard in Vitess too, %d not reproduced and refused", files, placed, none, uncovered)
 	require.Equal(t, 42, files)
 	require.Equal(t, 59382, placed)
+	require.Equal(t, placed, presetOf(t, "vitess").Checked, "the preset's Checked")
 	require.Equal(t, 12*13+6*218, none)
 	require.Equal(t, 6*775, uncovered)
 }

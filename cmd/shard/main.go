@@ -237,8 +237,9 @@ func verbUsage(w io.Writer, v *verb, fs *flag.FlagSet) {
 // presetsHelp lists the compatibility presets with what each reads.
 func presetsHelp(w io.Writer) {
 	fmt.Fprint(w, "Presets place keys exactly as another system does, read from that system's own\nconfiguration: shard locate|plan -preset NAME -config FILE [-pool NAME]; a topic's\npartitions: shard locate|plan -preset kafka -partitions N [-config FILE].\n\n")
+	fmt.Fprint(w, "Each is checked against placements recorded from the real system (testdata/compat).\n\n")
 	for _, p := range catalog.Presets() {
-		fmt.Fprintf(w, "  %-9s %s\n", p.Name, wrap(p.Doc, 78, "            "))
+		fmt.Fprintf(w, "  %s (%d placements checked)\n      %s\n", p.Name, p.Checked, wrap(p.Doc, 74, "      "))
 	}
 }
 
