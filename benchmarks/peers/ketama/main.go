@@ -1,6 +1,7 @@
 // Command ketama checks the Go packages that claim compatibility with ketama-family
 // placement against the golden vectors of testdata/compat (made by running libmemcached,
-// twemproxy, spymemcached and npm hashring), and times a lookup through each compat preset
+// twemproxy, spymemcached and npm hashring), and times a lookup through compat presets (also
+// the Python clients, redis-shard and grpc-go ring_hash)
 // next to them and to pool.Ring with default options, in one run:
 //
 //	go -C benchmarks/peers run ./ketama [-testdata ../../testdata/compat]
@@ -138,6 +139,9 @@ func timing(w io.Writer, dir string, rounds int) error {
 		{"twemproxy", "twemproxy/modula-fnv1a_64-10.yml"}, {"libmemcached", "libmemcached/weighted-md5-10.conf"},
 		{"libmemcached", "libmemcached/consistent-default-10.conf"}, {"spymemcached", "spymemcached/ketama-ketama-spy-10.conf"},
 		{"spymemcached", "spymemcached/arraymod-native-10.conf"}, {"hashring", "hashring/list-10-unordered.json"},
+		{"uhashring", "uhashring/md5-10.json"}, {"uhashring", "uhashring/ketama-10-weights.json"},
+		{"pymemcache", "pymemcache/hash-10.json"}, {"python-memcache", "python-memcache/modula-10.json"},
+		{"redis-shard", "redis-shard/md5-10.json"}, {"grpc", "grpc/default-10.json"},
 	} {
 		config, err := os.ReadFile(filepath.Join(dir, c.file))
 		if err != nil {
