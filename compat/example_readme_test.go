@@ -7,7 +7,7 @@ import (
 	"github.com/shardkit/shard/compat"
 )
 
-// The README's second task: place keys exactly as nginx, twemproxy and go-redis do, from the
+// The README's second task: place keys exactly as nginx and twemproxy do, from the
 // configuration text each one reads.
 func Example_fromTheirConfig() {
 	nginxConf := []byte(`
@@ -25,7 +25,6 @@ cache:
    - 10.0.0.1:6379:1
    - 10.0.0.2:6379:1
 `)
-	goRedisAddrs := []byte(`{"shard1": "10.0.0.1:6379", "shard2": "10.0.0.2:6379"}`) // RingOptions.Addrs
 
 	presets := map[string]compat.Preset{}
 	for _, p := range compat.Presets() {
@@ -39,16 +38,12 @@ cache:
 	if err != nil {
 		log.Fatal(err)
 	}
-	goredis, err := presets["goredis"].New(goRedisAddrs, "")
-	if err != nil {
-		log.Fatal(err)
-	}
 	for _, key := range []string{"user:1", "user:2", "user:3", "user:4"} {
-		fmt.Println(key, nginx.Locate(key), twemproxy.Locate(key), goredis.Locate(key))
+		fmt.Println(key, nginx.Locate(key), twemproxy.Locate(key))
 	}
 	// Output:
-	// user:1 10.0.0.1:11211 10.0.0.1:6379 shard2
-	// user:2 10.0.0.1:11211 10.0.0.1:6379 shard1
-	// user:3 10.0.0.2:11211 10.0.0.2:6379 shard2
-	// user:4 10.0.0.2:11211 10.0.0.1:6379 shard1
+	// user:1 10.0.0.1:11211 10.0.0.1:6379
+	// user:2 10.0.0.1:11211 10.0.0.1:6379
+	// user:3 10.0.0.2:11211 10.0.0.2:6379
+	// user:4 10.0.0.2:11211 10.0.0.1:6379
 }
