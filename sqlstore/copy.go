@@ -311,6 +311,15 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 	return next, n, !full, nil
 }
 
+// identity returns 0, 1, ..., n-1.
+func identity(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 // cursors returns the cursors of owners in tables in at keys.
 func cursors(in []int, keys []string) []rebalance.Cursor {
 	next := make([]rebalance.Cursor, len(in))
@@ -328,7 +337,21 @@ func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []str
 	if err := q.arms(t, "", strings.Join(t.Columns, ", "), owners, batch, keys, limit); err != nil {
 		return nil, err
 	}
-	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
+	var from interface {
+		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	} = db
+	if s.dialect == PostgreSQL {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		defer tx.Rollback() // it only read
+		if err := rangesOnly(ctx, tx); err != nil {
+			return nil, err
+		}
+		from = tx
+	}
+	rs, err := from.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
 		return nil, err
 	}
@@ -519,8 +542,8 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 
 // DeleteChunk deletes up to limit rows of owners on shard, children first (a table's rows
 // only once the tables after it have none of these owners left), in one statement per
-// table and 500 owners in a transaction whose first statement checks the token and the
-// owners' fences, and returns how many.
+// table and 500 owners (see deleteKeys) in a transaction whose first statement checks the
+// token and the owners' fences, and returns how many.
 func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("sqlstore: delete chunk of %d rows: %w", limit, rebalance.ErrConfig)
@@ -533,32 +556,23 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Importing, rebalance.Moved); err != nil {
 		return 0, err
 	}
+	if s.dialect == PostgreSQL {
+		if err := rangesOnly(ctx, tx); err != nil {
+			return 0, s.wrap(shard, "plan the deletion", err)
+		}
+	}
+	// Each owner once: an owner listed twice would fill the limit with its keys twice.
+	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
 	deleted := 0
 	for _, t := range s.tablesFor(true) {
 		for batch := range slices.Chunk(owners, armsPerStatement) {
 			if deleted == limit {
 				break
 			}
-			args, err := t.ownerArgs(batch)
+			q, err := s.deleteKeys(t, batch, limit-deleted)
 			if err != nil {
 				return 0, err
 			}
-			q := &query{sqlite: s.dialect == SQLite}
-			// PostgreSQL plans "key IN (SELECT ...)" of a list of owners as a hash join over a
-			// scan of the whole table (25 ms a chunk on a 44k-row shard, measured here), and an
-			// array of keys as probes of the key's index (3 ms).
-			in, end := "IN (", ")"
-			if s.dialect == PostgreSQL {
-				in, end = "= ANY(ARRAY(", "))"
-			}
-			fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s %sSELECT %s FROM %s WHERE %s IN (", t.Table, t.Key, in, t.Key, t.Table, t.Owner)
-			for i, a := range args {
-				if i > 0 {
-					q.b.WriteString(", ")
-				}
-				q.b.WriteString(q.arg(a))
-			}
-			fmt.Fprintf(&q.b, ") LIMIT %s%s", q.arg(limit-deleted), end)
 			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
 			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
 			if err != nil {
@@ -578,6 +592,38 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
 	return deleted, nil
+}
+
+// rangesOnly makes PostgreSQL read each owner's range of the (owner, key) index in key order
+// for the rest of tx, stopping at the arm's limit, whatever it believes of the owner's size.
+// With statistics that predate the owner's rows (a table just loaded or copied into, or
+// autovacuum off) it estimates a few dozen rows an owner and reads them all through a bitmap
+// and sorts them instead: the whole owner for every chunk, quadratic in the owner's rows
+// (TestRangesOnly).
+func rangesOnly(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)")
+	return err
+}
+
+// deleteKeys returns the statement of DeleteChunk that deletes up to limit rows of owners
+// in table t. The keys come from one range of the (owner, key) index per owner, each cut at
+// the limit: a plain "owner IN (...) LIMIT n" may be planned as a bitmap of every index
+// entry of those owners, which for a big owner costs each chunk as much as all its rows.
+func (s *Store) deleteKeys(t *table, owners []string, limit int) (*query, error) {
+	q := &query{sqlite: s.dialect == SQLite}
+	in, end := "IN (SELECT "+t.Key+" FROM (", ") AS rebalance_keys)"
+	if s.dialect == PostgreSQL {
+		// PostgreSQL plans "key IN (SELECT ...)" as a hash join over a scan of the whole
+		// table (25 ms a chunk on a 44k-row shard, measured here), and an array of keys as
+		// probes of the key's index (3 ms).
+		in, end = "= ANY(ARRAY(SELECT "+t.Key+" FROM (", ") AS rebalance_keys))"
+	}
+	fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s %s", t.Table, t.Key, in)
+	if err := q.arms(t, "", t.Key, owners, identity(len(owners)), make([]string, len(owners)), limit); err != nil {
+		return nil, err
+	}
+	q.b.WriteString(end)
+	return q, nil
 }
 
 // beginImport starts a mover's transaction on shard to, which imports owners: if the tables

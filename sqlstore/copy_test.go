@@ -4,8 +4,10 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,4 +164,45 @@ func TestCopyWhereAttachFails(t *testing.T) {
 	var n int
 	require.NoError(t, p.dbs[1].QueryRow("SELECT COUNT(*) FROM messages").Scan(&n))
 	require.Equal(t, 30, n)
+}
+
+// TestRangesOnly: each chunk of a copy or a deletion reads about as many rows as it handles,
+// however big the owner, even with statistics older than the owner's rows. PostgreSQL then
+// estimates a few dozen rows an owner and, left to itself, reads a range through a bitmap of
+// all the owner's index entries and sorts them, so every chunk of a big owner cost as much
+// as all its rows: here 20000 for a chunk of 100.
+func TestRangesOnly(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	ctx := context.Background()
+	e := newPostgres(t, 1)
+	p := e.open(t, 1)
+	// Statistics as stale as a freshly copied owner's: none of its rows analyzed.
+	_, err := p.dbs[0].Exec("ALTER TABLE messages SET (autovacuum_enabled = false)")
+	require.NoError(t, err)
+	w := newWorld(t, e, 1, 1)
+	w.load(t, p, span(1, 1), 20000)
+	w.load(t, p, span(2, 2), 100)
+	const limit = 100
+	read, del, readArgs, delArgs, err := p.store.RangeStatements(0, []string{"1", "2"}, limit)
+	require.NoError(t, err)
+	actual := regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+)`)
+	for _, c := range []struct {
+		what string
+		q    string
+		args []any
+	}{{"copy", read, readArgs}, {"delete", del, delArgs}} {
+		plan, err := p.store.ExplainRanges(ctx, 0, c.q, c.args)
+		require.NoError(t, err)
+		most := 0
+		for _, line := range plan {
+			if m := actual.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				most = max(most, n)
+			}
+		}
+		require.NotZero(t, most, "%s: no row counts in the plan:\n%s", c.what, strings.Join(plan, "\n"))
+		require.LessOrEqual(t, most, 2*limit, "%s: a node of the plan handled more rows than two owners' ranges cut at the limit:\n%s", c.what, strings.Join(plan, "\n"))
+	}
 }

@@ -1,5 +1,10 @@
 package sqlstore
 
+import (
+	"context"
+	"strings"
+)
+
 // AdvisoryKeys returns the advisory lock keys a fence change of owner takes on PostgreSQL
 // (namespace and key), and those of migration's token lock: tests hold them by hand.
 func (s *Store) AdvisoryKeys(owner, migration string) (ns, key, epoch, mkey int32) {
@@ -18,4 +23,47 @@ func (s *Store) AttachFile(i int, file string) string {
 	s.files.Store(i, file)
 	w, _ := was.(string)
 	return w
+}
+
+// RangeStatements returns the statements, with their arguments, that read owners' rows
+// up to limit for a copy (CopyChunk through Go) and delete them (DeleteChunk) in the Store's
+// table t.
+func (s *Store) RangeStatements(t int, owners []string, limit int) (read, del string, readArgs, delArgs []any, err error) {
+	r := &query{sqlite: s.dialect == SQLite}
+	all := identity(len(owners))
+	if err := r.arms(s.tables[t], "", strings.Join(s.tables[t].Columns, ", "), owners, all, make([]string, len(owners)), limit); err != nil {
+		return "", "", nil, nil, err
+	}
+	d, err := s.deleteKeys(s.tables[t], owners, limit)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	return r.b.String(), d.b.String(), r.args, d.args, nil
+}
+
+// ExplainRanges returns PostgreSQL's EXPLAIN ANALYZE of q on shard, planned as the Store
+// plans its range reads (rangesOnly), in a transaction it rolls back.
+func (s *Store) ExplainRanges(ctx context.Context, shard int, q string, args []any) ([]string, error) {
+	tx, err := s.shards[shard].BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	if err := rangesOnly(ctx, tx); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE) "+q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		plan = append(plan, line)
+	}
+	return plan, rows.Err()
 }
