@@ -33,6 +33,11 @@ import (
 
 var _ memcache.ServerSelector = (*Selector)(nil)
 
+// ErrConfig reports servers or a pool a Selector cannot be built from: none, an empty or
+// malformed server, a node that resolves to no address. Errors of the compat parsers wrap
+// compat.ErrConfig instead, and a resolver's own errors are wrapped as they are.
+var ErrConfig = errors.New("gomemcache: invalid configuration")
+
 // Options configure a Selector.
 type Options struct {
 	// Resolve returns the address the client dials for a node name. nil resolves the name
@@ -61,7 +66,7 @@ type Selector struct {
 // lookup that lands on it (and PickServer returns the error if that fails).
 func New(p pool.Pool, opts Options) (*Selector, error) {
 	if p == nil {
-		return nil, errors.New("gomemcache: no pool")
+		return nil, fmt.Errorf("gomemcache: no pool: %w", ErrConfig)
 	}
 	s := &Selector{p: p, resolve: opts.Resolve}
 	if s.resolve == nil {
@@ -76,7 +81,7 @@ func New(p pool.Pool, opts Options) (*Selector, error) {
 		addrs[n.Name] = a
 	}
 	if len(addrs) == 0 {
-		return nil, errors.New("gomemcache: the pool has no node")
+		return nil, fmt.Errorf("gomemcache: the pool has no node: %w", ErrConfig)
 	}
 	s.addrs.Store(&addrs)
 	return s, nil
@@ -93,11 +98,11 @@ func New(p pool.Pool, opts Options) (*Selector, error) {
 // memcached_server_add_with_weight does.
 func NewKetama(servers ...string) (*Selector, error) {
 	if len(servers) == 0 {
-		return nil, errors.New("gomemcache: no servers")
+		return nil, fmt.Errorf("gomemcache: no servers: %w", ErrConfig)
 	}
 	for _, s := range servers {
 		if s == "" || strings.ContainsAny(s, ", \t\r\n\v\f") {
-			return nil, fmt.Errorf("gomemcache: server %.80q: want host, host:port or host:port:weight", s)
+			return nil, fmt.Errorf("gomemcache: server %.80q: want host, host:port or host:port:weight: %w", s, ErrConfig)
 		}
 	}
 	cfg, err := compat.ParseLibmemcached([]byte("behavior KETAMA_WEIGHTED 1\nservers " + strings.Join(servers, ",") + "\n"))
@@ -236,7 +241,7 @@ func (s *Selector) resolveNode(name string) (net.Addr, error) {
 		return nil, fmt.Errorf("gomemcache: node %.80q: %w", name, err)
 	}
 	if a == nil {
-		return nil, fmt.Errorf("gomemcache: node %.80q: resolved to no address", name)
+		return nil, fmt.Errorf("gomemcache: node %.80q: resolved to no address: %w", name, ErrConfig)
 	}
 	return fixedAddr{a.Network(), a.String()}, nil
 }
