@@ -85,7 +85,8 @@ type contract struct {
 	// sizes are shard counts to check; the largest valid one should be near the strategy's
 	// maximum when that is small (first-byte SHA-1).
 	sizes []int
-	// tooMany is a count above the strategy's maximum, or 0 if only memory limits it.
+	// tooMany is a count above the strategy's maximum (see above), or 0 if only memory
+	// limits it.
 	tooMany int
 	// resizeIsFresh: after Resize(n) the sharder places every key as a new one with n
 	// shards does (true for every stateless strategy; not for history-dependent ones).
@@ -391,4 +392,13 @@ func TestCheckCount(t *testing.T) {
 	err := checkCount("jump", 11, 10)
 	require.True(t, errors.Is(err, ErrShardCount))
 	require.EqualError(t, err, "shard: jump: 11 shards: allowed range is [1, 10]: shard count out of range")
+}
+
+// above returns limit+1 as an int, or 0 where an int cannot hold it (on 32-bit platforms a
+// limit of MaxInt32 is int's own maximum, and no count exceeds it).
+func above(limit int64) int {
+	if limit >= math.MaxInt {
+		return 0
+	}
+	return int(limit + 1)
 }

@@ -36,7 +36,7 @@ func TestDirectoryContract(t *testing.T) {
 		name:          "directory(jump)",
 		newSharder:    pinnedJump,
 		sizes:         []int{1, 2, 7, 10, 64, 1000},
-		tooMany:       maxJump + 1,
+		tooMany:       above(maxJump),
 		resizeIsFresh: true, // the same pins over a stateless rule
 		minimalGrow:   true, // pinned keys stay, the rest moves as jump moves them
 		minimalShrink: true,

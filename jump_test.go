@@ -19,7 +19,7 @@ func TestJumpContract(t *testing.T) {
 		name:          "jump",
 		newSharder:    func(n int) (Sharder, error) { return NewJump(n) },
 		sizes:         []int{1, 2, 7, 10, 64, 1000, jumphash.SmallMax, 1 << 30},
-		tooMany:       maxJump + 1,
+		tooMany:       above(maxJump),
 		resizeIsFresh: true,
 		minimalGrow:   true,
 		minimalShrink: true,
@@ -186,7 +186,7 @@ func TestJumpHashPaperDistribution(t *testing.T) {
 }
 
 func TestJumpHashPanics(t *testing.T) {
-	for _, n := range []int{0, -1, math.MinInt, maxJump + 1, math.MaxInt} {
+	for _, n := range []int{0, -1, math.MinInt, above(maxJump), math.MaxInt} {
 		require.PanicsWithValuef(t, fmt.Sprintf("shard: JumpHash: %d buckets: allowed range is [1, %d]", n, maxJump),
 			func() { JumpHash(1, n) }, "JumpHash(1, %d)", n)
 	}

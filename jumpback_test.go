@@ -16,7 +16,7 @@ func TestJumpBackContract(t *testing.T) {
 		name:          "jump-back",
 		newSharder:    func(n int) (Sharder, error) { return NewJumpBack(n) },
 		sizes:         []int{1, 2, 7, 10, 64, 1000, 1 << 30},
-		tooMany:       maxJump + 1,
+		tooMany:       above(maxJump),
 		resizeIsFresh: true,
 		minimalGrow:   true,
 		minimalShrink: true,
@@ -193,7 +193,7 @@ func TestJumpBackHashTopBuckets(t *testing.T) {
 }
 
 func TestJumpBackHashPanics(t *testing.T) {
-	for _, n := range []int{0, -1, math.MinInt, maxJump + 1, math.MaxInt} {
+	for _, n := range []int{0, -1, math.MinInt, above(maxJump), math.MaxInt} {
 		require.PanicsWithValuef(t, fmt.Sprintf("shard: JumpBackHash: %d buckets: allowed range is [1, %d]", n, maxJump),
 			func() { JumpBackHash(1, n) }, "JumpBackHash(1, %d)", n)
 	}

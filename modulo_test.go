@@ -13,7 +13,7 @@ func TestModuloContract(t *testing.T) {
 		name:          "modulo",
 		newSharder:    func(n int) (Sharder, error) { return NewModulo(n) },
 		sizes:         []int{1, 2, 7, 10, 64, 1000},
-		tooMany:       maxModulo + 1,
+		tooMany:       above(maxModulo),
 		resizeIsFresh: true,
 		batch:         true,
 	})

@@ -3,6 +3,7 @@ package compat
 import (
 	"crypto/md5"
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"strconv"
 
@@ -61,7 +62,7 @@ type UhashringNode struct {
 
 // uhashringMax bounds a weight, and vnodes a node's vnode count, so that the KetamaRing's
 // share vnodes * nodes * weight fits 128 bits; a ring holds at most 4194304 points anyway.
-const uhashringMax = 1 << 40
+const uhashringMax = min(1<<40, math.MaxInt) // 2^40, or int's maximum on 32-bit platforms
 
 // NewUhashring returns the pool of cfg: every key on the node HashRing.get_node names. A
 // key is hashed as its bytes (str(key).encode("utf-8"): for a Python str, its UTF-8 text).
