@@ -264,12 +264,7 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
 	n, full := 0, false
 	for ti := 0; ti < len(s.tables) && !full; ti++ {
-		var at []int // the owners in table ti
-		for i := range owners {
-			if in[i] == ti {
-				at = append(at, i)
-			}
-		}
+		at := atTable(in, ti) // the owners in table ti
 		for batch := range slices.Chunk(at, armsPerStatement) {
 			got, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit-n)
 			if err != nil {
@@ -309,6 +304,17 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return nil, 0, false, s.wrap(to, "commit: "+what, err)
 	}
 	return next, n, !full, nil
+}
+
+// atTable returns the positions of the owners whose cursors are in table ti.
+func atTable(in []int, ti int) []int {
+	var at []int
+	for i, t := range in {
+		if t == ti {
+			at = append(at, i)
+		}
+	}
+	return at
 }
 
 // identity returns 0, 1, ..., n-1.

@@ -96,12 +96,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 	}
 	for ti := 0; ti < len(s.tables) && !full; ti++ {
 		t := s.tables[ti]
-		var at []int // the owners in table ti
-		for i := range owners {
-			if in[i] == ti {
-				at = append(at, i)
-			}
-		}
+		at := atTable(in, ti) // the owners in table ti
 		for batch := range slices.Chunk(at, armsPerStatement) {
 			what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
 			// Where each owner's rows end, first: the last key read of each arm.
