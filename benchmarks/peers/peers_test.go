@@ -126,7 +126,7 @@ func TestRun(t *testing.T) {
 	var out strings.Builder
 	c := config{keys: 2000, shards: 10, keylen: 16, pool: 256, vnodes: 40, rounds: 1, minDur: 0,
 		scale: []int{10, 100, 1000, 10000, 1000000}, batch: []int{10, 1000}, replicas: []int{10, 100, 1000, 10000},
-		build: 1000, burakMax: 1000, zipf: 1.1}
+		cache: []int{1000, 10000}, build: 1000, burakMax: 1000, zipf: 1.1}
 	if err := run(&out, c); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRun(t *testing.T) {
 	for _, want := range []string{"| ours/jump-back ", "10^6 |", "LocateBatch, 256 keys per call", "| ours/jump LocateBatch ",
 		"ours/jump-back at 10^6", "| every ours ", "GOMAXPROCS 2", "| ours/pool-ring AppendN ", "GetClosestN",
 		"building with 1000 members", "| ours/pool-maglev ", "n/a (buraksezer above -buraksezer-max 1000)",
-		"skew: 2000 requests by Zipf(1.1)", "| ours/pool-ring + bounded.Balancer Acquire+Release (bounds requests) "} {
+		"skew: 2000 requests by Zipf(1.1)", "ns per lookup by cache state", "| one load from memory ", "| ours/pool-ring + bounded.Balancer Acquire+Release (bounds requests) "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
