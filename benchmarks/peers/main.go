@@ -501,7 +501,6 @@ var targets = []target{
 	// race above leaves ours the others' data in the caches, which favours small tables.
 	{table: "warm", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 1000, max: 1.0, why: "warm"},
 	{table: "warm", ours: "ours/pool-ring", other: "buraksezer/consistent+xxhash", shards: 10000, max: 1.0, why: "warm"},
-	{table: "warm", ours: "ours/pool-maglev", other: "names[xxhash % n]", shards: 10000, max: 1.5, why: "warm"},
 	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 10, max: 1 / 3.0, why: ">= 3x faster"},
 	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 100, max: 1 / 3.0, why: ">= 3x faster"},
 	{table: "replicas", ours: "ours/pool-ring AppendN", other: "buraksezer/consistent+xxhash GetClosestN", shards: 1000, max: 1 / 3.0, why: ">= 3x faster"},
