@@ -3,6 +3,7 @@ package bounded
 import (
 	"fmt"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,6 +41,8 @@ func TestMovement(t *testing.T) {
 	if testing.Short() {
 		trials = 2
 	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
 	t.Logf("%-5s %-6s %-6s %5s | %10s %10s %8s | %10s %10s %8s", "c", "m/n", "C", "C/ε²", "join moved", "÷(m/n+1)", "÷(C/ε²)", "leave mvd", "÷(m/n)", "÷(C/ε²)")
 	for _, perNode := range []int{10, 100} {
 		items := unitItems(n * perNode)
@@ -68,6 +71,10 @@ func TestMovement(t *testing.T) {
 			}
 			t.Logf("%-5v %-6d %-6.0f %5.0f | %10.1f %10.2f %8.3f | %10.1f %10.2f %8.3f", c, perNode, capacity, paper,
 				join, join/joinCH, join/paper, leave, leave/leaveCH, leave/paper)
+			if c == DefaultFactor && !testing.Short() { // the README's table, from these trials
+				row := fmt.Sprintf("| %d | %.2f | %.2f | %.3f, %.3f |", perNode, join/joinCH, leave/leaveCH, join/paper, leave/paper)
+				require.Contains(t, string(readme), row, "README.md: the bounded loads' movement table")
+			}
 			// The paper's bound with constant 1, and at most 2.5 times consistent hashing's
 			// movement (1.8 times is the most measured: c = 1.1 with 10 keys per node).
 			require.LessOrEqual(t, join, paper, "join, c=%v, m/n=%d", c, perNode)
