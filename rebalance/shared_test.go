@@ -164,6 +164,36 @@ func (noDelete) DeleteChunk(context.Context, string, uint64, []string, int, int)
 	return 0, errCrash
 }
 
+// deleteLimits records the limit of every deletion.
+type deleteLimits struct {
+	*MemShared
+	mu     sync.Mutex
+	limits []int
+}
+
+func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	d.mu.Lock()
+	d.limits = append(d.limits, limit)
+	d.mu.Unlock()
+	return d.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+// TestSharedDeleteRows: old copies go DeleteRows rows a transaction, copies ChunkRows, and
+// every owner ends with its rows, once; without DeleteRows, deletions go ChunkRows.
+func TestSharedDeleteRows(t *testing.T) {
+	for _, tc := range []struct{ chunk, del, want int }{{3, 7, 7}, {3, 0, 3}} {
+		w := newSharedWorld(t, 30, 20, 3, 4)
+		d := &deleteLimits{MemShared: w.store}
+		m := w.shared(t, "grow", d, SharedOptions{Token: 1, ChunkRows: tc.chunk, DeleteRows: tc.del})
+		require.NoError(t, m.Run(context.Background(), slices.Values(w.owners)))
+		w.check(t, true)
+		require.NotEmpty(t, d.limits)
+		for _, l := range d.limits {
+			require.Equal(t, tc.want, l, "ChunkRows %d, DeleteRows %d", tc.chunk, tc.del)
+		}
+	}
+}
+
 // TestSharedMoveBackAfterAnUnfinishedDeletion: a migration that committed owners on their
 // new shards but did not delete their old copies cannot be followed by one that moves them
 // back (its claim is refused, nothing changes) until it is resumed and finished; then the
@@ -424,6 +454,8 @@ func TestSharedBadInput(t *testing.T) {
 		{"empty id", SharedOptions{}, ""},
 		{"concurrency", SharedOptions{Concurrency: MaxConcurrency + 1}, "m"},
 		{"chunk", SharedOptions{ChunkRows: -1}, "m"},
+		{"delete chunk", SharedOptions{DeleteRows: -1}, "m"},
+		{"delete chunk above", SharedOptions{DeleteRows: MaxChunkRows + 1}, "m"},
 		{"batch", SharedOptions{Batch: MaxBatch + 1}, "m"},
 		{"wait", SharedOptions{FenceWait: -time.Second}, "m"},
 		{"yield", SharedOptions{Yield: -1}, "m"},

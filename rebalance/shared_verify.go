@@ -65,13 +65,13 @@ func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int) error
 	return m.store.ClearChanges(ctx, m.id, m.token, owners, s)
 }
 
-// deleteAll deletes owners' rows on shard s chunk by chunk, on a shard that does not serve
+// deleteAll deletes owners' rows on shard s chunk by chunk (DeleteRows rows a chunk), on a shard that does not serve
 // them (nothing adds rows there): a chunk short of the limit was the last.
 func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
 	for {
 		began := time.Now()
-		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.ChunkRows)
-		if err != nil || n < m.opts.ChunkRows {
+		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.DeleteRows)
+		if err != nil || n < m.opts.DeleteRows {
 			return err
 		}
 		if err := m.yield(ctx, began); err != nil {

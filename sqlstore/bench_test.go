@@ -68,7 +68,8 @@ func peakHeap() (stop func() uint64) {
 // mover-heap-MiB is the peak heap above what the benchmark held before the move (its users
 // and their counters grow with the rows; the mover's own state does not).
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
-// the ChunkRows (default 1000); SQLSTORE_GO_COPIES=1
+// the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
+// SQLSTORE_GO_COPIES=1
 // copies between SQLite files through Go rather than ATTACH, to compare the two.
 func BenchmarkMove(b *testing.B) {
 	sizes := []int{200_000, 1_000_000}
@@ -82,13 +83,7 @@ func BenchmarkMove(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	chunk := 0 // the default
-	if v := os.Getenv("SQLSTORE_BENCH_CHUNK"); v != "" {
-		var err error
-		if chunk, err = strconv.Atoi(v); err != nil {
-			b.Fatalf("SQLSTORE_BENCH_CHUNK=%q: %v", v, err)
-		}
-	}
+	chunk, deleteRows := benchEnvInt(b, "SQLSTORE_BENCH_CHUNK"), benchEnvInt(b, "SQLSTORE_BENCH_DELETE") // 0: the defaults
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		for _, rows := range sizes {
 			b.Run(fmt.Sprintf("rows=%dk", rows/1000), func(b *testing.B) {
@@ -111,7 +106,7 @@ func BenchmarkMove(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
-					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk})
+					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk, DeleteRows: deleteRows})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -148,6 +143,19 @@ func BenchmarkMove(b *testing.B) {
 			})
 		}
 	})
+}
+
+// benchEnvInt returns the integer in the environment variable name, 0 if it is not set.
+func benchEnvInt(b *testing.B, name string) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
 }
 
 // readLast reads user's last 20 messages through m.
