@@ -163,7 +163,7 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	if n == 0 {
 		return 0, nil
 	}
-	tx, done, err := s.beginImport(ctx, to, "")
+	tx, _, done, err := s.beginImport(ctx, to, "")
 	if err != nil {
 		return 0, err
 	}

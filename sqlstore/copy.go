@@ -287,7 +287,7 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return next, 0, !full, nil
 	}
 	what := fmt.Sprintf("write %d rows of %d owners", n, len(owners))
-	tx, done, err := s.beginImport(ctx, to, "")
+	tx, conn, done, err := s.beginImport(ctx, to, "")
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -296,7 +296,7 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return nil, 0, false, err
 	}
 	for ti, t := range s.tables {
-		if err := s.insertRows(ctx, tx, t, rows[ti]); err != nil {
+		if err := s.writeRows(ctx, tx, conn, ti, rows[ti]); err != nil {
 			return nil, 0, false, s.wrap(to, what+" in table "+t.Table, err)
 		}
 	}
@@ -638,23 +638,37 @@ func (s *Store) deleteKeys(t *table, owners []string, limit int) (*query, error)
 // connection of its own (its foreign_keys pragma off, src attached) until done, which ends
 // the transaction (rolling it back if not committed) and gives the connection back as it
 // was, or closes it for good if it cannot be put back.
-func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, func(), error) {
-	if s.dialect == PostgreSQL || !s.foreignKeys && src == "" {
-		tx, err := s.begin(ctx, to)
+func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, *sql.Conn, func(), error) {
+	if s.dialect == PostgreSQL {
+		// A connection of its own, so that writeRows can COPY on it within tx.
+		conn, err := s.shards[to].Conn(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, s.wrap(to, "begin", err)
 		}
+		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			conn.Close()
+			return nil, nil, nil, s.wrap(to, "begin", err)
+		}
+		done := func() { tx.Rollback(); conn.Close() }
 		if s.foreignKeys {
 			if _, err := tx.ExecContext(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
-				tx.Rollback()
-				return nil, nil, s.wrap(to, "skip the foreign key checks of the rows the mover imports (it needs a superuser, or GRANT SET ON PARAMETER session_replication_role)", err)
+				done()
+				return nil, nil, nil, s.wrap(to, "skip the foreign key checks of the rows the mover imports (it needs a superuser, or GRANT SET ON PARAMETER session_replication_role)", err)
 			}
 		}
-		return tx, func() { tx.Rollback() }, nil
+		return tx, conn, done, nil
+	}
+	if !s.foreignKeys && src == "" {
+		tx, err := s.begin(ctx, to)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return tx, nil, func() { tx.Rollback() }, nil
 	}
 	conn, err := s.shards[to].Conn(ctx)
 	if err != nil {
-		return nil, nil, s.wrap(to, "begin", err)
+		return nil, nil, nil, s.wrap(to, "begin", err)
 	}
 	var undo []string // what puts the connection back as it was, in order
 	restore := func() {
@@ -666,9 +680,9 @@ func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, f
 		}
 		conn.Close()
 	}
-	fail := func(what string, err error) (*sql.Tx, func(), error) {
+	fail := func(what string, err error) (*sql.Tx, *sql.Conn, func(), error) {
 		restore()
-		return nil, nil, s.wrap(to, what, err)
+		return nil, nil, nil, s.wrap(to, what, err)
 	}
 	if s.foreignKeys {
 		var was int
@@ -690,7 +704,7 @@ func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, f
 	if err != nil {
 		return fail("begin", err)
 	}
-	return tx, func() { tx.Rollback(); restore() }, nil
+	return tx, conn, func() { tx.Rollback(); restore() }, nil
 }
 
 // Owners yields each owner that has rows on shard, table by table, a page of 1000 at a time

@@ -115,6 +115,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shardkit/shard/rebalance"
 )
@@ -182,9 +183,10 @@ type Store struct {
 	// foreignKeys says some of the tables reference others (Init finds out): the mover's
 	// writes on the new shard then skip the checks (see Init).
 	foreignKeys bool
-	unmoved     []string // Options.Unmoved
-	files       sync.Map // SQLite: shard index -> its database file, "" if none (see fileOf)
-	goCopies    bool     // copy through Go even where ATTACH could (tests of that path)
+	unmoved     []string      // Options.Unmoved
+	files       sync.Map      // SQLite: shard index -> its database file, "" if none (see fileOf)
+	goCopies    bool          // copy through Go even where ATTACH could (tests of that path)
+	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -226,6 +228,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 		}
 		s.tables = append(s.tables, t)
 	}
+	s.noCopy = make([]atomic.Bool, len(s.tables))
 	if s.names == nil {
 		s.names = make([]string, len(shards))
 		for i := range s.names {
