@@ -69,8 +69,8 @@ func peakHeap() (stop func() uint64) {
 // and their counters grow with the rows; the mover's own state does not).
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
-// SQLSTORE_GO_COPIES=1
-// copies between SQLite files through Go rather than ATTACH, to compare the two.
+// SQLSTORE_PLAIN_COPIES=1 copies plainly, rows read into Go and written by multi-row INSERTs,
+// rather than through ATTACH (SQLite) or by COPY (PostgreSQL), to compare the two.
 func BenchmarkMove(b *testing.B) {
 	sizes := []int{200_000, 1_000_000}
 	if v := os.Getenv("SQLSTORE_BENCH_ROWS"); v != "" {

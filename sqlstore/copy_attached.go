@@ -25,7 +25,7 @@ var errAttach = errors.New("cannot attach the shard's file")
 // copied through ATTACH: both are distinct database files. It returns "" on PostgreSQL, for
 // an in-memory shard, or for two shards in one file.
 func (s *Store) attachable(ctx context.Context, from, to int) (string, error) {
-	if s.dialect != SQLite || s.goCopies {
+	if s.dialect != SQLite || s.plainCopies {
 		return "", nil
 	}
 	a, err := s.fileOf(ctx, from)

@@ -31,7 +31,7 @@ func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti in
 	if len(rows) == 0 {
 		return nil
 	}
-	if conn == nil || s.dialect != PostgreSQL || s.noCopy[ti].Load() {
+	if conn == nil || s.dialect != PostgreSQL || s.plainCopies || s.noCopy[ti].Load() {
 		return s.insertRows(ctx, tx, t, rows)
 	}
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT rebalance_copy"); err != nil {

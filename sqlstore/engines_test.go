@@ -326,8 +326,8 @@ func (e *engine) openErr(conns int) (*proc, error) {
 		tables = []sqlstore.TableSpec{messages}
 	}
 	p.store, err = sqlstore.New(e.dialect, p.dbs, p.ctl, tables, sqlstore.Options{})
-	if err == nil && os.Getenv("SQLSTORE_GO_COPIES") == "1" { // measure the copy through Go
-		p.store.CopyThroughGo(true)
+	if err == nil && os.Getenv("SQLSTORE_PLAIN_COPIES") == "1" { // measure the plain copy
+		p.store.CopyPlainly(true)
 	}
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -11,10 +11,10 @@ func (s *Store) AdvisoryKeys(owner, migration string) (ns, key, epoch, mkey int3
 	return fenceNS, lockKey(owner), epochNS, lockKey(migration)
 }
 
-// CopyThroughGo makes s copy chunks by reading rows into Go and writing them back, as it
-// does on PostgreSQL, even between two SQLite files (which it otherwise copies through
-// ATTACH), or not: tests of both paths.
-func (s *Store) CopyThroughGo(on bool) { s.goCopies = on }
+// CopyPlainly makes s copy chunks by reading rows into Go and writing them back by
+// multi-row INSERTs, even where it would ATTACH (SQLite) or COPY (PostgreSQL), or not:
+// tests of both paths.
+func (s *Store) CopyPlainly(on bool) { s.plainCopies = on }
 
 // AttachFile sets the database file that a copy from SQLite shard i attaches ("" for none),
 // as if found there, and returns the one it held.

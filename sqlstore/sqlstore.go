@@ -185,7 +185,7 @@ type Store struct {
 	foreignKeys bool
 	unmoved     []string      // Options.Unmoved
 	files       sync.Map      // SQLite: shard index -> its database file, "" if none (see fileOf)
-	goCopies    bool          // copy through Go even where ATTACH could (tests of that path)
+	plainCopies bool          // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
 	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
 }
 
