@@ -65,8 +65,8 @@ func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int) error
 	return m.store.ClearChanges(ctx, m.id, m.token, owners, s)
 }
 
-// deleteAll deletes owners' rows on shard s chunk by chunk (DeleteRows rows a chunk), on a shard that does not serve
-// them (nothing adds rows there): a chunk short of the limit was the last.
+// deleteAll deletes owners' rows on shard s, DeleteRows rows a chunk, on a shard that does
+// not serve them (nothing adds rows there): a chunk short of the limit was the last.
 func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
 	for {
 		began := time.Now()

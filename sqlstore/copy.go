@@ -634,10 +634,12 @@ func (s *Store) deleteKeys(t *table, owners []string, limit int) (*query, error)
 
 // beginImport starts a mover's transaction on shard to, which imports owners: if the tables
 // have foreign keys among them, with their checks off (see Init), and on SQLite with the
-// database file src, if not empty, attached as rebalance_src. On SQLite either takes a
-// connection of its own (its foreign_keys pragma off, src attached) until done, which ends
-// the transaction (rolling it back if not committed) and gives the connection back as it
-// was, or closes it for good if it cannot be put back.
+// database file src, if not empty, attached as rebalance_src. It returns the transaction,
+// the connection it runs on if it is one of its own (else nil), and done, which ends the
+// transaction (rolling it back if not committed) and gives the connection back. PostgreSQL
+// always takes one (writeRows COPYs on it); SQLite takes one only to turn its foreign_keys
+// pragma off or attach src, and done puts it back as it was, or closes it for good if it
+// cannot.
 func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, *sql.Conn, func(), error) {
 	if s.dialect == PostgreSQL {
 		// A connection of its own, so that writeRows can COPY on it within tx.
