@@ -13,7 +13,7 @@ import (
 // server takes in about 0.6 the time of the multi-row INSERT (1000-row chunks into the
 // messages table, measured side by side). A COPY cannot replace a row that is there already
 // (a copy run again after a crash, or a row the replay wrote), and may not encode a value the
-// INSERT would take (a type pgx does not know), so it runs under a savepoint, and on any
+// INSERT would take (a composite, which the driver reads as text), so it runs under a savepoint, and on any
 // error the savepoint is rolled back and the rows go through the INSERT, which replaces rows
 // of the same key. What is written is the same either way, and the window compares both
 // copies by content before the new shard serves.
@@ -24,7 +24,7 @@ type copyConn interface{ Conn() *pgx.Conn }
 // errNoCopy says a COPY was not tried: the connection is not pgx's.
 var errNoCopy = errors.New("sqlstore: no COPY on this connection")
 
-// writeRows writes rows of table t in tx, which runs on conn (nil: not a connection of its
+// writeRows writes rows of table s.tables[ti] in tx, which runs on conn (nil: not a connection of its
 // own): by COPY where it can (see above), else by insertRows.
 func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti int, rows [][]any) error {
 	t := s.tables[ti]
