@@ -239,7 +239,7 @@ func TestVitessShardOfAgreesWithScan(t *testing.T) {
 	require.NoError(t, err)
 	ids := [][]byte{nil, {0}, {0x80}, {0x80, 0}, {0x7f, 0xff}, {0x80, 0x80}, {0x80, 0x7f, 0xff}, {0xff}, bytes.Repeat([]byte{0xff}, 20), {0x55, 0x55}, bytes.Repeat([]byte{0x55}, 10), bytes.Repeat([]byte{0x55}, 11)}
 	for i := range 3000 {
-		ids = append(ids, []byte(fmt.Sprintf("%08x", i*2654435761)))
+		ids = append(ids, []byte(fmt.Sprintf("%08x", uint64(i)*2654435761)))
 		ids = append(ids, binaryBE(uint64(i)*0x9e3779b97f4a7c15))
 	}
 	for _, path := range paths {
