@@ -194,6 +194,9 @@ func TestJumpBackHashTopBuckets(t *testing.T) {
 
 func TestJumpBackHashPanics(t *testing.T) {
 	for _, n := range []int{0, -1, math.MinInt, above(maxJump), math.MaxInt} {
+		if n >= 1 && int64(n) <= maxJump { // MaxInt on 32-bit platforms, where it is maxJump
+			continue
+		}
 		require.PanicsWithValuef(t, fmt.Sprintf("shard: JumpBackHash: %d buckets: allowed range is [1, %d]", n, maxJump),
 			func() { JumpBackHash(1, n) }, "JumpBackHash(1, %d)", n)
 	}

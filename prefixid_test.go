@@ -54,7 +54,14 @@ func TestIDAllocatorGolden(t *testing.T) {
 		// "k n last: id id ...": the IDs that follow last in partition k of n.
 		line := strings.Join(f, " ")
 		require.Truef(t, len(f) >= 4 && strings.HasSuffix(f[2], ":"), "line %q", line)
-		k, n := atoi(t, f[0]), atoi(t, f[1])
+		k64, err := strconv.ParseInt(f[0], 10, 64)
+		require.NoError(t, err, line)
+		n64, err := strconv.ParseInt(f[1], 10, 64)
+		require.NoError(t, err, line)
+		if n64 > math.MaxInt { // partitions of 2^63-1: not an int on 32-bit platforms
+			continue
+		}
+		k, n := int(k64), int(n64)
 		last, err := strconv.ParseUint(strings.TrimSuffix(f[2], ":"), 10, 64)
 		require.NoError(t, err, line)
 		a, err := ResumeIDAllocator(k, n, last)
@@ -121,7 +128,11 @@ func TestIDAllocatorErrors(t *testing.T) {
 		require.ErrorIsf(t, err, c.want, "ResumeIDAllocator(%d, %d, %d)", c.k, c.n, c.last)
 		require.Nil(t, a)
 		assert.True(t, strings.HasPrefix(err.Error(), "shard: id allocator: "), err.Error())
-		for _, v := range []int{c.k, c.n} {
+		named := []int{c.k, c.n}
+		if c.want == ErrShardCount {
+			named = named[1:] // the count alone is wrong: the error names it
+		}
+		for _, v := range named {
 			assert.Containsf(t, err.Error(), fmt.Sprint(v), "error %q does not name %d", err, v)
 		}
 		if c.last == 0 {

@@ -144,6 +144,9 @@ func aboveInt32() int {
 
 func TestKafkaErrors(t *testing.T) {
 	for _, n := range []int{0, -1, math.MinInt, aboveInt32(), math.MaxInt} {
+		if n >= 1 && n <= math.MaxInt32 { // MaxInt on 32-bit platforms
+			continue
+		}
 		_, err := NewKafka("murmur2", n)
 		require.ErrorIs(t, err, shard.ErrShardCount, "NewKafka(murmur2, %d)", n)
 		require.ErrorIs(t, err, ErrConfig, "NewKafka(murmur2, %d)", n)

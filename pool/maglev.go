@@ -189,14 +189,15 @@ func newMaglevTable(m *members, size int) (*maglevTable, error) {
 // maglevLadderSize returns the default table size for a total of divided weights of nodes
 // nodes: the first size on the ladder with at least 100 slots per unit of weight.
 func maglevLadderSize(total, nodes int) (int, error) {
-	i := slices.IndexFunc(maglevLadder[:], func(s int) bool { return s >= 100*total })
+	need := 100 * int64(total) // in 64 bits: 100 times a total weight overflows a 32-bit int
+	i := slices.IndexFunc(maglevLadder[:], func(s int) bool { return int64(s) >= need })
 	if i < 0 {
 		fix := "use fewer nodes"
 		if total > nodes {
 			fix = "use fewer nodes or weights with a larger common divisor"
 		}
 		return 0, fmt.Errorf("pool: maglev: %d nodes of total weight %d (divided by the weights' common divisor) need a table of %d slots, above %d: %s: %w",
-			nodes, total, 100*total, MaxMaglevTableSize, fix, ErrLimit)
+			nodes, total, need, MaxMaglevTableSize, fix, ErrLimit)
 	}
 	return maglevLadder[i], nil
 }
