@@ -187,23 +187,24 @@ func jedisPoints(dst []pool.RingPoint, lines []jedisLine, initial map[string]int
 		at[n.Name] = i
 	}
 	listed := make(map[string]bool, len(lines))
-	total := 0
+	total := 0 // checked as it grows: the whole sum can pass a 32-bit int
 	for _, l := range lines {
 		listed[l.node] = true
 		if j, ok := at[l.node]; ok {
 			if w := nodes[j].Weight; w != initial[l.node] {
 				l.points = 160 * w
 			}
-			total += max(l.points, 0)
+			if total += max(l.points, 0); total > maxPoints {
+				return tooManyPoints()
+			}
 		}
 	}
 	for _, n := range nodes {
 		if !listed[n.Name] {
-			total += 160 * n.Weight
+			if total += 160 * n.Weight; total > maxPoints {
+				return tooManyPoints()
+			}
 		}
-	}
-	if total > maxPoints {
-		return tooManyPoints()
 	}
 	var buf []byte
 	put := func(i int, l jedisLine, node int) {

@@ -144,7 +144,7 @@ func isPrime(n int) bool {
 
 // maglevWeights returns the members' weights divided by their greatest common divisor, and
 // their sum.
-func maglevWeights(nodes []Node) (weights []int, total int) {
+func maglevWeights(nodes []Node) (weights []int, total int64) {
 	g := 0
 	for _, n := range nodes {
 		a, b := g, n.Weight
@@ -156,7 +156,7 @@ func maglevWeights(nodes []Node) (weights []int, total int) {
 	weights = make([]int, len(nodes))
 	for i, n := range nodes {
 		weights[i] = n.Weight / g
-		total += weights[i]
+		total += int64(weights[i]) // up to 2^32: past a 32-bit int
 	}
 	return weights, total
 }
@@ -188,12 +188,12 @@ func newMaglevTable(m *members, size int) (*maglevTable, error) {
 
 // maglevLadderSize returns the default table size for a total of divided weights of nodes
 // nodes: the first size on the ladder with at least 100 slots per unit of weight.
-func maglevLadderSize(total, nodes int) (int, error) {
-	need := 100 * int64(total) // in 64 bits: 100 times a total weight overflows a 32-bit int
+func maglevLadderSize(total int64, nodes int) (int, error) {
+	need := 100 * total
 	i := slices.IndexFunc(maglevLadder[:], func(s int) bool { return int64(s) >= need })
 	if i < 0 {
 		fix := "use fewer nodes"
-		if total > nodes {
+		if total > int64(nodes) {
 			fix = "use fewer nodes or weights with a larger common divisor"
 		}
 		return 0, fmt.Errorf("pool: maglev: %d nodes of total weight %d (divided by the weights' common divisor) need a table of %d slots, above %d: %s: %w",
@@ -205,21 +205,23 @@ func maglevLadderSize(total, nodes int) (int, error) {
 // populateMaglev fills a table of size slots by weighted turns (see Maglev). size is prime
 // and at least len(names), so every permutation visits every slot and the first sub-round
 // gives every node a slot.
-func populateMaglev(names []string, weights []int, total, size int) []uint16 {
+func populateMaglev(names []string, weights []int, total int64, size int) []uint16 {
 	next := make([]int, len(names)) // the next slot of each node's permutation
 	skip := make([]int, len(names))
 	for i, name := range names {
 		next[i] = int(keyhash.XXH64(name) % uint64(size))
 		skip[i] = int(murmur3.Sum64([]byte(name))%uint64(size-1)) + 1
 	}
-	// One round of turns: sub-round j lists the nodes of weight above j in name order.
-	round := make([]uint16, 0, total)
+	// One round of turns: sub-round j lists the nodes of weight above j in name order. Each
+	// turn fills a slot, so the table is full within the round's first size turns: a round
+	// longer than that (weights that add up past the table) is cut there.
+	round := make([]uint16, 0, min(total, int64(size)))
 	active := make([]uint16, len(names))
 	for i := range active {
 		active[i] = uint16(i)
 	}
-	for j := 0; len(active) > 0; j++ {
-		round = append(round, active...)
+	for j := 0; len(active) > 0 && len(round) < size; j++ {
+		round = append(round, active[:min(len(active), size-len(round))]...)
 		active = slices.DeleteFunc(active, func(i uint16) bool { return weights[i] <= j+1 })
 	}
 

@@ -3,6 +3,8 @@ package pool
 import (
 	"fmt"
 	"math/big"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -312,4 +314,76 @@ func TestMaglevNodeLimit(t *testing.T) {
 	require.ErrorContains(t, err, "use fewer nodes: ")
 	_, err = maglevLadderSize(2*MaxMaglevTableSize, 100)
 	require.ErrorContains(t, err, "use fewer nodes or weights with a larger common divisor")
+}
+
+// populateMaglevSlow is populateMaglev with the whole round of turns however long, the
+// obvious form against which the cut round is checked.
+func populateMaglevSlow(names []string, weights []int, size int) []uint16 {
+	next, skip := make([]int, len(names)), make([]int, len(names))
+	for i, name := range names {
+		next[i] = int(keyhash.XXH64(name) % uint64(size))
+		skip[i] = int(murmur3.Sum64([]byte(name))%uint64(size-1)) + 1
+	}
+	var round []uint16
+	for j := 0; ; j++ {
+		before := len(round)
+		for i, w := range weights {
+			if w > j {
+				round = append(round, uint16(i))
+			}
+		}
+		if len(round) == before {
+			break
+		}
+	}
+	slots := make([]uint16, size)
+	taken := make([]bool, size)
+	for filled := 0; ; {
+		for _, i := range round {
+			for taken[next[i]] {
+				next[i] = (next[i] + skip[i]) % size
+			}
+			slots[next[i]], taken[next[i]] = i, true
+			next[i] = (next[i] + skip[i]) % size
+			if filled++; filled == size {
+				return slots
+			}
+		}
+	}
+}
+
+// TestMaglevRoundCut: weights that add up past an explicit table size fill the table as the
+// whole round of turns would, and the round holds no more turns than the table has slots:
+// 300 nodes of weight 65536 and one of 1 (19.7M turns, 39 MB of them whole) in a table of
+// 1009 slots take well under a MB to build.
+func TestMaglevRoundCut(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		names := make([]string, 1+r.IntN(20))
+		weights := make([]int, len(names))
+		var total int64
+		for i := range names {
+			names[i] = fmt.Sprint("n", r.Uint64())
+			weights[i] = 1 + r.IntN(300)
+			total += int64(weights[i])
+		}
+		size := 0
+		for _, p := range []int{2, 3, 5, 7, 23, 101, 1009, 65537} {
+			if p >= len(names) && (size == 0 || r.IntN(2) == 0) {
+				size = p
+			}
+		}
+		require.Equal(t, populateMaglevSlow(names, weights, size), populateMaglev(names, weights, total, size), "%d nodes, total %d, %d slots", len(names), total, size)
+	}
+	nodes := make([]Node, 301)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprint("node-", i), Weight: MaxWeight}
+	}
+	nodes[0].Weight = 1
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := NewMaglev(nodes, MaglevOptions{TableSize: 1009})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated to build a 1009-slot table")
 }

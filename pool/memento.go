@@ -115,10 +115,10 @@ func NewMemento(nodes []Node) (*Memento, error) {
 func (s *mementoState) join(next *members, nodes []Node) error {
 	working := s.working()
 	for _, n := range nodes {
-		working += n.Weight
-	}
-	if err := checkMementoBuckets(working); err != nil {
-		return err
+		// Checked as it grows: the whole sum can pass a 32-bit int.
+		if working += n.Weight; working > MaxMementoBuckets {
+			return checkMementoBuckets(working)
+		}
 	}
 	s.m = next
 	for _, n := range nodes {

@@ -109,10 +109,10 @@ func NewMultiProbe(nodes []Node, opts MultiProbeOptions) (*MultiProbe, error) {
 func newMultiProbeTable(m *members, probes int) (*multiProbeTable, error) {
 	total := 0
 	for _, n := range m.nodes {
-		total += n.Weight
-	}
-	if total > MaxMultiProbePoints {
-		return nil, fmt.Errorf("pool: multiprobe: weights add up to %d points: allowed at most %d: %w", total, MaxMultiProbePoints, ErrLimit)
+		// Checked as it grows: the whole sum can pass a 32-bit int.
+		if total += n.Weight; total > MaxMultiProbePoints {
+			return nil, fmt.Errorf("pool: multiprobe: weights add up to %d points or more: allowed at most %d: %w", total, MaxMultiProbePoints, ErrLimit)
+		}
 	}
 	t := &multiProbeTable{m: m, names: make([]string, len(m.nodes)), probes: probes}
 	for i, n := range m.nodes {

@@ -468,9 +468,9 @@ func (r *Ring) apply(m *members, added []Node, removed []string) error {
 	if r.opts.Points != nil {
 		return r.generate(m)
 	}
-	total := 0
+	var total int64 // in 64 bits: a weight times Vnodes overflows a 32-bit int
 	for _, n := range m.nodes {
-		total += n.Weight * r.opts.Vnodes
+		total += int64(n.Weight) * int64(r.opts.Vnodes)
 		if total > ring.MaxPoints {
 			return r.tooMany(total)
 		}
@@ -580,7 +580,7 @@ func (r *Ring) appendPoints(dst []ring.Point, name string, slot int32, from, to 
 func (r *Ring) generate(m *members) error {
 	gen := r.opts.Points(nil, m.nodes)
 	if len(gen) > ring.MaxPoints {
-		return r.tooMany(len(gen))
+		return r.tooMany(int64(len(gen)))
 	}
 	names := make([]string, len(m.nodes))
 	for i, n := range m.nodes {
@@ -632,7 +632,7 @@ func (r *Ring) generate(m *members) error {
 	return nil
 }
 
-func (r *Ring) tooMany(points int) error {
+func (r *Ring) tooMany(points int64) error {
 	return fmt.Errorf("pool: ring: %d points or more: at most %d: %w", points, ring.MaxPoints, ErrLimit)
 }
 

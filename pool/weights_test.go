@@ -191,3 +191,25 @@ func mustPool[P Pool](p P, err error) Pool {
 	}
 	return p
 }
+
+// TestWeightsPastInt32: weights whose sum, or whose product with the ring's Vnodes, passes a
+// 32-bit int are refused with ErrLimit on every platform, never wrapped into a small count
+// that builds a wrong pool (on GOARCH=386 they used to be).
+func TestWeightsPastInt32(t *testing.T) {
+	_, err := NewRing([]Node{{Name: "a", Weight: 1024}, {Name: "b", Weight: 1}}, RingOptions{Vnodes: ring.MaxPoints})
+	require.ErrorIs(t, err, ErrLimit, "1024 * 2^22 points")
+	heavy := make([]Node, 1<<15+1) // weights adding up to 2^31 + 1
+	for i := range heavy {
+		heavy[i] = Node{Name: fmt.Sprint("node-", i), Weight: MaxWeight}
+	}
+	heavy[0].Weight = 1 // no common divisor for Maglev to take out
+	for name, build := range map[string]func() error{
+		"multiprobe": func() error { _, err := NewMultiProbe(heavy, MultiProbeOptions{}); return err },
+		"memento":    func() error { _, err := NewMemento(heavy); return err },
+		"maglev":     func() error { _, err := NewMaglev(heavy, MaglevOptions{}); return err },
+		"ring":       func() error { _, err := NewRing(heavy, RingOptions{Vnodes: 1}); return err },
+		"modula":     func() error { _, err := NewModula(heavy, ModulaOptions{}); return err },
+	} {
+		require.ErrorIs(t, build(), ErrLimit, name)
+	}
+}
