@@ -20,16 +20,7 @@ var grpcPreset = Preset{
 	System: "grpc",
 	Doc: `grpc-go ring_hash: a service config JSON, "loadBalancingConfig": [{"ring_hash_experimental": {...}}], with ` +
 		`"endpoints": [{"address", "weight", "hashKey"}]; a key is the request hash header's value`,
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("grpc", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseGRPC(config)
-		if err != nil {
-			return nil, err
-		}
-		return newGRPC(cfg)
-	},
+	New:     oneClient("grpc", ParseGRPC, newGRPC),
 	Checked: 18888,
 }
 

@@ -13,18 +13,9 @@ import (
 // hashring 3.2.0 and connection-parse 0.0.7.
 
 var hashringPreset = Preset{
-	System: "hashring",
-	Doc:    `npm hashring 3.x: the constructor's arguments as JSON, {"servers": [...] or {...}, "algorithm": "md5", "options": {...}}`,
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("hashring", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseHashring(config)
-		if err != nil {
-			return nil, err
-		}
-		return newHashring(cfg)
-	},
+	System:  "hashring",
+	Doc:     `npm hashring 3.x: the constructor's arguments as JSON, {"servers": [...] or {...}, "algorithm": "md5", "options": {...}}`,
+	New:     oneClient("hashring", ParseHashring, newHashring),
 	Checked: 74000,
 }
 

@@ -19,16 +19,7 @@ var libmemcachedPreset = Preset{
 	System: "libmemcached",
 	Doc: "a libmemcached 1.1 client: its configuration string (--SERVER=host:port/?weight --DISTRIBUTION=consistent --HASH=md5 ...) " +
 		"or its calls, one a line (behavior NAME VALUE, server HOST PORT WEIGHT, servers LIST, namespace PREFIX)",
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("libmemcached", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseLibmemcached(config)
-		if err != nil {
-			return nil, err
-		}
-		return NewLibmemcached(cfg)
-	},
+	New:     oneClient("libmemcached", ParseLibmemcached, NewLibmemcached),
 	Checked: 184000,
 }
 

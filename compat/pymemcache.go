@@ -15,18 +15,9 @@ import (
 // 3.5.2.
 
 var pymemcachePreset = Preset{
-	System: "pymemcache",
-	Doc:    `pymemcache HashClient: its servers as JSON, a list of "host:port" strings or [host, port] pairs, or {"servers": [...], other HashClient arguments}`,
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("pymemcache", name); err != nil {
-			return nil, err
-		}
-		servers, err := ParsePymemcache(config)
-		if err != nil {
-			return nil, err
-		}
-		return NewPymemcache(servers)
-	},
+	System:  "pymemcache",
+	Doc:     `pymemcache HashClient: its servers as JSON, a list of "host:port" strings or [host, port] pairs, or {"servers": [...], other HashClient arguments}`,
+	New:     oneClient("pymemcache", ParsePymemcache, NewPymemcache),
 	Checked: 19889,
 }
 

@@ -18,18 +18,9 @@ import (
 // redis_shard/hashring.py and shard.py of github.com/zhihu/redis-shard (113fbeb).
 
 var redisShardPreset = Preset{
-	System: "redis-shard",
-	Doc:    `redis-shard RedisShardAPI: its arguments as JSON, {"servers": ["redis://host:port/db?name=NAME", ...], "hash_method": "crc32"|"md5"|"sha1", "keys": "str"|"bytes"}`,
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("redis-shard", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseRedisShard(config)
-		if err != nil {
-			return nil, err
-		}
-		return newRedisShard(cfg)
-	},
+	System:  "redis-shard",
+	Doc:     `redis-shard RedisShardAPI: its arguments as JSON, {"servers": ["redis://host:port/db?name=NAME", ...], "hash_method": "crc32"|"md5"|"sha1", "keys": "str"|"bytes"}`,
+	New:     oneClient("redis-shard", ParseRedisShard, newRedisShard),
 	Checked: 15864,
 }
 

@@ -21,16 +21,7 @@ var spymemcachedPreset = Preset{
 	System: "spymemcached",
 	Doc: "a spymemcached 2.12 client as key=value lines: servers (AddrUtil's list) or addresses (host/ip:port pairs), locator (ARRAY_MOD or CONSISTENT), " +
 		"hash, format (SPYMEMCACHED or LIBMEMCACHED), weights, factory (ketama or builder), hosts (the JVM's hosts table)",
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("spymemcached", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseSpymemcached(config)
-		if err != nil {
-			return nil, err
-		}
-		return newSpymemcached(cfg)
-	},
+	New:     oneClient("spymemcached", ParseSpymemcached, newSpymemcached),
 	Checked: 134000,
 }
 

@@ -353,6 +353,21 @@ func appendDigestPoints(dst []pool.RingPoint, entry int, digest []byte, n int) [
 // top32 moves a 32-bit hash to the top of a ring position, which keeps its order.
 func top32(h uint32) uint64 { return uint64(h) << 32 }
 
+// oneClient is the New of a preset whose configuration text sets up one client: it refuses a
+// name, parses the text with parse and builds the pool with build.
+func oneClient[C any](system string, parse func([]byte) (C, error), build func(C) (pool.Pool, error)) func([]byte, string) (pool.Pool, error) {
+	return func(config []byte, name string) (pool.Pool, error) {
+		if err := singleConfig(system, name); err != nil {
+			return nil, err
+		}
+		cfg, err := parse(config)
+		if err != nil {
+			return nil, err
+		}
+		return build(cfg)
+	}
+}
+
 // singleConfig checks that a preset of a system whose text holds one configuration was not
 // asked for a named one.
 func singleConfig(system, name string) error {

@@ -15,18 +15,9 @@ import (
 // uhashring/ring.py, ring_meta.py and ring_ketama.py of Debian's python3-uhashring 2.1.
 
 var uhashringPreset = Preset{
-	System: "uhashring",
-	Doc:    `uhashring HashRing: its arguments as JSON, {"nodes": [...] or {name: weight or {"weight": w, "vnodes": v}}, "hash_fn": "ketama", "vnodes": n, "replicas": n}`,
-	New: func(config []byte, name string) (pool.Pool, error) {
-		if err := singleConfig("uhashring", name); err != nil {
-			return nil, err
-		}
-		cfg, err := ParseUhashring(config)
-		if err != nil {
-			return nil, err
-		}
-		return newUhashring(cfg)
-	},
+	System:  "uhashring",
+	Doc:     `uhashring HashRing: its arguments as JSON, {"nodes": [...] or {name: weight or {"weight": w, "vnodes": v}}, "hash_fn": "ketama", "vnodes": n, "replicas": n}`,
+	New:     oneClient("uhashring", ParseUhashring, newUhashring),
 	Checked: 43446,
 }
 
