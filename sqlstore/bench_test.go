@@ -69,6 +69,8 @@ func peakHeap() (stop func() uint64) {
 // and their counters grow with the rows; the mover's own state does not).
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
+// SQLSTORE_BENCH_STATEMENTS=n logs PostgreSQL's n costliest statements of the move (by
+// pg_stat_statements, their time inflated by waits for the CPU when movers outnumber cores).
 // SQLSTORE_PLAIN_COPIES=1 copies plainly, rows read into Go and written by multi-row INSERTs,
 // rather than through ATTACH (SQLite) or by COPY (PostgreSQL), to compare the two.
 func BenchmarkMove(b *testing.B) {
@@ -103,6 +105,7 @@ func BenchmarkMove(b *testing.B) {
 				runtime.GC()
 				var base runtime.MemStats // the test's own: its users, their counters, the sharders
 				runtime.ReadMemStats(&base)
+				statements := statementStats(b, e, admin)
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
@@ -124,6 +127,7 @@ func BenchmarkMove(b *testing.B) {
 					p99 = max(p99, st.ExclusiveQuantile(0.99))
 				}
 				b.StopTimer()
+				statements()
 				rate := float64(moved) / took.Seconds()
 				b.ReportMetric(rate, "rows/s")
 				pipeRate := float64(pipe.rows) / pipe.copy.Seconds()
@@ -143,6 +147,43 @@ func BenchmarkMove(b *testing.B) {
 			})
 		}
 	})
+}
+
+// statementStats, if SQLSTORE_BENCH_STATEMENTS=n and the engine is PostgreSQL, empties
+// pg_stat_statements (which newPostgres then loads) and returns a func that logs the n
+// statements that took longest since, over all the shards, with their calls and rows.
+func statementStats(b *testing.B, e *engine, p *proc) func() {
+	n := benchEnvInt(b, "SQLSTORE_BENCH_STATEMENTS")
+	if n <= 0 || e.dialect != sqlstore.PostgreSQL {
+		return func() {}
+	}
+	db := p.dbs[0]
+	for _, q := range []string{"CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "SELECT pg_stat_statements_reset()"} {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func() {
+		rs, err := db.Query(`SELECT SUM(calls)::bigint, SUM(total_exec_time)::bigint, SUM(rows)::bigint, q
+			FROM (SELECT calls, total_exec_time, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS q FROM pg_stat_statements) AS s
+			GROUP BY q ORDER BY 2 DESC LIMIT $1`, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rs.Close()
+		b.Logf("%8s %9s %9s  %s", "calls", "ms", "rows", "statement (all shards)")
+		for rs.Next() {
+			var calls, ms, rows int64
+			var q string
+			if err := rs.Scan(&calls, &ms, &rows, &q); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("%8d %9d %9d  %s", calls, ms, rows, q)
+		}
+		if err := rs.Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // benchEnvInt returns the integer in the environment variable name, 0 if it is not set.
