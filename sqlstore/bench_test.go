@@ -164,21 +164,21 @@ func statementStats(b *testing.B, e *engine, p *proc) func() {
 		}
 	}
 	return func() {
-		rs, err := db.Query(`SELECT SUM(calls)::bigint, SUM(total_exec_time)::bigint, SUM(rows)::bigint, q
-			FROM (SELECT calls, total_exec_time, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS q FROM pg_stat_statements) AS s
-			GROUP BY q ORDER BY 2 DESC LIMIT $1`, n)
+		rs, err := db.Query(`SELECT SUM(calls)::bigint, SUM(total_exec_time)::bigint, SUM(total_plan_time)::bigint, SUM(rows)::bigint, q
+			FROM (SELECT calls, total_exec_time, total_plan_time, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS q FROM pg_stat_statements) AS s
+			GROUP BY q ORDER BY SUM(total_exec_time + total_plan_time) DESC LIMIT $1`, n)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer rs.Close()
-		b.Logf("%8s %9s %9s  %s", "calls", "ms", "rows", "statement (all shards)")
+		b.Logf("%8s %9s %9s %9s  %s", "calls", "ms", "plan ms", "rows", "statement (all shards)")
 		for rs.Next() {
-			var calls, ms, rows int64
+			var calls, ms, plan, rows int64
 			var q string
-			if err := rs.Scan(&calls, &ms, &rows, &q); err != nil {
+			if err := rs.Scan(&calls, &ms, &plan, &rows, &q); err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("%8d %9d %9d  %s", calls, ms, rows, q)
+			b.Logf("%8d %9d %9d %9d  %s", calls, ms, plan, rows, q)
 		}
 		if err := rs.Err(); err != nil {
 			b.Fatal(err)

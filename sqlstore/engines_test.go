@@ -125,7 +125,7 @@ func startPostgres() (*pgServer, error) {
 		fsync := cmp.Or(os.Getenv("SQLSTORE_PG_FSYNC"), "off")
 		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=400 -c shared_buffers=256MB", p.port, dir, fsync)
 		if os.Getenv("SQLSTORE_BENCH_STATEMENTS") != "" {
-			opts += " -c shared_preload_libraries=pg_stat_statements" // see statementStats
+			opts += " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on" // see statementStats
 		}
 		out, err := asPostgres(filepath.Join(p.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o", opts, "start").CombinedOutput()
 		if err == nil {
