@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,18 +35,19 @@ func benchEngines(b *testing.B, f func(b *testing.B, name string, mk func(testin
 	})
 }
 
-// peakHeap samples the heap in use until stop is called, and returns its peak.
-func peakHeap() (stop func() uint64) {
-	var peak atomic.Uint64
+// peakHeap samples the heap until stop is called, and returns the peaks of the heap in use
+// (garbage included, which grows with the live heap under GOGC) and of the live heap (what
+// the last collection found reachable: the mover's state, without the garbage).
+func peakHeap() (stop func() (inUse, live uint64)) {
+	var inUsePeak, livePeak atomic.Uint64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var ms runtime.MemStats
 		for {
 			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
+			inUsePeak.Store(max(inUsePeak.Load(), ms.HeapInuse))
+			livePeak.Store(max(livePeak.Load(), liveHeap()))
 			select {
 			case <-done:
 				return
@@ -53,7 +55,14 @@ func peakHeap() (stop func() uint64) {
 			}
 		}
 	})
-	return func() uint64 { close(done); wg.Wait(); return peak.Load() }
+	return func() (uint64, uint64) { close(done); wg.Wait(); return inUsePeak.Load(), livePeak.Load() }
+}
+
+// liveHeap is the heap the last garbage collection found reachable.
+func liveHeap() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
 
 // BenchmarkMove moves users of 200 messages each, 5 -> 10 shards and back (alternately, one
@@ -65,8 +74,11 @@ func peakHeap() (stop func() uint64) {
 // them by user, as a plain move would, and reports copy and delete together as
 // plain-rows/s and mover/plain, all measured side by side in one run. copy-%, delete-%,
 // verify-% and rest-% say where the mover's time in the store went (see phaseStore);
-// mover-heap-MiB is the peak heap above what the benchmark held before the move (its users
-// and their counters grow with the rows; the mover's own state does not).
+// mover-heap-MiB is the peak heap in use above what the benchmark held before the move (its
+// users and their counters grow with the rows; the mover's own state does not), garbage
+// included, so it grows with what the benchmark holds (the collector lets garbage reach the
+// live heap's size); mover-live-MiB is the peak live heap above the benchmark's own, the
+// mover's state alone.
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
 // SQLSTORE_BENCH_STATEMENTS=n logs PostgreSQL's n costliest statements of the move (by
@@ -96,16 +108,19 @@ func BenchmarkMove(b *testing.B) {
 				grow.ledger = nil // memory in proportion to the work: the ledger is not needed here
 				shrink := shrinkOf(b, grow)
 				mover := e.open(b, benchConc)
+				pipeStatements := statementStats(b, e, admin, "the pipe")
 				pipe := pipeCopy(b, e, mover, grow, benchConc)
+				pipeStatements()
 				phases := newPhaseStore(mover.store)
 				var moved, owners int64
 				var exclusive, p99 time.Duration
 				var took time.Duration
-				var heap uint64
+				var heap, live uint64
 				runtime.GC()
 				var base runtime.MemStats // the test's own: its users, their counters, the sharders
 				runtime.ReadMemStats(&base)
-				statements := statementStats(b, e, admin)
+				baseLive := liveHeap()
+				statements := statementStats(b, e, admin, "the mover")
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
@@ -119,7 +134,8 @@ func BenchmarkMove(b *testing.B) {
 						b.Fatal(err)
 					}
 					took += time.Since(began)
-					heap = max(heap, stop())
+					h, l := stop()
+					heap, live = max(heap, h), max(live, l)
 					st := m.Stats()
 					moved += st.Rows
 					owners += st.Moved
@@ -144,6 +160,7 @@ func BenchmarkMove(b *testing.B) {
 				b.ReportMetric(float64(p99.Microseconds())/1000, "p99-exclusive-ms")
 				b.ReportMetric(float64(heap)/(1<<20), "peak-heap-MiB")
 				b.ReportMetric(float64(heap-min(heap, base.HeapInuse))/(1<<20), "mover-heap-MiB")
+				b.ReportMetric(float64(live-min(live, baseLive))/(1<<20), "mover-live-MiB")
 			})
 		}
 	})
@@ -151,8 +168,9 @@ func BenchmarkMove(b *testing.B) {
 
 // statementStats, if SQLSTORE_BENCH_STATEMENTS=n and the engine is PostgreSQL, empties
 // pg_stat_statements (which newPostgres then loads) and returns a func that logs the n
-// statements that took longest since, over all the shards, with their calls and rows.
-func statementStats(b *testing.B, e *engine, p *proc) func() {
+// statements of what that took longest since, over all the shards, with their calls,
+// planning time and rows.
+func statementStats(b *testing.B, e *engine, p *proc, what string) func() {
 	n := benchEnvInt(b, "SQLSTORE_BENCH_STATEMENTS")
 	if n <= 0 || e.dialect != sqlstore.PostgreSQL {
 		return func() {}
@@ -171,14 +189,14 @@ func statementStats(b *testing.B, e *engine, p *proc) func() {
 			b.Fatal(err)
 		}
 		defer rs.Close()
-		b.Logf("%8s %9s %9s %9s  %s", "calls", "ms", "plan ms", "rows", "statement (all shards)")
+		b.Logf("%s: %8s %9s %9s %9s  %s", what, "calls", "ms", "plan ms", "rows", "statement (all shards)")
 		for rs.Next() {
 			var calls, ms, plan, rows int64
 			var q string
 			if err := rs.Scan(&calls, &ms, &plan, &rows, &q); err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("%8d %9d %9d %9d  %s", calls, ms, plan, rows, q)
+			b.Logf("%s: %8d %9d %9d %9d  %s", what, calls, ms, plan, rows, q)
 		}
 		if err := rs.Err(); err != nil {
 			b.Fatal(err)
@@ -233,8 +251,8 @@ func readLast(ctx context.Context, m *rebalance.Shared[*sql.Tx], user string) er
 // the mover at full speed; movers=1 (one mover, chunks of 200 rows, groups of 4, a Yield
 // of 1: idle after each chunk as long as it took) trades
 // migration time for the foreground, which matters most on SQLite, where every write
-// transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g[,y] adds a
-// case with Concurrency c, ChunkRows k, Group g and Yield y.
+// transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g[,y[,d]] adds
+// a case with Concurrency c, ChunkRows k, Group g, Yield y and DeleteRows d.
 func BenchmarkLatency(b *testing.B) {
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		cases := []struct {
@@ -245,15 +263,15 @@ func BenchmarkLatency(b *testing.B) {
 			{"movers=1", rebalance.SharedOptions{Token: 1, Concurrency: 1, ChunkRows: 200, Group: 4, Yield: 1}},
 		}
 		if v := os.Getenv("SQLSTORE_LAT_MOVERS"); v != "" {
-			var c, k, g int
+			var c, k, g, d int
 			var y float64
-			if n, err := fmt.Sscanf(v, "%d,%d,%d,%g", &c, &k, &g, &y); n < 3 {
-				b.Fatalf("SQLSTORE_LAT_MOVERS=%q: want concurrency,chunk rows,group[,yield]: %v", v, err)
+			if n, err := fmt.Sscanf(v, "%d,%d,%d,%g,%d", &c, &k, &g, &y, &d); n < 3 {
+				b.Fatalf("SQLSTORE_LAT_MOVERS=%q: want concurrency,chunk rows,group[,yield[,delete rows]]: %v", v, err)
 			}
 			cases = append(cases, struct {
 				label string
 				opts  rebalance.SharedOptions
-			}{"movers=" + v, rebalance.SharedOptions{Token: 1, Concurrency: c, ChunkRows: k, Group: g, Yield: y}})
+			}{"movers=" + v, rebalance.SharedOptions{Token: 1, Concurrency: c, ChunkRows: k, Group: g, Yield: y, DeleteRows: d}})
 		}
 		for _, own := range []bool{true, false} {
 			b.Run(map[bool]string{true: "mover=process", false: "mover=inproc"}[own], func(b *testing.B) {
