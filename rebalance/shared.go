@@ -231,7 +231,7 @@ type SharedOptions struct {
 	// DeleteRows, if not zero, is how many rows one transaction deleting old copies handles
 	// instead of ChunkRows, in [0, MaxChunkRows]. Those rows belong to owners their shard no
 	// longer serves, so no access waits for them on PostgreSQL, where bigger deletions cost
-	// the application nothing but the work (10 times ChunkRows moved 1M rows 12-17% faster; see
+	// the application nothing but the work (10 times ChunkRows moved 1M rows 3-13% faster; see
 	// docs/rebalancing.md); on SQLite a deletion holds the file's one write lock, as a copy
 	// does.
 	DeleteRows int

@@ -81,8 +81,9 @@ func liveHeap() uint64 {
 // mover's state alone.
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
-// SQLSTORE_BENCH_STATEMENTS=n logs PostgreSQL's n costliest statements of the move (by
-// pg_stat_statements, their time inflated by waits for the CPU when movers outnumber cores).
+// SQLSTORE_BENCH_STATEMENTS=n logs (with -v) PostgreSQL's n costliest statements of the pipe
+// and of the move (by pg_stat_statements; their time includes waits for the CPU when movers
+// outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost).
 // SQLSTORE_PLAIN_COPIES=1 copies plainly, rows read into Go and written by multi-row INSERTs,
 // rather than through ATTACH (SQLite) or by COPY (PostgreSQL), to compare the two.
 func BenchmarkMove(b *testing.B) {
