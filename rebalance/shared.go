@@ -189,6 +189,15 @@ type SharedStore[Tx any] interface {
 	Finishing(ctx context.Context, p Placement, on bool) error
 }
 
+// DeleteSizer is a SharedStore that knows how many rows one deletion of old copies should
+// handle on its engine when SharedOptions.DeleteRows is zero: more than ChunkRows where no
+// access waits for the rows of owners a shard no longer serves.
+type DeleteSizer interface {
+	// DeleteRows returns the rows of one deletion, given the ChunkRows in effect; NewShared
+	// keeps it within [1, MaxChunkRows].
+	DeleteRows(chunkRows int) int
+}
+
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their
 // content (SharedStore.Sums).
 type Sum struct {
@@ -228,12 +237,12 @@ type SharedOptions struct {
 	// ChunkRows is how many rows one copy or delete transaction handles, in [0,
 	// MaxChunkRows]. Zero means 1000.
 	ChunkRows int
-	// DeleteRows, if not zero, is how many rows one transaction deleting old copies handles
-	// instead of ChunkRows, in [0, MaxChunkRows]. Those rows belong to owners their shard no
-	// longer serves, so no access waits for them on PostgreSQL, where bigger deletions cost
-	// the application nothing but the work (10 times ChunkRows moved 1M rows 3-13% faster; see
-	// docs/rebalancing.md); on SQLite a deletion holds the file's one write lock, as a copy
-	// does.
+	// DeleteRows is how many rows one transaction deleting old copies handles, in [0,
+	// MaxChunkRows]. Those rows belong to owners their shard no longer serves, so no access
+	// waits for them on PostgreSQL, where bigger deletions cost the application nothing but
+	// the work (10 times ChunkRows moved 1M rows 3-13% faster; see docs/rebalancing.md); on
+	// SQLite a deletion holds the file's one write lock, as a copy does. Zero means what the
+	// store says if it is a DeleteSizer, else ChunkRows.
 	DeleteRows int
 	// Batch is how many owners' marks one statement reads or writes, in [0, MaxBatch]. Zero
 	// means 256.
@@ -352,6 +361,9 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
+	if ds, ok := store.(DeleteSizer); ok && opts.DeleteRows == 0 {
+		opts.DeleteRows = min(max(ds.DeleteRows(opts.ChunkRows), 1), MaxChunkRows)
+	}
 	opts.DeleteRows = cmp.Or(opts.DeleteRows, opts.ChunkRows)
 	opts.Batch = cmp.Or(opts.Batch, 256)
 	opts.Group = cmp.Or(opts.Group, 16)

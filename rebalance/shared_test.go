@@ -178,13 +178,38 @@ func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token 
 	return d.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
 }
 
+// sizedDeletes is a store that says how many rows a deletion should handle (DeleteSizer).
+type sizedDeletes struct {
+	*deleteLimits
+	rows func(chunkRows int) int
+}
+
+func (s sizedDeletes) DeleteRows(chunkRows int) int { return s.rows(chunkRows) }
+
 // TestSharedDeleteRows: old copies go DeleteRows rows a transaction, copies ChunkRows, and
-// every owner ends with its rows, once; without DeleteRows, deletions go ChunkRows.
+// every owner ends with its rows, once; without DeleteRows, deletions go as many rows as the
+// store says if it is a DeleteSizer (kept within [1, MaxChunkRows]), else ChunkRows.
 func TestSharedDeleteRows(t *testing.T) {
-	for _, tc := range []struct{ chunk, del, want int }{{3, 7, 7}, {3, 0, 3}} {
+	for _, tc := range []struct {
+		chunk, del int
+		sizer      func(int) int
+		want       int
+	}{
+		{3, 7, nil, 7},
+		{3, 0, nil, 3},
+		{3, 0, func(c int) int { return 2 * c }, 6},
+		{3, 5, func(c int) int { return 2 * c }, 5},
+		{3, 0, func(int) int { return 0 }, 1},
+		{3, 0, func(int) int { return -4 }, 1},
+		{3, 0, func(int) int { return MaxChunkRows + 1 }, MaxChunkRows},
+	} {
 		w := newSharedWorld(t, 30, 20, 3, 4)
 		d := &deleteLimits{MemShared: w.store}
-		m := w.shared(t, "grow", d, SharedOptions{Token: 1, ChunkRows: tc.chunk, DeleteRows: tc.del})
+		var store SharedStore[*MemTx] = d
+		if tc.sizer != nil {
+			store = sizedDeletes{d, tc.sizer}
+		}
+		m := w.shared(t, "grow", store, SharedOptions{Token: 1, ChunkRows: tc.chunk, DeleteRows: tc.del})
 		require.NoError(t, m.Run(context.Background(), slices.Values(w.owners)))
 		w.check(t, true)
 		require.NotEmpty(t, d.limits)

@@ -80,7 +80,8 @@ func liveHeap() uint64 {
 // live heap's size); mover-live-MiB is the peak live heap above the benchmark's own, the
 // mover's state alone.
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
-// the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default ChunkRows);
+// the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default: the Store's,
+// ten times ChunkRows on PostgreSQL and ChunkRows on SQLite);
 // SQLSTORE_BENCH_STATEMENTS=n logs (with -v) PostgreSQL's n costliest statements of the pipe
 // and of the move (by pg_stat_statements; their time includes waits for the CPU when movers
 // outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost).

@@ -600,6 +600,20 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 	return deleted, nil
 }
 
+// DeleteRows says how many rows one deletion of old copies handles when
+// rebalance.SharedOptions.DeleteRows is zero (see rebalance.DeleteSizer): on PostgreSQL ten
+// times chunkRows, since no access takes a lock on the rows of owners a shard no longer
+// serves; on SQLite chunkRows, since a deletion holds the file's one write lock that every
+// write of the application needs.
+func (s *Store) DeleteRows(chunkRows int) int {
+	if s.dialect == PostgreSQL {
+		return 10 * chunkRows
+	}
+	return chunkRows
+}
+
+var _ rebalance.DeleteSizer = (*Store)(nil)
+
 // rangesOnly makes PostgreSQL read each owner's range of the (owner, key) index in key order
 // for the rest of tx, stopping at the arm's limit, whatever it believes of the owner's size.
 // With statistics that predate the owner's rows (a table just loaded or copied into, or

@@ -2,18 +2,21 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
 
 // TestCopyChunkAgainstAModel walks CopyChunk over random groups of owners, random starting
@@ -206,4 +209,40 @@ func TestRangesOnly(t *testing.T) {
 		require.NotZero(t, most, "%s: no row counts in the plan:\n%s", c.what, strings.Join(plan, "\n"))
 		require.LessOrEqual(t, most, 2*limit, "%s: a node of the plan handled more rows than two owners' ranges cut at the limit:\n%s", c.what, strings.Join(plan, "\n"))
 	}
+}
+
+// deleteLimits is a Store that records the limit of each DeleteChunk.
+type deleteLimits struct {
+	*sqlstore.Store
+	mu     sync.Mutex
+	limits []int
+}
+
+func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard, limit int) (int, error) {
+	d.mu.Lock()
+	d.limits = append(d.limits, limit)
+	d.mu.Unlock()
+	return d.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+// TestDeleteRowsByEngine: without SharedOptions.DeleteRows, old copies go ten times
+// ChunkRows a deletion on PostgreSQL, where no access waits for rows of owners a shard no
+// longer serves, and ChunkRows on SQLite, where a deletion holds the file's write lock; every
+// row ends once on its owner's new shard.
+func TestDeleteRowsByEngine(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		p := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, p, span(1, 40), 30)
+		d := &deleteLimits{Store: p.store}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](d), rebalance.SharedOptions{Token: 1, ChunkRows: 7})
+		require.NoError(t, err)
+		require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
+		want := map[sqlstore.Dialect]int{sqlstore.SQLite: 7, sqlstore.PostgreSQL: 70}[e.dialect]
+		require.NotEmpty(t, d.limits)
+		for _, l := range d.limits {
+			require.Equal(t, want, l)
+		}
+		w.requireClean(t, p, w.after)
+	})
 }

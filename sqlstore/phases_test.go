@@ -58,6 +58,15 @@ func (s *phaseStore) CopyChunk(ctx context.Context, m string, tok uint64, o []st
 	return s.SharedStore.CopyChunk(ctx, m, tok, o, from, to, after, limit)
 }
 
+// DeleteRows passes on what the store says of its deletions (rebalance.DeleteSizer), which
+// the wrapper would otherwise hide from NewShared.
+func (s *phaseStore) DeleteRows(chunkRows int) int {
+	if ds, ok := s.SharedStore.(rebalance.DeleteSizer); ok {
+		return ds.DeleteRows(chunkRows)
+	}
+	return chunkRows
+}
+
 func (s *phaseStore) DeleteChunk(ctx context.Context, m string, tok uint64, o []string, shard, limit int) (int, error) {
 	defer s.add(phaseDelete, time.Now())
 	return s.SharedStore.DeleteChunk(ctx, m, tok, o, shard, limit)
