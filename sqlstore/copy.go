@@ -261,6 +261,16 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 			return cursors(in, keys), n, !full, nil
 		}
 	}
+	if s.dialect == PostgreSQL && !s.plainCopies {
+		n, full, err := s.copyRaw(ctx, migration, token, owners, db, to, in, keys, limit)
+		switch {
+		case errors.Is(err, errNoRaw): // through Go, below
+		case err != nil:
+			return nil, 0, false, s.wrap(from, "copy", err)
+		default:
+			return cursors(in, keys), n, !full, nil
+		}
+	}
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
 	n, full := 0, false
 	for ti := 0; ti < len(s.tables) && !full; ti++ {

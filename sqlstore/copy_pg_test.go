@@ -15,10 +15,11 @@ import (
 )
 
 // TestCopyOnPostgres: on PostgreSQL CopyChunk writes a chunk by COPY (a statement trigger of
-// the test sees the statements); a row the new shard holds already, with other content (a
-// copy run again after a crash), makes the chunk go by INSERT, which replaces it; and a
-// table with a value COPY cannot encode (an enum pgx does not know) goes by INSERT. Every
-// row ends on the new shard as it is on the old one.
+// the test sees the statements), passing the values through in the binary format, enums and
+// composites included; a row the new shard holds already, with other content (a copy run
+// again after a crash), makes the chunk go by INSERT, which replaces it; and a table with a
+// value the other shard does not take in binary (a column wider there) goes through Go, by
+// INSERT where pgx's COPY cannot encode it (a composite, which it reads as text). Every row ends on the new shard as it is on the old one.
 func TestCopyOnPostgres(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
@@ -30,32 +31,61 @@ func TestCopyOnPostgres(t *testing.T) {
 		value        func(id int64) any // the last column's value of row id
 		stale        bool               // a row of owner 2 is on the new shard already
 		want         [2]string          // the statements that wrote owner 1's and owner 2's rows
+		onNew        string             // run on the new shard first
 	}{
-		{"copy", messagesSchema, messages, func(id int64) any { return id * 7 }, false, [2]string{"copy", "copy"}},
+		{"copy", messagesSchema, messages, func(id int64) any { return id * 7 }, false, [2]string{"through", "through"}, ""},
 		// Owner 2's first chunk holds row 3: it goes by INSERT, the next ones by COPY.
-		{"a row there already", messagesSchema, messages, func(id int64) any { return id * 7 }, true, [2]string{"copy", "copy insert"}},
+		{"a row there already", messagesSchema, messages, func(id int64) any { return id * 7 }, true, [2]string{"through", "insert through"}, ""},
 		{"an enum", `CREATE TYPE mood AS ENUM ('happy', 'sad');
 CREATE TABLE moods (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, mood mood NOT NULL);
 CREATE INDEX moods_user_id_id ON moods (user_id, id)`,
 			sqlstore.TableSpec{Table: "moods", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "mood"}},
-			func(id int64) any { return []string{"happy", "sad"}[id%2] }, false, [2]string{"copy", "copy"}},
-		// The driver returns a composite as its text, which a binary COPY cannot take: the
-		// first chunk fails, and the table goes by INSERT from then on.
+			func(id int64) any { return []string{"happy", "sad"}[id%2] }, false, [2]string{"through", "through"}, ""},
+		// A composite of built-in types passes through in the binary format.
 		{"a composite", `CREATE TYPE pair AS (a INT, b INT);
 CREATE TABLE pairs (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, p pair NOT NULL);
 CREATE INDEX pairs_user_id_id ON pairs (user_id, id)`,
 			sqlstore.TableSpec{Table: "pairs", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "p"}},
-			func(id int64) any { return "(" + strconv.FormatInt(id, 10) + ",1)" }, false, [2]string{"insert", "insert"}},
+			func(id int64) any { return "(" + strconv.FormatInt(id, 10) + ",1)" }, false, [2]string{"through", "through"}, ""},
+		// Enums, composites and arrays of them pass through too (the other shard reads an
+		// enum's value by its label). An integer column that is wider on the new shard does
+		// not: the first chunk's COPY fails there, and the table goes through Go from then
+		// on, by pgx's COPY, which writes the values as the new shard's types.
+		{"an array of an enum", `CREATE TYPE mood AS ENUM ('happy', 'sad');
+CREATE TABLE feelings (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, f mood[] NOT NULL);
+CREATE INDEX feelings_user_id_id ON feelings (user_id, id)`,
+			sqlstore.TableSpec{Table: "feelings", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "f"}},
+			func(id int64) any { return "{" + []string{"happy", "sad"}[id%2] + ",happy}" }, false, [2]string{"through", "through"}, ""},
+		// A composite of a field wider on the new shard: refused there in binary, and read
+		// through Go as its text, which pgx's binary COPY cannot take: by INSERT.
+		{"a composite wider on the new shard", `CREATE TYPE pair AS (a INT, b INT);
+CREATE TABLE pairs (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, p pair NOT NULL);
+CREATE INDEX pairs_user_id_id ON pairs (user_id, id)`,
+			sqlstore.TableSpec{Table: "pairs", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "p"}},
+			func(id int64) any { return "(" + strconv.FormatInt(id, 10) + ",1)" }, false, [2]string{"insert", "insert"},
+			"DROP TABLE pairs; DROP TYPE pair; CREATE TYPE pair AS (a BIGINT, b INT); CREATE TABLE pairs (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, p pair NOT NULL); CREATE INDEX pairs_user_id_id ON pairs (user_id, id)"},
+		{"a wider column on the new shard", `CREATE TABLE counts (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, n INT NOT NULL);
+CREATE INDEX counts_user_id_id ON counts (user_id, id)`,
+			sqlstore.TableSpec{Table: "counts", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "n"}},
+			func(id int64) any { return id * 1000 }, false, [2]string{"copy", "copy"}, "ALTER TABLE counts ALTER COLUMN n TYPE BIGINT"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEngine(t, sqlstore.PostgreSQL, 2, c.schema, []sqlstore.TableSpec{c.spec})
+			if c.onNew != "" {
+				_, err := openDB(t, e, e.shards[1]).Exec(c.onNew)
+				require.NoError(t, err)
+			}
 			p := e.open(t, 2)
 			tb, cols := c.spec.Table, strings.Join(c.spec.Columns, ", ")
 			for _, q := range []string{
 				"CREATE TABLE seen (owner BIGINT, query TEXT)",
 				`CREATE FUNCTION seen_record() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
-	INSERT INTO seen SELECT DISTINCT user_id, lower(split_part(ltrim(current_query()), ' ', 1)) FROM written;
+	-- passed through (sqlstore's own COPY), through Go (pgx's copy), or by INSERT
+	INSERT INTO seen SELECT DISTINCT user_id, CASE
+		WHEN ltrim(current_query()) LIKE 'COPY %' THEN 'through'
+		WHEN ltrim(current_query()) LIKE 'copy %' THEN 'copy'
+		ELSE lower(split_part(ltrim(current_query()), ' ', 1)) END FROM written;
 	RETURN NULL;
 END
 $f$`,

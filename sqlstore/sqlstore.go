@@ -187,6 +187,7 @@ type Store struct {
 	files       sync.Map      // SQLite: shard index -> its database file, "" if none (see fileOf)
 	plainCopies bool          // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
 	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
+	noRaw       []atomic.Bool // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -229,6 +230,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 		s.tables = append(s.tables, t)
 	}
 	s.noCopy = make([]atomic.Bool, len(s.tables))
+	s.noRaw = make([]atomic.Bool, len(s.tables))
 	if s.names == nil {
 		s.names = make([]string, len(shards))
 		for i := range s.names {
