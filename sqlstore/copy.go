@@ -262,11 +262,11 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		}
 	}
 	if s.dialect == PostgreSQL && !s.plainCopies {
-		n, full, err := s.copyRaw(ctx, migration, token, owners, db, to, in, keys, limit)
+		n, full, err := s.copyRaw(ctx, migration, token, owners, from, to, in, keys, limit)
 		switch {
 		case errors.Is(err, errNoRaw): // through Go, below
 		case err != nil:
-			return nil, 0, false, s.wrap(from, "copy", err)
+			return nil, 0, false, err
 		default:
 			return cursors(in, keys), n, !full, nil
 		}

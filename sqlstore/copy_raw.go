@@ -34,7 +34,8 @@ var errNoRaw = errors.New("sqlstore: chunk not passed through")
 
 // copyRaw is CopyChunk between two PostgreSQL shards by passing the rows through (see
 // above). It returns errNoRaw, having written nothing, where it cannot.
-func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, owners []string, db *sql.DB, to int, in []int, keys []string, limit int) (int, bool, error) {
+func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, owners []string, from, to int, in []int, keys []string, limit int) (int, bool, error) {
+	db := s.shards[from]
 	was, wasKeys := slices.Clone(in), slices.Clone(keys)
 	undo := func(err error) (int, bool, error) {
 		copy(in, was)
@@ -54,7 +55,7 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 				return undo(err)
 			}
 			if err != nil {
-				return undo(fmt.Errorf("read rows of %d owners in table %s: %w", len(batch), s.tables[ti].Table, err))
+				return undo(s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err))
 			}
 			if n += got; n == limit {
 				full = true
@@ -85,7 +86,7 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 		}
 		if err := copyTuples(ctx, conn, t, tuples[ti]); err != nil {
 			if ctx.Err() != nil {
-				return undo(err)
+				return undo(s.wrap(to, what+" in table "+t.Table, err))
 			}
 			if refusedBinary(err) {
 				s.noRaw[ti].Store(true)
