@@ -272,25 +272,16 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		}
 	}
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
-	n, full := 0, false
-	for ti := 0; ti < len(s.tables) && !full; ti++ {
-		at := atTable(in, ti) // the owners in table ti
-		for batch := range slices.Chunk(at, armsPerStatement) {
-			got, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit-n)
-			if err != nil {
-				return nil, 0, false, s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
-			}
-			rows[ti] = append(rows[ti], got...)
-			if n += len(got); n == limit {
-				full = true
-				break
-			}
+	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
+		got, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit)
+		if err != nil {
+			return 0, s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
 		}
-		if !full { // every owner in table ti has no row left there
-			for _, i := range at {
-				in[i], keys[i] = ti+1, ""
-			}
-		}
+		rows[ti] = append(rows[ti], got...)
+		return len(got), nil
+	})
+	if err != nil {
+		return nil, 0, false, err
 	}
 	next := cursors(in, keys)
 	if n == 0 {
@@ -314,6 +305,31 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return nil, 0, false, s.wrap(to, "commit: "+what, err)
 	}
 	return next, n, !full, nil
+}
+
+// walkChunk walks a chunk of up to limit rows through the tables, parents first, each owner
+// from its cursor (in, keys): read handles up to limit rows of table ti of the owners at
+// positions batch (up to armsPerStatement of them), sets their keys to their last row's, and
+// returns how many rows it handled. An owner moves past a table once the table has no row of
+// it left. walkChunk returns the rows handled and whether the chunk is full.
+func (s *Store) walkChunk(in []int, keys []string, limit int, read func(ti int, batch []int, limit int) (int, error)) (int, bool, error) {
+	n := 0
+	for ti := range s.tables {
+		at := atTable(in, ti) // the owners in table ti
+		for batch := range slices.Chunk(at, armsPerStatement) {
+			got, err := read(ti, batch, limit-n)
+			if err != nil {
+				return 0, false, err
+			}
+			if n += got; n == limit {
+				return n, true, nil // table ti may have rows of these owners left
+			}
+		}
+		for _, i := range at {
+			in[i], keys[i] = ti+1, ""
+		}
+	}
+	return n, false, nil
 }
 
 // atTable returns the positions of the owners whose cursors are in table ti.

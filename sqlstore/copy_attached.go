@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/shardkit/shard/rebalance"
@@ -94,75 +93,67 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
 		return 0, false, err
 	}
-	for ti := 0; ti < len(s.tables) && !full; ti++ {
+	n, full, err = s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
 		t := s.tables[ti]
-		at := atTable(in, ti) // the owners in table ti
-		for batch := range slices.Chunk(at, armsPerStatement) {
-			what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
-			// Where each owner's rows end, first: the last key read of each arm.
+		what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
+		// Where each owner's rows end, first: the last key read of each arm.
+		q := &query{sqlite: true}
+		q.b.WriteString("SELECT rebalance_arm, COUNT(*), MAX(" + t.Key + ") FROM (")
+		if err := q.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit); err != nil {
+			return 0, err
+		}
+		q.b.WriteString(") GROUP BY rebalance_arm")
+		rs, err := tx.QueryContext(ctx, q.b.String(), q.args...)
+		if err != nil {
+			return 0, s.wrap(to, what, err)
+		}
+		read := 0
+		ends := make([]string, len(batch))
+		for rs.Next() {
+			var arm, count int64
+			var last any
+			if err := rs.Scan(&arm, &count, &last); err != nil {
+				rs.Close()
+				return 0, s.wrap(to, what, err)
+			}
+			if arm < 0 || arm >= int64(len(batch)) {
+				rs.Close()
+				return 0, s.wrap(to, what, fmt.Errorf("rows of arm %d among %d", arm, len(batch)))
+			}
+			if ends[arm], err = encodeKey(last); err != nil {
+				rs.Close()
+				return 0, s.wrap(to, what, err)
+			}
+			read += int(count)
+		}
+		if err := rs.Close(); err != nil {
+			return 0, s.wrap(to, what, err)
+		}
+		if err := rs.Err(); err != nil {
+			return 0, s.wrap(to, what, err)
+		}
+		if read > 0 {
+			// Then the same rows, from the same snapshot of src.
+			cols := strings.Join(t.Columns, ", ")
 			q := &query{sqlite: true}
-			q.b.WriteString("SELECT rebalance_arm, COUNT(*), MAX(" + t.Key + ") FROM (")
-			if err := q.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit-n); err != nil {
-				return 0, false, err
+			fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols)
+			if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit); err != nil {
+				return 0, err
 			}
-			q.b.WriteString(") GROUP BY rebalance_arm")
-			rs, err := tx.QueryContext(ctx, q.b.String(), q.args...)
-			if err != nil {
-				return 0, false, s.wrap(to, what, err)
-			}
-			read := 0
-			ends := make([]string, len(batch))
-			for rs.Next() {
-				var arm, count int64
-				var last any
-				if err := rs.Scan(&arm, &count, &last); err != nil {
-					rs.Close()
-					return 0, false, s.wrap(to, what, err)
-				}
-				if arm < 0 || arm >= int64(len(batch)) {
-					rs.Close()
-					return 0, false, s.wrap(to, what, fmt.Errorf("rows of arm %d among %d", arm, len(batch)))
-				}
-				if ends[arm], err = encodeKey(last); err != nil {
-					rs.Close()
-					return 0, false, s.wrap(to, what, err)
-				}
-				read += int(count)
-			}
-			if err := rs.Close(); err != nil {
-				return 0, false, s.wrap(to, what, err)
-			}
-			if err := rs.Err(); err != nil {
-				return 0, false, s.wrap(to, what, err)
-			}
-			if read > 0 {
-				// Then the same rows, from the same snapshot of src.
-				cols := strings.Join(t.Columns, ", ")
-				q := &query{sqlite: true}
-				fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols)
-				if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit-n); err != nil {
-					return 0, false, err
-				}
-				q.b.WriteString(") WHERE true" + t.insertTail)
-				if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
-					return 0, false, s.wrap(to, what, err)
-				}
-			}
-			for arm, i := range batch {
-				if ends[arm] != "" {
-					keys[i] = ends[arm]
-				}
-			}
-			if n += read; n == limit {
-				full = true
-				break
+			q.b.WriteString(") WHERE true" + t.insertTail)
+			if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
+				return 0, s.wrap(to, what, err)
 			}
 		}
-		if !full { // every owner in table ti has no row left there
-			for _, i := range at {
-				in[i], keys[i] = ti+1, ""
+		for arm, i := range batch {
+			if ends[arm] != "" {
+				keys[i] = ends[arm]
 			}
 		}
+		return read, nil
+	})
+	if err != nil {
+		return 0, false, err
 	}
 	if n == 0 {
 		return 0, full, nil

@@ -43,30 +43,18 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 		return 0, false, err
 	}
 	tuples := make([][]byte, len(s.tables)) // by table: the rows read, in COPY's binary tuples
-	n, full := 0, false
-	for ti := 0; ti < len(s.tables) && !full; ti++ {
-		at := atTable(in, ti)
-		if len(at) > 0 && s.noRaw[ti].Load() {
-			return undo(errNoRaw)
+	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
+		if s.noRaw[ti].Load() {
+			return 0, errNoRaw
 		}
-		for batch := range slices.Chunk(at, armsPerStatement) {
-			got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit-n, &tuples[ti])
-			if errors.Is(err, errNoRaw) {
-				return undo(err)
-			}
-			if err != nil {
-				return undo(s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err))
-			}
-			if n += got; n == limit {
-				full = true
-				break
-			}
+		got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, &tuples[ti])
+		if err != nil && !errors.Is(err, errNoRaw) {
+			err = s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
 		}
-		if !full {
-			for _, i := range at {
-				in[i], keys[i] = ti+1, ""
-			}
-		}
+		return got, err
+	})
+	if err != nil {
+		return undo(err)
 	}
 	if n == 0 {
 		return 0, full, nil
