@@ -24,6 +24,7 @@ func TestCopyOnPostgres(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
 	}
+	skipPlainCopies(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name, schema string

@@ -138,6 +138,7 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 // file the connection cannot attach (here one that does not exist) makes the copy go
 // through Go instead, with the same result, and no error.
 func TestCopyWhereAttachFails(t *testing.T) {
+	skipPlainCopies(t)
 	e := newSQLite(t, 2)
 	ctx := context.Background()
 	p := e.open(t, 2)

@@ -220,6 +220,14 @@ func forSchema(t *testing.T, n int, schema string, tables []sqlstore.TableSpec, 
 	})
 }
 
+// skipPlainCopies skips a test of the fast copy paths when SQLSTORE_PLAIN_COPIES=1 turns them
+// off (see engine.open).
+func skipPlainCopies(t *testing.T) {
+	if os.Getenv("SQLSTORE_PLAIN_COPIES") == "1" {
+		t.Skip("SQLSTORE_PLAIN_COPIES=1: the fast copy paths are off")
+	}
+}
+
 func newSQLite(t testing.TB, n int) *engine { return newEngine(t, sqlstore.SQLite, n, "", nil) }
 
 func newPostgres(t testing.TB, n int) *engine { return newEngine(t, sqlstore.PostgreSQL, n, "", nil) }
