@@ -119,16 +119,7 @@ $f$`,
 			require.NoError(t, err)
 			require.NoError(t, p.store.SetFence(ctx, "m", []string{"1", "2"}, 1, rebalance.Importing, tok))
 			for _, owner := range []string{"1", "2"} {
-				after, total := []rebalance.Cursor{""}, 0
-				for {
-					next, n, done, err := p.store.CopyChunk(ctx, "m", tok, []string{owner}, 0, 1, after, 4)
-					require.NoError(t, err)
-					total, after = total+n, next
-					if done {
-						break
-					}
-				}
-				require.Equal(t, 15, total, "owner %s", owner)
+				require.Equal(t, 15, copyOwner(t, p.store, tok, owner, 4), "owner %s", owner)
 			}
 			require.Equal(t, dump(t, p.dbs[0], tb, cols), dump(t, p.dbs[1], tb, cols))
 			var wrote [2]string

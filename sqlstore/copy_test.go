@@ -149,26 +149,30 @@ func TestCopyWhereAttachFails(t *testing.T) {
 	tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "test", Lease: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, p.store.SetFence(ctx, "m", []string{"1", "2"}, 1, rebalance.Importing, tok))
-	copyAll := func(owner string) int {
-		after, total := []rebalance.Cursor{""}, 0
-		for {
-			next, n, done, err := p.store.CopyChunk(ctx, "m", tok, []string{owner}, 0, 1, after, 4)
-			require.NoError(t, err)
-			total, after = total+n, next
-			if done {
-				return total
-			}
-		}
-	}
-	require.Equal(t, 15, copyAll("1"))
+	require.Equal(t, 15, copyOwner(t, p.store, tok, "1", 4))
 	file := p.store.AttachFile(0, "")
 	require.NotEmpty(t, file, "shard 0's file was not found: the copy did not go through ATTACH")
 	p.store.AttachFile(0, filepath.Join(t.TempDir(), "no", "such.db"))
-	require.Equal(t, 15, copyAll("2"))
+	require.Equal(t, 15, copyOwner(t, p.store, tok, "2", 4))
 	require.Empty(t, p.store.AttachFile(0, ""), "a failed ATTACH did not turn it off")
 	var n int
 	require.NoError(t, p.dbs[1].QueryRow("SELECT COUNT(*) FROM messages").Scan(&n))
 	require.Equal(t, 30, n)
+}
+
+// copyOwner copies owner's rows from shard 0 to shard 1, limit rows a chunk, and returns how
+// many it copied.
+func copyOwner(t *testing.T, s *sqlstore.Store, tok uint64, owner string, limit int) int {
+	t.Helper()
+	after, total := []rebalance.Cursor{""}, 0
+	for {
+		next, n, done, err := s.CopyChunk(context.Background(), "m", tok, []string{owner}, 0, 1, after, limit)
+		require.NoError(t, err)
+		total, after = total+n, next
+		if done {
+			return total
+		}
+	}
 }
 
 // TestRangesOnly: each chunk of a copy or a deletion reads about as many rows as it handles,
