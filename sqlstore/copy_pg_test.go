@@ -146,3 +146,42 @@ func dump(t *testing.T, db *sql.DB, tb, cols string) []string {
 	require.NoError(t, rs.Err())
 	return out
 }
+
+// TestPassThroughKeepsValues: a chunk passed through in the binary format writes every value
+// as the old shard holds it, to the text: NULLs, numerics with trailing zeros, NaN and -0,
+// times with zones, json with its spacing and jsonb, bytes, arrays, uuids, intervals, text
+// beyond ASCII. The same rows copied through Go (CopyPlainly) come out the same.
+func TestPassThroughKeepsValues(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	skipPlainCopies(t)
+	ctx := context.Background()
+	const schema = `CREATE TABLE vals (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, n NUMERIC(10,3), f FLOAT8,
+	ts TIMESTAMPTZ, j JSON, jb JSONB, b BYTEA, a INT[], u UUID, iv INTERVAL, ok BOOLEAN, s TEXT);
+CREATE INDEX vals_user_id_id ON vals (user_id, id)`
+	spec := sqlstore.TableSpec{Table: "vals", Owner: "user_id", Key: "id", IntOwner: true,
+		Columns: []string{"id", "user_id", "n", "f", "ts", "j", "jb", "b", "a", "u", "iv", "ok", "s"}}
+	cols := strings.Join(spec.Columns, ", ")
+	for _, plain := range []bool{false, true} {
+		e := newEngine(t, sqlstore.PostgreSQL, 2, schema, []sqlstore.TableSpec{spec})
+		p := e.open(t, 2)
+		p.store.CopyPlainly(plain)
+		for _, q := range []string{
+			`INSERT INTO vals VALUES (1, 1, 1.500, 'NaN', '2026-11-27 01:02:03.456789+05:30', '{ "a" :  [1, 2.50] }',
+				'{"b": 1.50, "a": null}', '\x00ff10', '{1,NULL,3}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+				'1 year 2 mons 3 days 04:05:06.7', true, 'é ☃ 𝄞 ''quoted'' , {}')`,
+			`INSERT INTO vals VALUES (2, 1, -0.001, '-0', '-infinity', 'null', '[]', '', '{}', NULL, '-1 day', false, '')`,
+			`INSERT INTO vals (id, user_id) VALUES (3, 1)`,
+			`INSERT INTO vals VALUES (4, 1, 9999999.999, 1e308, 'infinity', '"x"', '"x"', '\x', '{-2147483648}', '00000000-0000-0000-0000-000000000000', '0', NULL, repeat('x', 10000))`,
+		} {
+			_, err := p.dbs[0].Exec(q)
+			require.NoError(t, err)
+		}
+		tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "test", Lease: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, p.store.SetFence(ctx, "m", []string{"1"}, 1, rebalance.Importing, tok))
+		require.Equal(t, 4, copyOwner(t, p.store, tok, "1", 3), "plain %v", plain)
+		require.Equal(t, dump(t, p.dbs[0], "vals", cols), dump(t, p.dbs[1], "vals", cols), "plain %v", plain)
+	}
+}
