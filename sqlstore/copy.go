@@ -640,6 +640,9 @@ func (s *Store) DeleteRows(chunkRows int) int {
 
 var _ rebalance.DeleteSizer = (*Store)(nil)
 
+// rangesOnlySQL is rangesOnly's statement.
+const rangesOnlySQL = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+
 // rangesOnly makes PostgreSQL read each owner's range of the (owner, key) index in key order
 // for the rest of tx, stopping at the arm's limit, whatever it believes of the owner's size.
 // With statistics that predate the owner's rows (a table just loaded or copied into, or
@@ -647,7 +650,7 @@ var _ rebalance.DeleteSizer = (*Store)(nil)
 // and sorts them instead: the whole owner for every chunk, quadratic in the owner's rows
 // (TestRangesOnly).
 func rangesOnly(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)")
+	_, err := tx.ExecContext(ctx, rangesOnlySQL)
 	return err
 }
 

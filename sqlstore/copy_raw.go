@@ -119,7 +119,7 @@ func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string
 			}
 		}()
 		// As rangesOnly, for this transaction.
-		if _, err := conn.Exec(ctx, "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"); err != nil {
+		if _, err := conn.Exec(ctx, rangesOnlySQL); err != nil {
 			return err
 		}
 		rows, err := conn.Query(ctx, q.b.String(), append([]any{pgx.QueryResultFormats{pgx.BinaryFormatCode}}, q.args...)...)
