@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -255,6 +256,7 @@ func readLast(ctx context.Context, m *rebalance.Shared[*sql.Tx], user string) er
 // migration time for the foreground, which matters most on SQLite, where every write
 // transaction of a database waits for the one before it. SQLSTORE_LAT_MOVERS=c,k,g[,y[,d]] adds
 // a case with Concurrency c, ChunkRows k, Group g, Yield y and DeleteRows d.
+// SQLSTORE_LAT_USERS=n moves n users rather than 1,000: a longer move gives steadier p99s.
 func BenchmarkLatency(b *testing.B) {
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		cases := []struct {
@@ -290,7 +292,7 @@ func benchLatency(b *testing.B, mk func(testing.TB, int) *engine, opts rebalance
 		e := mk(b, 10)
 		admin := e.open(b, 2)
 		w := newWorld(b, e, 5, 10)
-		w.load(b, admin, span(1, 1000), 200)
+		w.load(b, admin, span(1, cmp.Or(benchEnvInt(b, "SQLSTORE_LAT_USERS"), 1000)), 200)
 		const (
 			idle = iota
 			during
