@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
@@ -216,18 +217,48 @@ func TestRangesOnly(t *testing.T) {
 	}
 }
 
-// deleteLimits is a Store that records the limit of each DeleteChunk.
+// deleteLimits is a Store that records the limit of each DeleteChunk and what it deleted.
 type deleteLimits struct {
 	*sqlstore.Store
-	mu     sync.Mutex
-	limits []int
+	mu      sync.Mutex
+	limits  []int
+	deleted []int
 }
 
 func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard, limit int) (int, error) {
+	n, err := d.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
 	d.mu.Lock()
 	d.limits = append(d.limits, limit)
+	d.deleted = append(d.deleted, n)
 	d.mu.Unlock()
-	return d.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
+	return n, err
+}
+
+// TestDeletePartitioned: a PostgreSQL table partitioned by its key, whose partitions repeat
+// row addresses, loses its old copies in chunks of at most DeleteRows, and every row ends
+// once on its owner's new shard.
+func TestDeletePartitioned(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	schema := strings.Replace(messagesSchema, "sender  BIGINT NOT NULL\n)", "sender  BIGINT NOT NULL\n) PARTITION BY HASH (id)", 1)
+	for i := range 4 {
+		schema += fmt.Sprintf(";\nCREATE TABLE IF NOT EXISTS messages_%d PARTITION OF messages FOR VALUES WITH (MODULUS 4, REMAINDER %d)", i, i)
+	}
+	require.Contains(t, schema, "PARTITION BY")
+	e := newEngine(t, sqlstore.PostgreSQL, 4, schema, nil)
+	p := e.open(t, 2)
+	w := newWorld(t, e, 2, 4)
+	w.load(t, p, span(1, 40), 30)
+	d := &deleteLimits{Store: p.store}
+	m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](d), rebalance.SharedOptions{Token: 1, ChunkRows: 7, DeleteRows: 45})
+	require.NoError(t, err)
+	require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
+	require.Contains(t, d.deleted, 45, "no deletion was cut at its limit")
+	for i, n := range d.deleted {
+		require.LessOrEqual(t, n, d.limits[i], "deletion %d", i)
+	}
+	w.requireClean(t, p, w.after)
 }
 
 // TestDeleteRowsByEngine: without SharedOptions.DeleteRows, old copies go ten times

@@ -188,6 +188,7 @@ type Store struct {
 	plainCopies bool          // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
 	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
 	noRaw       []atomic.Bool // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
+	partitioned []atomic.Bool // PostgreSQL: by table, its row addresses repeat (see deleteKeys)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -231,6 +232,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	}
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
+	s.partitioned = make([]atomic.Bool, len(s.tables))
 	if s.names == nil {
 		s.names = make([]string, len(shards))
 		for i := range s.names {
@@ -594,11 +596,12 @@ func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, e
 // checkLeftBehind refuses a table of db that has a column named as a moved table's owner
 // column (other than its key: every table has an id) but is neither moved nor listed in
 // Options.Unmoved: an owner's rows there would stay on its old shard, where nobody looks
-// once the owner has moved.
+// once the owner has moved. A partition is not: its rows move with its table's.
 func (s *Store) checkLeftBehind(ctx context.Context, db *sql.DB) error {
 	q := "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = $1"
 	if s.dialect == PostgreSQL {
-		q = "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = $1"
+		q = `SELECT table_name FROM information_schema.columns c WHERE table_schema = current_schema() AND column_name = $1
+			AND NOT EXISTS (SELECT 1 FROM pg_class p WHERE p.relname = c.table_name AND p.relnamespace = to_regnamespace(current_schema()) AND p.relispartition)`
 	}
 	for _, t := range s.tables {
 		if t.Owner == t.Key {
