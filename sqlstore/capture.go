@@ -312,12 +312,13 @@ func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys, owner
 }
 
 // Sums returns each owner's row count and content digest on shard, over all the tables. On
-// PostgreSQL a table's digest is computed in SQL, the exact sum of hashtextextended over
-// each row's text form (the copied columns; SUM of a bigint is a numeric, added up in 128
-// bits); SQLite has no hash function in SQL, so the rows are read and each one's values
-// hashed here (FNV-1a over a typed encoding), summed modulo 2^64. Either way the digest does
-// not depend on the order of the rows, and both shards of a comparison use the same rule.
-// With several tables, the digest is the tables' digests in their order, separated by "/".
+// PostgreSQL a table's digest is computed in SQL, the exact sum of a hash of each row's
+// copied columns in their text forms (see table.rowHash; SUM of a bigint is a numeric, added
+// up in 128 bits); SQLite has no hash function in SQL, so the rows are read and each one's
+// values hashed here (FNV-1a over a typed encoding), summed modulo 2^64. Either way the
+// digest does not depend on the order of the rows, and both shards of a comparison use the
+// same rule. With several tables, the digest is the tables' digests in their order,
+// separated by "/".
 func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalance.Sum, error) {
 	rows := make([]int64, len(owners))
 	digests := make([][]uint64, len(owners)) // SQLite: by owner, then table
@@ -344,8 +345,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	)
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(hashtextextended(ROW(%s)::text, 0)), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",
-				t.Owner, strings.Join(t.Columns, ", "), t.Table, t.Owner, in, t.Owner)
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",
+				t.Owner, t.rowHash, t.Table, t.Owner, in, t.Owner)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
 			return owner, rs.Scan(&owner, &n, &digest)
 		}, func(t *table, i int) {

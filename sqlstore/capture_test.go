@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardkit/shard/rebalance"
 	"github.com/shardkit/shard/sqlstore"
 )
@@ -550,4 +552,46 @@ func TestColumnAddedDuringTheMove(t *testing.T) {
 			t.Fatalf("new shard holds %d rows with the note, want 20", n)
 		}
 	})
+}
+
+// TestSumsTellContentApart (PostgreSQL): a row that differs between two shards only by the
+// case of a value in a case-insensitive column, by an empty text against a NULL, by two
+// values swapped between columns, or by a trailing space, makes the owner's sums differ;
+// the same rows make them equal.
+func TestSumsTellContentApart(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	schema := `
+CREATE COLLATION IF NOT EXISTS anycase (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, a TEXT COLLATE anycase, b TEXT);
+CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
+	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "a", "b"}}
+	e := newEngine(t, sqlstore.PostgreSQL, 2, schema, []sqlstore.TableSpec{spec})
+	p := e.open(t, 2)
+	ctx := context.Background()
+	for _, db := range p.dbs {
+		mustExec(t, db, "INSERT INTO notes VALUES (1, 'o', 'Hello', ''), (2, 'o', 'x', 'y'), (3, 'o', 'z', NULL)")
+	}
+	same := func() bool {
+		t.Helper()
+		a, err := p.store.Sums(ctx, []string{"o"}, 0)
+		require.NoError(t, err)
+		b, err := p.store.Sums(ctx, []string{"o"}, 1)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), a[0].Rows)
+		return a[0] == b[0]
+	}
+	require.True(t, same(), "the same rows")
+	for _, c := range []struct{ what, edit, undo string }{
+		{"case", "UPDATE notes SET a = 'hello' WHERE k = 1", "UPDATE notes SET a = 'Hello' WHERE k = 1"},
+		{"empty against NULL", "UPDATE notes SET b = NULL WHERE k = 1", "UPDATE notes SET b = '' WHERE k = 1"},
+		{"swapped", "UPDATE notes SET a = 'y', b = 'x' WHERE k = 2", "UPDATE notes SET a = 'x', b = 'y' WHERE k = 2"},
+		{"trailing space", "UPDATE notes SET a = 'z ' WHERE k = 3", "UPDATE notes SET a = 'z' WHERE k = 3"},
+	} {
+		mustExec(t, p.dbs[1], c.edit)
+		require.False(t, same(), c.what)
+		mustExec(t, p.dbs[1], c.undo)
+		require.True(t, same(), c.what+", undone")
+	}
 }

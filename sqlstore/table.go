@@ -16,6 +16,13 @@ type table struct {
 	key int // the index of Key in Columns
 
 	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
+
+	// rowHash is PostgreSQL's hash of a row's content for Sums: each column's text form
+	// hashed as bytes (COLLATE "C": a text column's own collation may hash "A" as "a") with
+	// its position as the seed (a NULL as the position), the columns' hashes XORed. Hashing
+	// each column's text costs half of hashing the row's (ROW(...)::text quotes and joins
+	// every value first: 89 against 170 ms for 1M rows of messages).
+	rowHash string
 }
 
 // newTable checks spec and builds its statements; bad is New's error maker.
@@ -44,6 +51,11 @@ func newTable(spec TableSpec, bad func(string, ...any) error) (*table, error) {
 	t.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", n, o)
 	t.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", n, o)
 	t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", n, cols)
+	hashes := make([]string, len(spec.Columns))
+	for i, c := range spec.Columns {
+		hashes[i] = fmt.Sprintf(`COALESCE(hashtextextended(%s::text COLLATE "C", %d), %d)`, c, i+1, i+1)
+	}
+	t.rowHash = strings.Join(hashes, " # ")
 	set := []string{}
 	for _, c := range spec.Columns {
 		if c != k {
