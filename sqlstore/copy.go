@@ -581,15 +581,15 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 		return 0, fmt.Errorf("sqlstore: delete chunk of %d rows: %w", limit, rebalance.ErrConfig)
 	}
 	n, err := s.deleteChunk(ctx, migration, token, owners, shard, limit)
-	if errors.Is(err, errPastLimit) { // now by (table, address): see deleteKeys
+	if errors.Is(err, errByAddress) { // again, that table in deleteKeys' exact form
 		n, err = s.deleteChunk(ctx, migration, token, owners, shard, limit)
 	}
 	return n, err
 }
 
-// errPastLimit says a deletion by row address deleted more rows than its limit, and was
-// rolled back.
-var errPastLimit = errors.New("sqlstore: deletion past its limit")
+// errByAddress says a deletion by row address deleted more rows than its limit, or failed
+// (a SQLite table WITHOUT ROWID), and was rolled back.
+var errByAddress = errors.New("sqlstore: deletion by row address past its limit or failed")
 
 func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
 	tx, err := s.begin(ctx, shard)
@@ -614,12 +614,17 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 			if deleted == limit {
 				break
 			}
-			q, err := s.deleteKeys(t, batch, limit-deleted, s.partitioned[ti].Load())
+			exact := s.exactDelete[ti].Load()
+			q, err := s.deleteKeys(t, batch, limit-deleted, exact)
 			if err != nil {
 				return 0, err
 			}
 			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
 			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
+			if err != nil && !exact && s.dialect == SQLite && ctx.Err() == nil {
+				s.exactDelete[ti].Store(true) // no rowid
+				return 0, errByAddress
+			}
 			if err != nil {
 				return 0, s.wrap(shard, what, err)
 			}
@@ -628,8 +633,11 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 				return 0, s.wrap(shard, what, err)
 			}
 			if deleted += int(n); deleted > limit {
-				s.partitioned[ti].Store(true)
-				return 0, errPastLimit
+				if exact {
+					return 0, s.wrap(shard, what, fmt.Errorf("%d rows deleted, past the limit of %d", deleted, limit))
+				}
+				s.exactDelete[ti].Store(true)
+				return 0, errByAddress
 			}
 		}
 		if deleted == limit {
@@ -671,45 +679,52 @@ func rangesOnly(ctx context.Context, tx *sql.Tx) error {
 }
 
 // deleteKeys returns the statement of DeleteChunk that deletes up to limit rows of owners
-// in table t. The rows come from ranges of the (owner, key) index, cut at the limit: a plain
-// "owner IN (...) LIMIT n" may be planned as a bitmap of every index entry of those owners,
-// which for a big owner costs each chunk as much as all its rows.
-func (s *Store) deleteKeys(t *table, owners []string, limit int, partitioned bool) (*query, error) {
+// in table t: the first limit rows of the owners in (owner, key) order, read by one ordered
+// scan of that index (no sort: a plain "owner IN (...) LIMIT n" may be planned as a bitmap
+// of every index entry of those owners, which for a big owner costs each chunk as much as
+// all its rows), then deleted by their addresses in the table (PostgreSQL's ctid, SQLite's
+// rowid), among the owners' rows only. A row updated meanwhile (nothing writes owners a
+// shard no longer serves) is not deleted, rather than mistaken for another. Deleting by key
+// instead cost twice as much: each row found again through the key's index, and the rows
+// sorted to find each owner's last key within the limit (PostgreSQL: 62-78 against 120-127
+// ms for 40 chunks of 3,200 rows; SQLite 166-190 against 252-260 for 200 chunks of 1,000).
+//
+// Where an address is not one row (PostgreSQL's partitions repeat them; a SQLite column
+// named _rowid_ hides the rowid), the statement can delete more of the owners' rows than the
+// limit; where a table has none (SQLite WITHOUT ROWID), it fails. DeleteChunk then rolls
+// back and deletes that table's rows in the exact form from then on: by partition and
+// address on PostgreSQL, by key on SQLite.
+func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*query, error) {
 	q := &query{sqlite: s.dialect == SQLite}
-	if s.dialect == PostgreSQL {
-		// The first limit rows of the owners in (owner, key) order, read by one ordered scan
-		// of that index (no sort), then deleted by their addresses in the table (ctid): a
-		// row updated meanwhile (nothing writes owners a shard no longer serves) is not
-		// deleted, rather than mistaken for another. Cutting each owner's range at its last
-		// key within the limit and deleting the ranges up to those keys instead cost twice
-		// as much (a sort of the arms' rows to find the keys; 120-127 against 62-78 ms for
-		// 40 chunks of 3,200 rows). The partitions of a table repeat addresses: there the
-		// first statement can delete rows of these owners past the limit (DeleteChunk then
-		// rolls it back), and the rows are joined by partition and address, as slow as
-		// the ranges.
-		args, err := t.ownerArgs(owners)
-		if err != nil {
-			return nil, err
-		}
-		in := make([]string, len(args))
-		for i, a := range args {
-			in[i] = q.arg(a)
-		}
-		list, lim := strings.Join(in, ", "), q.arg(limit)
-		if partitioned {
-			fmt.Fprintf(&q.b, "DELETE FROM %[1]s USING (SELECT tableoid AS rebalance_part, ctid AS rebalance_row FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s) AS rebalance_cut WHERE %[1]s.tableoid = rebalance_part AND %[1]s.ctid = rebalance_row",
-				t.Table, t.Owner, list, t.Key, lim)
-		} else {
-			fmt.Fprintf(&q.b, "DELETE FROM %[1]s WHERE %[2]s IN (%[3]s) AND ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s))",
-				t.Table, t.Owner, list, t.Key, lim)
-		}
-		return q, nil
-	}
-	fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s IN (SELECT %s FROM (", t.Table, t.Key, t.Key)
-	if err := q.arms(t, "", t.Key, owners, identity(len(owners)), make([]string, len(owners)), limit); err != nil {
+	args, err := t.ownerArgs(owners)
+	if err != nil {
 		return nil, err
 	}
-	q.b.WriteString(") AS rebalance_keys)")
+	in := func() string { // the owners, as parameters (SQLite's "?" once each)
+		ps := make([]string, len(args))
+		for i, a := range args {
+			ps[i] = q.arg(a)
+		}
+		return strings.Join(ps, ", ")
+	}
+	switch {
+	case !exact && !q.sqlite: // ANY(ARRAY(...)), one scan of the addresses rather than a join
+		list := in()
+		fmt.Fprintf(&q.b, "DELETE FROM %[1]s WHERE %[2]s IN (%[3]s) AND ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s))",
+			t.Table, t.Owner, list, t.Key, q.arg(limit))
+	case !exact:
+		fmt.Fprintf(&q.b, "DELETE FROM %[1]s WHERE %[2]s IN (%[3]s) AND _rowid_ IN (SELECT _rowid_ FROM %[1]s WHERE %[2]s IN (%[4]s) ORDER BY %[2]s, %[5]s LIMIT %[6]s)",
+			t.Table, t.Owner, in(), in(), t.Key, q.arg(limit))
+	case !q.sqlite:
+		fmt.Fprintf(&q.b, "DELETE FROM %[1]s USING (SELECT tableoid AS rebalance_part, ctid AS rebalance_row FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s) AS rebalance_cut WHERE %[1]s.tableoid = rebalance_part AND %[1]s.ctid = rebalance_row",
+			t.Table, t.Owner, in(), t.Key, q.arg(limit))
+	default:
+		fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s IN (SELECT %s FROM (", t.Table, t.Key, t.Key)
+		if err := q.arms(t, "", t.Key, owners, identity(len(owners)), make([]string, len(owners)), limit); err != nil {
+			return nil, err
+		}
+		q.b.WriteString(") AS rebalance_keys)")
+	}
 	return q, nil
 }
 

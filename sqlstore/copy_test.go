@@ -234,31 +234,48 @@ func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token 
 	return n, err
 }
 
-// TestDeletePartitioned: a PostgreSQL table partitioned by its key, whose partitions repeat
-// row addresses, loses its old copies in chunks of at most DeleteRows, and every row ends
-// once on its owner's new shard.
-func TestDeletePartitioned(t *testing.T) {
-	if pg == nil {
-		t.Skip("PostgreSQL not available: " + pgWhy)
-	}
-	schema := strings.Replace(messagesSchema, "sender  BIGINT NOT NULL\n)", "sender  BIGINT NOT NULL\n) PARTITION BY HASH (id)", 1)
+// TestDeleteByAddress: tables whose rows' addresses are not one row each lose their old
+// copies in chunks of at most DeleteRows all the same, and every row ends once on its
+// owner's new shard: a PostgreSQL table partitioned by its key (its partitions repeat
+// addresses), a SQLite table WITHOUT ROWID (it has none) and a SQLite table with a column
+// named _rowid_ (which hides the rowid; here the same value in every row).
+func TestDeleteByAddress(t *testing.T) {
+	partitioned := strings.Replace(messagesSchema, "sender  BIGINT NOT NULL\n)", "sender  BIGINT NOT NULL\n) PARTITION BY HASH (id)", 1)
 	for i := range 4 {
-		schema += fmt.Sprintf(";\nCREATE TABLE IF NOT EXISTS messages_%d PARTITION OF messages FOR VALUES WITH (MODULUS 4, REMAINDER %d)", i, i)
+		partitioned += fmt.Sprintf(";\nCREATE TABLE IF NOT EXISTS messages_%d PARTITION OF messages FOR VALUES WITH (MODULUS 4, REMAINDER %d)", i, i)
 	}
-	require.Contains(t, schema, "PARTITION BY")
-	e := newEngine(t, sqlstore.PostgreSQL, 4, schema, nil)
-	p := e.open(t, 2)
-	w := newWorld(t, e, 2, 4)
-	w.load(t, p, span(1, 40), 30)
-	d := &deleteLimits{Store: p.store}
-	m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](d), rebalance.SharedOptions{Token: 1, ChunkRows: 7, DeleteRows: 45})
-	require.NoError(t, err)
-	require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
-	require.Contains(t, d.deleted, 45, "no deletion was cut at its limit")
-	for i, n := range d.deleted {
-		require.LessOrEqual(t, n, d.limits[i], "deletion %d", i)
+	withRowidColumn := messages
+	withRowidColumn.Columns = append(slices.Clip(messages.Columns), "_rowid_")
+	for _, c := range []struct {
+		name    string
+		dialect sqlstore.Dialect
+		schema  string
+		tables  []sqlstore.TableSpec
+	}{
+		{"postgres/partitioned", sqlstore.PostgreSQL, partitioned, nil},
+		{"sqlite/without-rowid", sqlstore.SQLite, strings.Replace(messagesSchema, "sender  BIGINT NOT NULL\n)", "sender  BIGINT NOT NULL\n) WITHOUT ROWID", 1), nil},
+		{"sqlite/rowid-column", sqlstore.SQLite, strings.Replace(messagesSchema, "sender  BIGINT NOT NULL\n)", "sender  BIGINT NOT NULL,\n\t_rowid_ BIGINT NOT NULL DEFAULT 7\n)", 1), []sqlstore.TableSpec{withRowidColumn}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NotEqual(t, messagesSchema, c.schema)
+			if c.dialect == sqlstore.PostgreSQL && pg == nil {
+				t.Skip("PostgreSQL not available: " + pgWhy)
+			}
+			e := newEngine(t, c.dialect, 4, c.schema, c.tables)
+			p := e.open(t, 2)
+			w := newWorld(t, e, 2, 4)
+			w.load(t, p, span(1, 40), 30)
+			d := &deleteLimits{Store: p.store}
+			m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](d), rebalance.SharedOptions{Token: 1, ChunkRows: 7, DeleteRows: 45})
+			require.NoError(t, err)
+			require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
+			require.Contains(t, d.deleted, 45, "no deletion was cut at its limit")
+			for i, n := range d.deleted {
+				require.LessOrEqual(t, n, d.limits[i], "deletion %d", i)
+			}
+			w.requireClean(t, p, w.after)
+		})
 	}
-	w.requireClean(t, p, w.after)
 }
 
 // TestDeleteRowsByEngine: without SharedOptions.DeleteRows, old copies go ten times

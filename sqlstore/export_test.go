@@ -34,7 +34,7 @@ func (s *Store) RangeStatements(t int, owners []string, limit int) (read, del st
 	if err := r.arms(s.tables[t], "", strings.Join(s.tables[t].Columns, ", "), owners, all, make([]string, len(owners)), limit); err != nil {
 		return "", "", nil, nil, err
 	}
-	d, err := s.deleteKeys(s.tables[t], owners, limit, s.partitioned[t].Load())
+	d, err := s.deleteKeys(s.tables[t], owners, limit, s.exactDelete[t].Load())
 	if err != nil {
 		return "", "", nil, nil, err
 	}

@@ -188,7 +188,7 @@ type Store struct {
 	plainCopies bool          // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
 	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
 	noRaw       []atomic.Bool // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
-	partitioned []atomic.Bool // PostgreSQL: by table, its row addresses repeat (see deleteKeys)
+	exactDelete []atomic.Bool // by table, its rows are not deleted by address alone (see deleteKeys)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -232,7 +232,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	}
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
-	s.partitioned = make([]atomic.Bool, len(s.tables))
+	s.exactDelete = make([]atomic.Bool, len(s.tables))
 	if s.names == nil {
 		s.names = make([]string, len(shards))
 		for i := range s.names {
