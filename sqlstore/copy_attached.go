@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -96,6 +97,14 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 	n, full, err = s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
 		t := s.tables[ti]
 		what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
+		if n, whole, err := s.copyWhole(ctx, tx, t, owners, batch, keys, limit); err != nil {
+			return 0, s.wrap(to, what, err)
+		} else if whole {
+			for _, i := range batch { // done with t, even if they fill the chunk
+				in[i], keys[i] = ti+1, ""
+			}
+			return n, nil
+		}
 		// Where each owner's rows end, first: the last key read of each arm.
 		q := &query{sqlite: true}
 		q.b.WriteString("SELECT rebalance_arm, COUNT(*), MAX(" + t.Key + ") FROM (")
@@ -162,4 +171,37 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 		return 0, false, s.wrap(to, fmt.Sprintf("commit: copy %d rows of %d owners", n, len(owners)), err)
 	}
 	return n, full, nil
+}
+
+// copyWhole copies, in tx, all the rows of table t of the owners at positions batch of
+// owners by one plain INSERT ... SELECT, if none of them has a cursor yet and they have at
+// most limit rows there (the common case: copyAll puts owners that fit in a chunk together),
+// and returns how many and true; else it copies nothing and returns false. The arms'
+// statements cost the chunk a quarter of its time to prepare, and sort the rows by arm.
+func (s *Store) copyWhole(ctx context.Context, tx *sql.Tx, t *table, owners []string, batch []int, keys []string, limit int) (int, bool, error) {
+	some := make([]string, len(batch))
+	for arm, i := range batch {
+		if keys[i] != "" {
+			return 0, false, nil
+		}
+		some[arm] = owners[i]
+	}
+	args, err := t.ownerArgs(some)
+	if err != nil {
+		return 0, false, err
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")
+	var n int
+	err = tx.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM (SELECT 1 FROM rebalance_src.%s WHERE %s IN (%s) LIMIT %d)", t.Table, t.Owner, in, limit+1), args...).Scan(&n)
+	if err != nil || n > limit {
+		return 0, false, err
+	}
+	if n > 0 { // the same rows: tx reads rebalance_src at one snapshot
+		cols := strings.Join(t.Columns, ", ")
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s",
+			t.Table, cols, cols, t.Table, t.Owner, in, t.insertTail), args...); err != nil {
+			return 0, false, err
+		}
+	}
+	return n, true, nil
 }
