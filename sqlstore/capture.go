@@ -293,7 +293,7 @@ func (s *Store) deleteChanges(ctx context.Context, migration string, token uint6
 // rowsByKey reads the rows of keys in table t on db that belong to owners (owner column
 // values), every copied column.
 func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys, owners []any) ([][]any, error) {
-	q := "SELECT " + strings.Join(t.Columns, ", ") + " FROM " + t.Table + " WHERE " + t.Key + " IN (" + s.placeholders(1, len(keys)) +
+	q := "SELECT " + t.reads + " FROM " + t.Table + " WHERE " + t.Key + " IN (" + s.placeholders(1, len(keys)) +
 		") AND " + t.Owner + " IN (" + s.placeholders(len(keys)+1, len(owners)) + ")"
 	rs, err := db.QueryContext(ctx, q, append(slices.Clip(keys), owners...)...)
 	if err != nil {
@@ -355,7 +355,7 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		})
 	} else {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			return fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", t.Owner, strings.Join(t.Columns, ", "), t.Table, t.Owner, in)
+			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)
 		}, func(t *table, rs *sql.Rows) (any, error) {
 			row, err := t.scanRow(rs, 1)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/shardkit/shard"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -554,44 +555,121 @@ func TestColumnAddedDuringTheMove(t *testing.T) {
 	})
 }
 
-// TestSumsTellContentApart (PostgreSQL): a row that differs between two shards only by the
-// case of a value in a case-insensitive column, by an empty text against a NULL, by two
-// values swapped between columns, or by a trailing space, makes the owner's sums differ;
-// the same rows make them equal.
+// TestSumsTellContentApart: a row that differs between two shards only by the case of a
+// value in a case-insensitive column, by an empty text against a NULL, by two values swapped
+// between columns, or by a trailing space, makes the owner's sums differ, and on SQLite,
+// whose columns may hold any type, also by 1 against '1', by what follows a NUL in a text,
+// by the last bit of a real, or by the zone of a DATETIME's text; the same rows make them
+// equal.
 func TestSumsTellContentApart(t *testing.T) {
-	if pg == nil {
-		t.Skip("PostgreSQL not available: " + pgWhy)
-	}
-	schema := `
-CREATE COLLATION IF NOT EXISTS anycase (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
-CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, a TEXT COLLATE anycase, b TEXT);
+	forSchema(t, 2, "", nil, func(t *testing.T, e *engine) {
+		schema := `
+CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, a TEXT COLLATE NOCASE, b TEXT, c BLOB, d DATETIME);
 CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
-	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "a", "b"}}
-	e := newEngine(t, sqlstore.PostgreSQL, 2, schema, []sqlstore.TableSpec{spec})
-	p := e.open(t, 2)
-	ctx := context.Background()
-	for _, db := range p.dbs {
-		mustExec(t, db, "INSERT INTO notes VALUES (1, 'o', 'Hello', ''), (2, 'o', 'x', 'y'), (3, 'o', 'z', NULL)")
-	}
-	same := func() bool {
-		t.Helper()
-		a, err := p.store.Sums(ctx, []string{"o"}, 0)
+		if e.dialect == sqlstore.PostgreSQL {
+			schema = `
+CREATE COLLATION IF NOT EXISTS anycase (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, a TEXT COLLATE anycase, b TEXT, c TEXT, d TEXT);
+CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
+		}
+		spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "a", "b", "c", "d"}}
+		e = newEngine(t, e.dialect, 2, schema, []sqlstore.TableSpec{spec})
+		p := e.open(t, 2)
+		ctx := context.Background()
+		for _, db := range p.dbs {
+			mustExec(t, db, "INSERT INTO notes VALUES (1, 'o', 'Hello', '', 'c', 'd'), (2, 'o', 'x', 'y', 'c', 'd'), (3, 'o', 'z', NULL, 'c', 'd')")
+		}
+		same := func() bool {
+			t.Helper()
+			a, err := p.store.Sums(ctx, []string{"o"}, 0)
+			require.NoError(t, err)
+			b, err := p.store.Sums(ctx, []string{"o"}, 1)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), a[0].Rows)
+			return a[0] == b[0]
+		}
+		require.True(t, same(), "the same rows")
+		// Each edit: on shard 1, to; then back, as on shard 0.
+		type edit struct{ what, to, back string }
+		edits := []edit{
+			{"case", "UPDATE notes SET a = 'hello' WHERE k = 1", "UPDATE notes SET a = 'Hello' WHERE k = 1"},
+			{"empty against NULL", "UPDATE notes SET b = NULL WHERE k = 1", "UPDATE notes SET b = '' WHERE k = 1"},
+			{"swapped", "UPDATE notes SET a = 'y', b = 'x' WHERE k = 2", "UPDATE notes SET a = 'x', b = 'y' WHERE k = 2"},
+			{"trailing space", "UPDATE notes SET a = 'z ' WHERE k = 3", "UPDATE notes SET a = 'z' WHERE k = 3"},
+		}
+		if e.dialect == sqlstore.SQLite { // c has no type: values of any
+			for _, v := range [][2]string{{"1", "'1'"}, {"1", "1.0"}, {"X'31'", "'1'"}, {"'a' || char(0) || 'b'", "'a' || char(0) || 'c'"}, {"0.3", "0.1 + 0.2"}} {
+				edits = append(edits, edit{v[0] + " against " + v[1], "UPDATE notes SET c = " + v[1] + " WHERE k = 1", "UPDATE notes SET c = " + v[0] + " WHERE k = 1"})
+			}
+			// A driver may read a DATETIME column's text as a time: one instant, two texts.
+			edits = append(edits, edit{"one instant in two zones", "UPDATE notes SET d = '2024-01-01 01:00:00+01:00' WHERE k = 1", "UPDATE notes SET d = '2024-01-01 00:00:00+00:00' WHERE k = 1"})
+		}
+		for _, c := range edits {
+			mustExec(t, p.dbs[0], c.back)
+			mustExec(t, p.dbs[1], c.back)
+			require.True(t, same(), c.what+", before")
+			mustExec(t, p.dbs[1], c.to)
+			require.False(t, same(), c.what)
+			mustExec(t, p.dbs[1], c.back)
+			require.True(t, same(), c.what+", undone")
+		}
+	})
+}
+
+// TestValuesReplayedAsStored: values a driver would read as another type (SQLite's
+// DATETIME text as a time, written back in the driver's own format) reach the new shard as
+// stored, whether copied or replayed: rows changed during the copy keep their values byte
+// for byte and their types.
+func TestValuesReplayedAsStored(t *testing.T) {
+	forSchema(t, 2, "", nil, func(t *testing.T, e *engine) {
+		schema := `
+CREATE TABLE IF NOT EXISTS events (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, d DATETIME, n TEXT);
+CREATE INDEX IF NOT EXISTS events_owner_k ON events (owner, k)`
+		raw := "typeof(d) || ':' || hex(d) || '/' || typeof(n) || ':' || hex(n)"
+		if e.dialect == sqlstore.PostgreSQL {
+			schema = strings.Replace(schema, "DATETIME", "TEXT", 1)
+			raw = "d || '/' || n"
+		}
+		spec := sqlstore.TableSpec{Table: "events", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "d", "n"}}
+		e = newEngine(t, e.dialect, 2, schema, []sqlstore.TableSpec{spec})
+		p := e.open(t, 2)
+		two, _ := shard.NewJump(2)
+		one, _ := shard.NewJump(1)
+		var owner string
+		for i := 0; owner == ""; i++ {
+			if o := fmt.Sprintf("owner-%d", i); two.Locate(o) == 1 {
+				owner = o
+			}
+		}
+		texts := []string{"2024-01-01", "2024-01-01T10:00:00Z", "2024-01-01 01:00:00+01:00", "not a time", "1.50"}
+		for i, v := range texts {
+			mustExec(t, p.dbs[1], "INSERT INTO events VALUES ($1, $2, $3, $4)", i, owner, v, v)
+		}
+		stored := func(db *sql.DB) []string {
+			var out []string
+			rs, err := db.Query("SELECT " + raw + " FROM events ORDER BY k")
+			require.NoError(t, err)
+			defer rs.Close()
+			for rs.Next() {
+				var v string
+				require.NoError(t, rs.Scan(&v))
+				out = append(out, v)
+			}
+			require.NoError(t, rs.Err())
+			return out
+		}
+		var want []string
+		st := &lateChange{SharedStore: p.store, between: func() {
+			for i := range texts { // changed after the copy: replayed
+				v := texts[len(texts)-1-i]
+				mustExec(t, p.dbs[1], "UPDATE events SET d = $1, n = $1 WHERE k = $2", v, i)
+			}
+			want = stored(p.dbs[1])
+		}}
+		m, err := rebalance.NewShared("shrink", two, one, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{Token: 1})
 		require.NoError(t, err)
-		b, err := p.store.Sums(ctx, []string{"o"}, 1)
-		require.NoError(t, err)
-		require.Equal(t, int64(3), a[0].Rows)
-		return a[0] == b[0]
-	}
-	require.True(t, same(), "the same rows")
-	for _, c := range []struct{ what, edit, undo string }{
-		{"case", "UPDATE notes SET a = 'hello' WHERE k = 1", "UPDATE notes SET a = 'Hello' WHERE k = 1"},
-		{"empty against NULL", "UPDATE notes SET b = NULL WHERE k = 1", "UPDATE notes SET b = '' WHERE k = 1"},
-		{"swapped", "UPDATE notes SET a = 'y', b = 'x' WHERE k = 2", "UPDATE notes SET a = 'x', b = 'y' WHERE k = 2"},
-		{"trailing space", "UPDATE notes SET a = 'z ' WHERE k = 3", "UPDATE notes SET a = 'z' WHERE k = 3"},
-	} {
-		mustExec(t, p.dbs[1], c.edit)
-		require.False(t, same(), c.what)
-		mustExec(t, p.dbs[1], c.undo)
-		require.True(t, same(), c.what+", undone")
-	}
+		require.NoError(t, m.Run(context.Background(), slices.Values([]string{owner})))
+		require.Len(t, want, len(texts))
+		require.Equal(t, want, stored(p.dbs[0]))
+	})
 }

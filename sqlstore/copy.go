@@ -210,7 +210,7 @@ func (q *query) arms(t *table, schema, cols string, owners []string, batch []int
 		if cur != nil {
 			fmt.Fprintf(&q.b, " AND %s > %s", t.Key, q.arg(cur))
 		}
-		fmt.Fprintf(&q.b, " ORDER BY %s LIMIT %s) AS arm%d", t.Key, q.arg(limit), arm)
+		fmt.Fprintf(&q.b, " ORDER BY %s.%s LIMIT %s) AS arm%d", t.Table, t.Key, q.arg(limit), arm)
 	}
 	fmt.Fprintf(&q.b, ") AS arms ORDER BY rebalance_arm, %s LIMIT %s", t.Key, q.arg(limit))
 	return nil
@@ -366,7 +366,7 @@ func cursors(in []int, keys []string) []rebalance.Cursor {
 // order, and sets keys[i] to the key of owner i's last row read.
 func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []string, batch []int, keys []string, limit int) ([][]any, error) {
 	q := &query{sqlite: s.dialect == SQLite}
-	if err := q.arms(t, "", strings.Join(t.Columns, ", "), owners, batch, keys, limit); err != nil {
+	if err := q.arms(t, "", t.reads, owners, batch, keys, limit); err != nil {
 		return nil, err
 	}
 	var from interface {

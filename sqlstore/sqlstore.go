@@ -218,7 +218,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	}
 	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved}
 	for i, spec := range tables {
-		t, err := newTable(spec, bad)
+		t, err := newTable(spec, dialect, bad)
 		if err != nil {
 			return nil, err
 		}
