@@ -47,9 +47,28 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 		if s.noRaw[ti].Load() {
 			return 0, errNoRaw
 		}
-		got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, &tuples[ti])
+		what := fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table)
+		if !slices.ContainsFunc(batch, func(i int) bool { return keys[i] != "" }) {
+			// No cursor yet (as copyWhole on SQLite): all their rows, if they fit.
+			mark := len(tuples[ti])
+			got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, true, &tuples[ti])
+			switch {
+			case errors.Is(err, errNoRaw):
+				return 0, err
+			case err != nil:
+				return 0, s.wrap(from, what, err)
+			}
+			if got <= limit {
+				for _, i := range batch { // done with the table, even if they fill the chunk
+					in[i] = ti + 1
+				}
+				return got, nil
+			}
+			tuples[ti] = tuples[ti][:mark] // more: by ranges
+		}
+		got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, false, &tuples[ti])
 		if err != nil && !errors.Is(err, errNoRaw) {
-			err = s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
+			err = s.wrap(from, what, err)
 		}
 		return got, err
 	})
@@ -91,10 +110,24 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 // readRaw reads, in one statement on db, up to limit rows of table ti of the owners at
 // positions batch of owners after their keys, in the binary format, appends them to out as
 // COPY tuples, sets each owner's key to its last row's, and returns how many rows it read.
-func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string, batch []int, keys []string, limit int, out *[]byte) (int, error) {
+// With whole, it reads up to limit+1 rows of those owners in no order, by one scan of the
+// (owner, key) index rather than a range per owner merged and sorted (a quarter cheaper),
+// and sets no key.
+func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string, batch []int, keys []string, limit int, whole bool, out *[]byte) (int, error) {
 	t := s.tables[ti]
 	q := &query{}
-	if err := q.arms(t, "", strings.Join(t.Columns, ", "), owners, batch, keys, limit); err != nil {
+	cols := strings.Join(t.Columns, ", ")
+	if whole {
+		in := make([]string, len(batch))
+		for arm, i := range batch {
+			arg, err := t.ownerArg(owners[i])
+			if err != nil {
+				return 0, err
+			}
+			in[arm] = q.arg(arg)
+		}
+		fmt.Fprintf(&q.b, "SELECT 0 AS rebalance_arm, %s FROM %s WHERE %s IN (%s) LIMIT %s", cols, t.Table, t.Owner, strings.Join(in, ", "), q.arg(limit+1))
+	} else if err := q.arms(t, "", cols, owners, batch, keys, limit); err != nil {
 		return 0, err
 	}
 	c, err := db.Conn(ctx)
@@ -145,8 +178,10 @@ func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string
 			if arm < 0 || int(arm) >= len(batch) {
 				return fmt.Errorf("row of arm %d among %d", arm, len(batch))
 			}
-			if keys[batch[arm]], err = keyOf(raw[t.key+1]); err != nil {
-				return err
+			if !whole {
+				if keys[batch[arm]], err = keyOf(raw[t.key+1]); err != nil {
+					return err
+				}
 			}
 			*out = binary.BigEndian.AppendUint16(*out, uint16(len(t.Columns)))
 			for _, v := range raw[1:] {
