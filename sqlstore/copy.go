@@ -216,6 +216,22 @@ func (q *query) arms(t *table, schema, cols string, owners []string, batch []int
 	return nil
 }
 
+// whole writes a SELECT of cols of table t with a leading column rebalance_arm of 0: up to
+// limit+1 rows of the owners at positions batch of owners, in no order (a chunk of owners
+// that have no cursor yet reads them this way, and by arms only if more than limit come).
+func (q *query) whole(t *table, cols string, owners []string, batch []int, limit int) error {
+	in := make([]string, len(batch))
+	for arm, i := range batch {
+		arg, err := t.ownerArg(owners[i])
+		if err != nil {
+			return err
+		}
+		in[arm] = q.arg(arg)
+	}
+	fmt.Fprintf(&q.b, "SELECT 0 AS rebalance_arm, %s FROM %s WHERE %s IN (%s) LIMIT %s", cols, t.Table, t.Owner, strings.Join(in, ", "), q.arg(limit+1))
+	return nil
+}
+
 // armsPerStatement bounds the owners one statement of CopyChunk or DeleteChunk names.
 const armsPerStatement = 500
 

@@ -118,15 +118,9 @@ func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string
 	q := &query{}
 	cols := strings.Join(t.Columns, ", ")
 	if whole {
-		in := make([]string, len(batch))
-		for arm, i := range batch {
-			arg, err := t.ownerArg(owners[i])
-			if err != nil {
-				return 0, err
-			}
-			in[arm] = q.arg(arg)
+		if err := q.whole(t, cols, owners, batch, limit); err != nil {
+			return 0, err
 		}
-		fmt.Fprintf(&q.b, "SELECT 0 AS rebalance_arm, %s FROM %s WHERE %s IN (%s) LIMIT %s", cols, t.Table, t.Owner, strings.Join(in, ", "), q.arg(limit+1))
 	} else if err := q.arms(t, "", cols, owners, batch, keys, limit); err != nil {
 		return 0, err
 	}

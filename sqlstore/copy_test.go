@@ -176,11 +176,12 @@ func copyOwner(t *testing.T, s *sqlstore.Store, tok uint64, owner string, limit 
 	}
 }
 
-// TestRangesOnly: each chunk of a copy or a deletion reads about as many rows as it handles,
-// however big the owner, even with statistics older than the owner's rows. PostgreSQL then
-// estimates a few dozen rows an owner and, left to itself, reads a range through a bitmap of
-// all the owner's index entries and sorts them, so every chunk of a big owner cost as much
-// as all its rows: here 20000 for a chunk of 100.
+// TestRangesOnly: each chunk of a copy (by ranges, or whole while the owners have no
+// cursor) or a deletion reads about as many rows as it handles, however big the owner, even
+// with statistics older than the owner's rows. PostgreSQL then estimates a few dozen rows
+// an owner and, left to itself, reads a range through a bitmap of all the owner's index
+// entries and sorts them, so every chunk of a big owner cost as much as all its rows: here
+// 20000 for a chunk of 100.
 func TestRangesOnly(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
@@ -195,14 +196,14 @@ func TestRangesOnly(t *testing.T) {
 	w.load(t, p, span(1, 1), 20000)
 	w.load(t, p, span(2, 2), 100)
 	const limit = 100
-	read, del, readArgs, delArgs, err := p.store.RangeStatements(0, []string{"1", "2"}, limit)
+	read, whole, del, readArgs, wholeArgs, delArgs, err := p.store.RangeStatements(0, []string{"1", "2"}, limit)
 	require.NoError(t, err)
 	actual := regexp.MustCompile(`actual time=[0-9.]+\.\.[0-9.]+ rows=([0-9]+)`)
 	for _, c := range []struct {
 		what string
 		q    string
 		args []any
-	}{{"copy", read, readArgs}, {"delete", del, delArgs}} {
+	}{{"copy", read, readArgs}, {"copy whole", whole, wholeArgs}, {"delete", del, delArgs}} {
 		plan, err := p.store.ExplainRanges(ctx, 0, c.q, c.args)
 		require.NoError(t, err)
 		most := 0

@@ -26,19 +26,22 @@ func (s *Store) AttachFile(i int, file string) string {
 }
 
 // RangeStatements returns the statements, with their arguments, that read owners' rows
-// up to limit for a copy (CopyChunk through Go) and delete them (DeleteChunk) in the Store's
-// table t.
-func (s *Store) RangeStatements(t int, owners []string, limit int) (read, del string, readArgs, delArgs []any, err error) {
-	r := &query{sqlite: s.dialect == SQLite}
-	all := identity(len(owners))
-	if err := r.arms(s.tables[t], "", strings.Join(s.tables[t].Columns, ", "), owners, all, make([]string, len(owners)), limit); err != nil {
-		return "", "", nil, nil, err
+// up to limit for a copy (CopyChunk by ranges, and whole, the owners with no cursor yet)
+// and delete them (DeleteChunk) in the Store's table t.
+func (s *Store) RangeStatements(t int, owners []string, limit int) (read, whole, del string, readArgs, wholeArgs, delArgs []any, err error) {
+	r, w := &query{sqlite: s.dialect == SQLite}, &query{sqlite: s.dialect == SQLite}
+	all, cols := identity(len(owners)), strings.Join(s.tables[t].Columns, ", ")
+	if err := r.arms(s.tables[t], "", cols, owners, all, make([]string, len(owners)), limit); err != nil {
+		return "", "", "", nil, nil, nil, err
+	}
+	if err := w.whole(s.tables[t], cols, owners, all, limit); err != nil {
+		return "", "", "", nil, nil, nil, err
 	}
 	d, err := s.deleteKeys(s.tables[t], owners, limit, s.exactDelete[t].Load())
 	if err != nil {
-		return "", "", nil, nil, err
+		return "", "", "", nil, nil, nil, err
 	}
-	return r.b.String(), d.b.String(), r.args, d.args, nil
+	return r.b.String(), w.b.String(), d.b.String(), r.args, w.args, d.args, nil
 }
 
 // ExplainRanges returns PostgreSQL's EXPLAIN ANALYZE of q on shard, planned as the Store
