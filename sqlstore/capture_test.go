@@ -641,27 +641,15 @@ CREATE INDEX IF NOT EXISTS events_owner_k ON events (owner, k)`
 				owner = o
 			}
 		}
-		texts := []string{"2024-01-01", "2024-01-01T10:00:00Z", "2024-01-01 01:00:00+01:00", "not a time", "1.50"}
-		for i, v := range texts {
+		values := []string{"2024-01-01", "2024-01-01T10:00:00Z", "2024-01-01 01:00:00+01:00", "not a time", "1.50"}
+		for i, v := range values {
 			mustExec(t, p.dbs[1], "INSERT INTO events VALUES ($1, $2, $3, $4)", i, owner, v, v)
 		}
-		stored := func(db *sql.DB) []string {
-			var out []string
-			rs, err := db.Query("SELECT " + raw + " FROM events ORDER BY k")
-			require.NoError(t, err)
-			defer rs.Close()
-			for rs.Next() {
-				var v string
-				require.NoError(t, rs.Scan(&v))
-				out = append(out, v)
-			}
-			require.NoError(t, rs.Err())
-			return out
-		}
+		stored := func(db *sql.DB) []string { return texts(t, db, "SELECT "+raw+" FROM events ORDER BY k") }
 		var want []string
 		st := &lateChange{SharedStore: p.store, between: func() {
-			for i := range texts { // changed after the copy: replayed
-				v := texts[len(texts)-1-i]
+			for i := range values { // changed after the copy: replayed
+				v := values[len(values)-1-i]
 				mustExec(t, p.dbs[1], "UPDATE events SET d = $1, n = $1 WHERE k = $2", v, i)
 			}
 			want = stored(p.dbs[1])
@@ -669,7 +657,7 @@ CREATE INDEX IF NOT EXISTS events_owner_k ON events (owner, k)`
 		m, err := rebalance.NewShared("shrink", two, one, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{Token: 1})
 		require.NoError(t, err)
 		require.NoError(t, m.Run(context.Background(), slices.Values([]string{owner})))
-		require.Len(t, want, len(texts))
+		require.Len(t, want, len(values))
 		require.Equal(t, want, stored(p.dbs[0]))
 	})
 }

@@ -134,7 +134,13 @@ $f$`,
 // dump returns the rows of table tb, columns cols, in key order, as text.
 func dump(t *testing.T, db *sql.DB, tb, cols string) []string {
 	t.Helper()
-	rs, err := db.Query("SELECT (" + cols + ")::text FROM " + tb + " ORDER BY id")
+	return texts(t, db, "SELECT ("+cols+")::text FROM "+tb+" ORDER BY id")
+}
+
+// texts returns the one text column of every row of q on db.
+func texts(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rs, err := db.Query(q)
 	require.NoError(t, err)
 	defer rs.Close()
 	var out []string
