@@ -151,7 +151,8 @@ type SharedStore[Tx any] interface {
 	Counts(ctx context.Context, owners []string, shard int) ([]int64, error)
 	// ClearChanges deletes the changes recorded of owners on shard (what a stopped copy, or
 	// a finished one, left), in one transaction that refuses a stale token and owners not
-	// fenced Exporting or Moved by migration there.
+	// fenced Exporting or Moved by migration there. Where none are recorded it may do
+	// nothing: keeping a change is never a loss (a replay applies one again harmlessly).
 	ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error
 	// Replay applies on shard to the oldest changes of owners recorded on shard from, up to
 	// limit of them, in one transaction on to with CopyChunk's checks (a changed row that

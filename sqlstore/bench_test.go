@@ -82,7 +82,8 @@ func liveHeap() uint64 {
 // mover's state alone.
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default: the Store's,
-// ten times ChunkRows on PostgreSQL and ChunkRows on SQLite);
+// ten times ChunkRows on PostgreSQL and ChunkRows on SQLite), SQLSTORE_BENCH_GROUP the Group
+// (default 16);
 // SQLSTORE_BENCH_STATEMENTS=n logs (with -v) PostgreSQL's n costliest statements of the pipe
 // and of the move (by pg_stat_statements; their time includes waits for the CPU when movers
 // outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost).
@@ -101,6 +102,7 @@ func BenchmarkMove(b *testing.B) {
 		}
 	}
 	chunk, deleteRows := benchEnvInt(b, "SQLSTORE_BENCH_CHUNK"), benchEnvInt(b, "SQLSTORE_BENCH_DELETE") // 0: the defaults
+	group := benchEnvInt(b, "SQLSTORE_BENCH_GROUP")
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		for _, rows := range sizes {
 			b.Run(fmt.Sprintf("rows=%dk", rows/1000), func(b *testing.B) {
@@ -127,7 +129,7 @@ func BenchmarkMove(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
-					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk, DeleteRows: deleteRows})
+					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk, DeleteRows: deleteRows, Group: group})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -121,8 +122,31 @@ func ownersIn(q *query, owners []string) {
 }
 
 // ClearChanges deletes the changes recorded of owners on shard; see rebalance.SharedStore.
+// It first looks for any, outside a transaction: most often there are none (a copy that
+// starts afresh, a replay that applied them all), and then the fenced transaction is
+// skipped. A change recorded after the look is no loss either way: the copy that follows
+// reads every row, and a replay applies a change again harmlessly.
 func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64, owners []string, shard int) error {
-	return s.deleteChanges(ctx, migration, token, owners, shard, nil)
+	db, err := s.shard(shard)
+	if err != nil {
+		return err
+	}
+	for _, t := range s.tables {
+		for batch := range slices.Chunk(owners, armsPerStatement) {
+			q := &query{sqlite: s.dialect == SQLite}
+			q.b.WriteString("SELECT 1 FROM " + t.changes() + " WHERE ")
+			ownersIn(q, batch)
+			q.b.WriteString(" LIMIT 1")
+			var one int
+			switch err := db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&one); {
+			case err == nil:
+				return s.deleteChanges(ctx, migration, token, owners, shard, nil)
+			case !errors.Is(err, sql.ErrNoRows):
+				return s.wrap(shard, fmt.Sprintf("look for changes of %d owners in table %s", len(batch), t.Table), err)
+			}
+		}
+	}
+	return nil
 }
 
 // replayed is what a replay found of one table: the changes it applies (their seqs), the

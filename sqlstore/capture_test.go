@@ -661,3 +661,67 @@ CREATE INDEX IF NOT EXISTS events_owner_k ON events (owner, k)`
 		require.Equal(t, want, stored(p.dbs[0]))
 	})
 }
+
+// stopCopy is a SharedStore whose first CopyChunk has the application write a row of each of
+// its owners on the old shard, which the change capture records, and then fails: a copy
+// stopped with changes recorded. Later chunks count the changes of their owners on the
+// old shard before they copy.
+type stopCopy struct {
+	rebalance.SharedStore[*sql.Tx]
+	p       *proc
+	stopped atomic.Bool
+	write   func(owners []string)
+	stale   atomic.Int64 // changes recorded before a later chunk of their owners
+}
+
+var errStopCopy = errors.New("copy stopped")
+
+func (s *stopCopy) CopyChunk(ctx context.Context, m string, tok uint64, owners []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
+	if s.stopped.CompareAndSwap(false, true) {
+		s.write(owners)
+		return nil, 0, false, errStopCopy
+	}
+	var n int64
+	q := "SELECT COUNT(*) FROM rebalance_changes_messages WHERE owner IN ('" + strings.Join(owners, "', '") + "')"
+	if err := s.p.dbs[from].QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return nil, 0, false, err
+	}
+	s.stale.Add(n)
+	return s.SharedStore.CopyChunk(ctx, m, tok, owners, from, to, after, limit)
+}
+
+// TestStoppedCopyChangesCleared: the changes a stopped copy recorded are gone before the
+// owners are copied again (ClearChanges looks for them outside a transaction and finds
+// them), and none are left after the move.
+func TestStoppedCopyChangesCleared(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		p := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, p, span(1, 40), 5)
+		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		s := &stopCopy{SharedStore: p.store, p: p, write: func(owners []string) {
+			for _, o := range owners {
+				require.NoError(t, w.write(ctx, app, o))
+			}
+		}}
+		recorded := func() (n int64) {
+			for _, db := range p.dbs {
+				var c int64
+				require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM rebalance_changes_messages").Scan(&c))
+				n += c
+			}
+			return n
+		}
+		mover, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](s), rebalance.SharedOptions{Token: 1, ChunkRows: 7})
+		require.NoError(t, err)
+		require.ErrorIs(t, mover.Run(ctx, slices.Values(w.users)), errStopCopy)
+		require.Positive(t, recorded(), "the stopped copy recorded no change")
+		mover, err = rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](s), rebalance.SharedOptions{Token: 2, ChunkRows: 7})
+		require.NoError(t, err)
+		require.NoError(t, mover.Run(ctx, slices.Values(w.users)))
+		require.Zero(t, s.stale.Load(), "changes of a stopped copy left when its owners were copied again")
+		require.Zero(t, recorded(), "changes left after the move")
+		w.requireClean(t, p, w.after)
+	})
+}
