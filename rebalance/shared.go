@@ -199,6 +199,14 @@ type DeleteSizer interface {
 	DeleteRows(chunkRows int) int
 }
 
+// AccessMeter is a SharedStore that can tell whether the application is using a shard, so
+// that Run copies in chunks of IdleChunkRows while it is not (see SharedOptions).
+type AccessMeter interface {
+	// Accessing reports whether an access (Do) is under way on shard now, in any process.
+	// A store that cannot tell returns true.
+	Accessing(ctx context.Context, shard int) (bool, error)
+}
+
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their
 // content (SharedStore.Sums).
 type Sum struct {
@@ -238,6 +246,14 @@ type SharedOptions struct {
 	// ChunkRows is how many rows one copy or delete transaction handles, in [0,
 	// MaxChunkRows]. Zero means 1000.
 	ChunkRows int
+	// IdleChunkRows is how many rows one copy transaction handles while the application is
+	// not using its shards, in [0, MaxChunkRows], if the store can tell (AccessMeter): Run
+	// asks the store every 10 ms at most, and copies IdleChunkRows at a time once no access
+	// has been seen on either shard for 250 ms, ChunkRows again as soon as one is. Bigger
+	// chunks move the rows faster (less of each transaction's fixed cost a row) and make the
+	// accesses wait longer for the CPU and the locks. Zero means 10 times ChunkRows, at most
+	// MaxChunkRows; ChunkRows or less keeps every chunk at ChunkRows.
+	IdleChunkRows int
 	// DeleteRows is how many rows one transaction deleting old copies handles, in [0,
 	// MaxChunkRows]. Those rows belong to owners their shard no longer serves, so no access
 	// waits for them on PostgreSQL, where bigger deletions cost the application nothing but
@@ -347,8 +363,10 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		return nil, fmt.Errorf("rebalance: migration %q: before and after are the same sharder, or wrap the same one: resizing one resizes the other, so nothing would move: make a second sharder with the new count: %w", id, ErrConfig)
 	case opts.Concurrency < 0 || opts.Concurrency > MaxConcurrency:
 		return nil, fmt.Errorf("rebalance: migration %q: Concurrency %d: want [0, %d]: %w", id, opts.Concurrency, MaxConcurrency, ErrConfig)
-	case opts.ChunkRows < 0 || opts.ChunkRows > MaxChunkRows || opts.DeleteRows < 0 || opts.DeleteRows > MaxChunkRows:
-		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d and DeleteRows %d: want [0, %d]: %w", id, opts.ChunkRows, opts.DeleteRows, MaxChunkRows, ErrConfig)
+	case opts.ChunkRows < 0 || opts.ChunkRows > MaxChunkRows || opts.DeleteRows < 0 || opts.DeleteRows > MaxChunkRows ||
+		opts.IdleChunkRows < 0 || opts.IdleChunkRows > MaxChunkRows:
+		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d, IdleChunkRows %d and DeleteRows %d: want [0, %d]: %w",
+			id, opts.ChunkRows, opts.IdleChunkRows, opts.DeleteRows, MaxChunkRows, ErrConfig)
 	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
 		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
 	case !(opts.Yield >= 0 && opts.Yield <= MaxYield):
@@ -362,6 +380,7 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 	}
 	opts.Concurrency = max(opts.Concurrency, 1)
 	opts.ChunkRows = cmp.Or(opts.ChunkRows, 1000)
+	opts.IdleChunkRows = cmp.Or(opts.IdleChunkRows, min(10*opts.ChunkRows, MaxChunkRows))
 	if ds, ok := store.(DeleteSizer); ok && opts.DeleteRows == 0 {
 		opts.DeleteRows = min(max(ds.DeleteRows(opts.ChunkRows), 1), MaxChunkRows)
 	}

@@ -28,7 +28,8 @@ func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, size
 	for first := 0; first < len(owners); {
 		last, rows := first+1, int64(0)
 		if sizes != nil {
-			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= int64(m.opts.ChunkRows); last++ {
+			limit := int64(m.chunkRows(ctx, a, b))
+			for rows = sizes[first]; last < len(owners) && rows+sizes[last] <= limit; last++ {
 				rows += sizes[last]
 			}
 		} else {
@@ -43,12 +44,12 @@ func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, size
 }
 
 // copyChunks copies the rows of owners from a to b chunk by chunk, a chunk holding up to
-// ChunkRows rows of all the owners.
+// chunkRows rows of all the owners.
 func (m *mover[Tx]) copyChunks(ctx context.Context, owners []string, a, b int) error {
 	after := make([]Cursor, len(owners))
 	for {
 		began := time.Now()
-		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, m.opts.ChunkRows)
+		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, m.chunkRows(ctx, a, b))
 		switch {
 		case err != nil:
 			return err

@@ -204,6 +204,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 type mover[Tx any] struct {
 	*Shared[Tx]
 	token uint64
+	meter *meter
 }
 
 // claim takes the migration for this mover and keeps it (hold).
@@ -213,7 +214,7 @@ func (m *Shared[Tx]) claim(ctx context.Context, lost func(error)) (*mover[Tx], f
 	if err != nil {
 		return nil, nil, err
 	}
-	return &mover[Tx]{Shared: m, token: token}, stop, nil
+	return &mover[Tx]{Shared: m, token: token, meter: newMeter(m.store)}, stop, nil
 }
 
 // changed yields the owners whose shard differs between before and after.

@@ -481,6 +481,8 @@ func TestSharedBadInput(t *testing.T) {
 		{"chunk", SharedOptions{ChunkRows: -1}, "m"},
 		{"delete chunk", SharedOptions{DeleteRows: -1}, "m"},
 		{"delete chunk above", SharedOptions{DeleteRows: MaxChunkRows + 1}, "m"},
+		{"idle chunk", SharedOptions{IdleChunkRows: -1}, "m"},
+		{"idle chunk above", SharedOptions{IdleChunkRows: MaxChunkRows + 1}, "m"},
 		{"batch", SharedOptions{Batch: MaxBatch + 1}, "m"},
 		{"wait", SharedOptions{FenceWait: -time.Second}, "m"},
 		{"yield", SharedOptions{Yield: -1}, "m"},

@@ -300,3 +300,44 @@ func TestDeleteRowsByEngine(t *testing.T) {
 		w.requireClean(t, p, w.after)
 	})
 }
+
+// TestAccessing: on PostgreSQL an access under way, on any shard of the server, is seen by
+// Accessing until it ends; on SQLite, which cannot see other processes, Accessing always
+// says true.
+func TestAccessing(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		p := e.open(t, 2)
+		w := newWorld(t, e, 2, 2)
+		w.load(t, p, span(1, 4), 1)
+		mover := e.open(t, 2).store
+		accessing := func(shard int) bool {
+			busy, err := mover.Accessing(ctx, shard)
+			require.NoError(t, err)
+			return busy
+		}
+		if e.dialect == sqlstore.SQLite {
+			require.True(t, accessing(0))
+			return
+		}
+		require.False(t, accessing(0), "no access under way")
+		app := w.shared(t, p, "grow", rebalance.SharedOptions{})
+		in, out := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- app.Do(ctx, w.users[0], func(tx *sql.Tx, _ int) error {
+				close(in)
+				<-out
+				return nil
+			})
+		}()
+		<-in
+		require.True(t, accessing(0), "an access under way")
+		require.True(t, accessing(1), "an access under way on another shard of the server")
+		close(out)
+		require.NoError(t, <-done)
+		require.False(t, accessing(0), "the access ended")
+		_, err := mover.Accessing(ctx, 2)
+		require.Error(t, err, "a shard out of range")
+	})
+}

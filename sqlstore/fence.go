@@ -38,6 +38,23 @@ func (s *Store) begin(ctx context.Context, i int) (*sql.Tx, error) {
 	return tx, s.wrap(i, "begin", err)
 }
 
+// Accessing reports whether an access (Access) is under way on shard now; see
+// rebalance.AccessMeter. On PostgreSQL an access holds its owner's advisory lock shared
+// until it ends, and Accessing looks for one in pg_locks, waiting or granted, in any database
+// of the shard's server: they share its processors and disks, which is what bigger chunks
+// would take from them. On SQLite it cannot see the accesses of other processes, so it
+// always says true (chunks stay ChunkRows).
+func (s *Store) Accessing(ctx context.Context, shard int) (bool, error) {
+	db, err := s.shard(shard)
+	if err != nil || s.dialect == SQLite {
+		return true, err
+	}
+	var busy bool
+	err = db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND classid::bigint = $1 AND objsubid = 2 AND mode = 'ShareLock')`, int64(uint32(fenceNS))).Scan(&busy)
+	return busy, s.wrap(shard, "look for accesses under way", err)
+}
+
 // Access runs fn in one transaction on shard if shard serves owner, and commits it; see
 // rebalance.SharedStore. A refusal is a *rebalance.FenceError; fn's own error is returned as
 // it is, after the rollback.

@@ -67,6 +67,15 @@ func (s *phaseStore) DeleteRows(chunkRows int) int {
 	return chunkRows
 }
 
+// Accessing passes on what the store says of the accesses (rebalance.AccessMeter), which
+// the wrapper would otherwise hide from Run.
+func (s *phaseStore) Accessing(ctx context.Context, shard int) (bool, error) {
+	if am, ok := s.SharedStore.(rebalance.AccessMeter); ok {
+		return am.Accessing(ctx, shard)
+	}
+	return true, nil
+}
+
 func (s *phaseStore) DeleteChunk(ctx context.Context, m string, tok uint64, o []string, shard, limit int) (int, error) {
 	defer s.add(phaseDelete, time.Now())
 	return s.SharedStore.DeleteChunk(ctx, m, tok, o, shard, limit)
