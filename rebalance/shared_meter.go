@@ -9,13 +9,15 @@ import (
 	"time"
 )
 
-// How often a Run asks its store about one shard, and how long after the last access seen
-// there the shard counts as idle: 25 questions, which see an application that is busy a
-// tenth of the time 93 times in 100 ((1-0.1)^25 = 0.07), and the first access seen brings
-// the chunks back to ChunkRows for as long again.
+// How often a Run asks its store about one shard, and how long the store must have said
+// the shard is idle, each time, for chunks to grow: 25 questions, which see an application
+// busy a tenth of the time 93 times in 100 ((1-0.1)^25 = 0.07). After an access is seen the
+// questions pause for meterBackoff: the chunks stay small at least that long anyway, and a
+// busy shard is asked ten times a second, not a hundred.
 var (
-	meterEvery = 10 * time.Millisecond
-	meterQuiet = 250 * time.Millisecond
+	meterEvery   = 10 * time.Millisecond
+	meterQuiet   = 250 * time.Millisecond
+	meterBackoff = 100 * time.Millisecond
 )
 
 // meter keeps what an AccessMeter said of each shard, for all the movers of one Run.
@@ -25,11 +27,12 @@ type meter struct {
 	shards map[int]*shardUse
 }
 
-// shardUse is what a meter knows of one shard: when it last asked, whether a question is
-// under way, and when it last saw an access (at first, when it started to ask).
+// shardUse is what a meter knows of one shard: when to ask next, whether a question is
+// under way, when the last answer came, and since when every answer said idle (zero if the
+// last one did not).
 type shardUse struct {
-	asked, seen time.Time
-	asking      bool
+	next, answered, idleSince time.Time
+	asking                    bool
 }
 
 func newMeter(store any) *meter {
@@ -45,32 +48,36 @@ func (m *mover[Tx]) chunkRows(ctx context.Context, a, b int) int {
 	return m.opts.IdleChunkRows
 }
 
-// idle reports whether no access has been seen on shard for meterQuiet. It asks the store
-// first if nobody did within meterEvery (the other movers go on with what was said last). An
-// error counts as an access: chunks grow only on a shard known to be idle.
+// idle reports whether the store has said shard is idle, in answers at most two meterEvery
+// apart, for meterQuiet. It asks first if the shard is due (the other movers go on with what
+// was said last). An error counts as an access: chunks grow only on a shard known to be idle.
 func (mt *meter) idle(ctx context.Context, shard int) bool {
-	now := time.Now()
 	mt.mu.Lock()
 	u := mt.shards[shard]
 	if u == nil {
-		u = &shardUse{seen: now}
+		u = &shardUse{}
 		mt.shards[shard] = u
 	}
-	ask := !u.asking && now.Sub(u.asked) >= meterEvery
-	if ask {
-		u.asking, u.asked = true, now
-	}
+	ask := !u.asking && !time.Now().Before(u.next)
+	u.asking = u.asking || ask
 	mt.mu.Unlock()
 	if ask {
 		busy, err := mt.am.Accessing(ctx, shard)
+		now := time.Now()
 		mt.mu.Lock()
-		u.asking = false
-		if busy || err != nil {
-			u.seen = time.Now()
+		switch {
+		case busy || err != nil:
+			u.idleSince, u.next = time.Time{}, now.Add(meterBackoff)
+		case u.idleSince.IsZero() || now.Sub(u.answered) > 2*meterEvery:
+			// The first idle answer, or one after a gap no answer covers: start over.
+			u.idleSince, u.next = now, now.Add(meterEvery)
+		default:
+			u.next = now.Add(meterEvery)
 		}
+		u.answered, u.asking = now, false
 		mt.mu.Unlock()
 	}
 	mt.mu.Lock()
 	defer mt.mu.Unlock()
-	return time.Since(u.seen) >= meterQuiet
+	return !u.idleSince.IsZero() && time.Since(u.idleSince) >= meterQuiet
 }

@@ -59,9 +59,9 @@ func (m *meteredCopies) Accessing(context.Context, int) (bool, error) {
 // tell, or IdleChunkRows no more than ChunkRows keep every chunk at ChunkRows. Every owner
 // ends on its new shard with its rows.
 func TestSharedChunksGrowWhileIdle(t *testing.T) {
-	every, quiet := meterEvery, meterQuiet
-	meterEvery, meterQuiet = time.Millisecond, 20*time.Millisecond
-	t.Cleanup(func() { meterEvery, meterQuiet = every, quiet })
+	every, quiet, backoff := meterEvery, meterQuiet, meterBackoff
+	meterEvery, meterQuiet, meterBackoff = 5*time.Millisecond, 30*time.Millisecond, 5*time.Millisecond
+	t.Cleanup(func() { meterEvery, meterQuiet, meterBackoff = every, quiet, backoff })
 	const small, big = 5, 40
 	for _, tc := range []struct {
 		name              string
@@ -78,7 +78,7 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 		{name: "busy once big", meter: true, idle: big, flip: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newSharedWorld(t, 60, 50, 3, 4)
+			w := newSharedWorld(t, 60, 80, 3, 4)
 			c := &copyLimits{MemShared: w.store}
 			var store SharedStore[*MemTx] = c
 			m := &meteredCopies{copyLimits: c}
@@ -112,7 +112,7 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 					t.Fatalf("a chunk of %d rows: want %d or %d", ch.limit, small, want)
 				case ch.at.Before(began.Add(meterQuiet)):
 					t.Fatalf("a chunk of %d rows %v after the start, before the shards were idle for %v", ch.limit, ch.at.Sub(began), meterQuiet)
-				case !flipped.IsZero() && ch.at.After(flipped.Add(50*time.Millisecond)):
+				case !flipped.IsZero() && ch.at.After(flipped.Add(100*time.Millisecond)):
 					after++
 					fallthrough
 				default:
@@ -121,13 +121,43 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 			}
 			idle := tc.meter && !tc.busy && !tc.fail && tc.idle != small
 			require.Equal(t, idle, grew > 0, "%d chunks of %d rows among %d", grew, want, len(c.chunks))
-			require.Zero(t, after, "chunks of %d rows 50 ms after the first access", want)
+			require.Zero(t, after, "chunks of %d rows 100 ms after the first access", want)
 			if tc.flip {
-				require.Greater(t, c.chunks[len(c.chunks)-1].at.Sub(flipped), 100*time.Millisecond, "the move ended too soon after the access to tell")
+				require.Greater(t, c.chunks[len(c.chunks)-1].at.Sub(flipped), 200*time.Millisecond, "the move ended too soon after the access to tell")
 			}
 			if tc.idle == small {
 				require.Zero(t, m.asked.Load(), "asked the store although chunks have one size")
 			}
 		})
 	}
+}
+
+// TestMeterWantsEveryAnswerIdle: a shard counts as idle only after meterQuiet of idle
+// answers no more than two meterEvery apart; a gap starts the count over, and an access seen
+// ends it at once and pauses the questions for meterBackoff.
+func TestMeterWantsEveryAnswerIdle(t *testing.T) {
+	every, quiet, backoff := meterEvery, meterQuiet, meterBackoff
+	meterEvery, meterQuiet, meterBackoff = 2*time.Millisecond, 20*time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { meterEvery, meterQuiet, meterBackoff = every, quiet, backoff })
+	m := &meteredCopies{}
+	mt := newMeter(m)
+	ctx := context.Background()
+	askFor := func(d time.Duration) (idle bool) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
+			idle = mt.idle(ctx, 0)
+		}
+		return idle
+	}
+	require.False(t, mt.idle(ctx, 0), "idle at the first answer")
+	time.Sleep(3 * meterQuiet / 2)
+	require.False(t, mt.idle(ctx, 0), "idle after one answer and a gap")
+	require.True(t, askFor(3*meterQuiet/2), "not idle after answers every %v for %v", meterEvery, 3*meterQuiet/2)
+	m.busy.Store(true)
+	asked := m.asked.Load()
+	askFor(10 * meterBackoff)
+	require.False(t, mt.idle(ctx, 0), "idle after an access")
+	require.LessOrEqual(t, m.asked.Load()-asked, int64(12), "a busy shard asked more often than every %v", meterBackoff)
+	m.busy.Store(false)
+	require.True(t, askFor(3*meterQuiet/2))
+	require.False(t, mt.idle(ctx, 1), "another shard is not known idle")
 }

@@ -678,7 +678,10 @@ func (s *Store) DeleteRows(chunkRows int) int {
 	return chunkRows
 }
 
-var _ rebalance.DeleteSizer = (*Store)(nil)
+var (
+	_ rebalance.DeleteSizer = (*Store)(nil)
+	_ rebalance.AccessMeter = (*Store)(nil)
+)
 
 // rangesOnlySQL is rangesOnly's statement.
 const rangesOnlySQL = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
