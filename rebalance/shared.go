@@ -248,8 +248,9 @@ type SharedOptions struct {
 	ChunkRows int
 	// IdleChunkRows is how many rows one copy transaction handles while the application is
 	// not using its shards, in [0, MaxChunkRows], if the store can tell (AccessMeter): Run
-	// asks the store every 10 ms at most, and copies IdleChunkRows at a time once no access
-	// has been seen on either shard for 250 ms, ChunkRows again as soon as one is. Bigger
+	// asks the store about a shard every 10 ms at most and doubles the chunks, from
+	// ChunkRows up to IdleChunkRows, for every 5 answers in a row that saw no access on
+	// either shard; the first access seen brings them back to ChunkRows. Bigger
 	// chunks move the rows faster (less of each transaction's fixed cost a row) and make the
 	// accesses wait longer for the CPU and the locks. Zero means 10 times ChunkRows, at most
 	// MaxChunkRows; ChunkRows or less keeps every chunk at ChunkRows.

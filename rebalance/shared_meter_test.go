@@ -1,8 +1,10 @@
 package rebalance
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,16 +55,17 @@ func (m *meteredCopies) Accessing(context.Context, int) (bool, error) {
 	return m.busy.Load(), nil
 }
 
-// TestSharedChunksGrowWhileIdle: a store that says its shards are idle gets chunks of
-// IdleChunkRows once it has said so for meterQuiet (never before), and ChunkRows again within
-// a question or two of its first access; a busy store, one whose answers fail, one that cannot
-// tell, or IdleChunkRows no more than ChunkRows keep every chunk at ChunkRows. Every owner
-// ends on its new shard with its rows.
+// TestSharedChunksGrowWhileIdle: a store that says its shards are idle gets chunks that
+// double every meterStep answers (never before), up to IdleChunkRows, and ChunkRows again
+// within a question or two of its first access; a busy store, one whose answers fail, one
+// that cannot tell, or IdleChunkRows no more than ChunkRows keep every chunk at ChunkRows.
+// Every owner ends on its new shard with its rows.
 func TestSharedChunksGrowWhileIdle(t *testing.T) {
-	every, quiet, backoff := meterEvery, meterQuiet, meterBackoff
-	meterEvery, meterQuiet, meterBackoff = 5*time.Millisecond, 30*time.Millisecond, 5*time.Millisecond
-	t.Cleanup(func() { meterEvery, meterQuiet, meterBackoff = every, quiet, backoff })
-	const small, big = 5, 40
+	every, step, backoff := meterEvery, meterStep, meterBackoff
+	meterEvery, meterStep, meterBackoff = time.Millisecond, 3, 5*time.Millisecond
+	t.Cleanup(func() { meterEvery, meterStep, meterBackoff = every, step, backoff })
+	first := time.Duration(meterStep-1) * meterEvery // the least time the first doubling takes
+	const small, big = 5, 30
 	for _, tc := range []struct {
 		name              string
 		meter, busy, fail bool
@@ -90,7 +93,7 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 			var flipped time.Time
 			if tc.flip {
 				c.onCopy = func(limit int) {
-					if limit != small && flipped.IsZero() {
+					if limit == big && flipped.IsZero() {
 						m.busy.Store(true)
 						flipped = time.Now()
 					}
@@ -100,28 +103,28 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 			began := time.Now()
 			require.NoError(t, mv.Run(context.Background(), slices.Values(w.owners)))
 			w.check(t, true)
-			want := tc.idle
-			if want == 0 {
-				want = 10 * small
-			}
-			grew, after := 0, 0
+			most := cmp.Or(tc.idle, 10*small)
+			grew, full := 0, 0
 			for _, ch := range c.chunks {
+				if ch.limit == small {
+					continue
+				}
+				grew++
 				switch {
-				case ch.limit == small:
-				case ch.limit != want:
-					t.Fatalf("a chunk of %d rows: want %d or %d", ch.limit, small, want)
-				case ch.at.Before(began.Add(meterQuiet)):
-					t.Fatalf("a chunk of %d rows %v after the start, before the shards were idle for %v", ch.limit, ch.at.Sub(began), meterQuiet)
-				case !flipped.IsZero() && ch.at.After(flipped.Add(100*time.Millisecond)):
-					after++
-					fallthrough
-				default:
-					grew++
+				case ch.limit == most:
+					full++
+				case ch.limit > most || ch.limit%small != 0 || bits.OnesCount(uint(ch.limit/small)) != 1:
+					t.Fatalf("a chunk of %d rows: want %d doubled, up to %d", ch.limit, small, most)
+				}
+				if ch.at.Before(began.Add(first)) {
+					t.Fatalf("a chunk of %d rows %v after the start, before %d answers said idle (%v at least)", ch.limit, ch.at.Sub(began), meterStep, first)
+				}
+				if !flipped.IsZero() && ch.at.After(flipped.Add(100*time.Millisecond)) {
+					t.Fatalf("a chunk of %d rows %v after the first access", ch.limit, ch.at.Sub(flipped))
 				}
 			}
 			idle := tc.meter && !tc.busy && !tc.fail && tc.idle != small
-			require.Equal(t, idle, grew > 0, "%d chunks of %d rows among %d", grew, want, len(c.chunks))
-			require.Zero(t, after, "chunks of %d rows 100 ms after the first access", want)
+			require.Equal(t, idle, full > 0, "%d chunks of %d rows, %d grown, among %d", full, most, grew, len(c.chunks))
 			if tc.flip {
 				require.Greater(t, c.chunks[len(c.chunks)-1].at.Sub(flipped), 200*time.Millisecond, "the move ended too soon after the access to tell")
 			}
@@ -132,32 +135,47 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 	}
 }
 
-// TestMeterWantsEveryAnswerIdle: a shard counts as idle only after meterQuiet of idle
-// answers no more than two meterEvery apart; a gap starts the count over, and an access seen
-// ends it at once and pauses the questions for meterBackoff.
-func TestMeterWantsEveryAnswerIdle(t *testing.T) {
-	every, quiet, backoff := meterEvery, meterQuiet, meterBackoff
-	meterEvery, meterQuiet, meterBackoff = 2*time.Millisecond, 20*time.Millisecond, 4*time.Millisecond
-	t.Cleanup(func() { meterEvery, meterQuiet, meterBackoff = every, quiet, backoff })
-	m := &meteredCopies{}
-	mt := newMeter(m)
+// TestMeterCountsIdleAnswers: the meter counts the answers in a row that saw no access, asks
+// no more often than meterEvery, and after an access (or an error) starts over and pauses
+// its questions for meterBackoff; chunks double every meterStep answers on both shards.
+func TestMeterCountsIdleAnswers(t *testing.T) {
+	every, step, backoff := meterEvery, meterStep, meterBackoff
+	meterEvery, meterStep, meterBackoff = 0, 5, time.Hour
+	t.Cleanup(func() { meterEvery, meterStep, meterBackoff = every, step, backoff })
+	w := newSharedWorld(t, 1, 1, 2, 3)
+	m := &meteredCopies{copyLimits: &copyLimits{MemShared: w.store}}
+	mv := &mover[*MemTx]{Shared: w.shared(t, "m", m, SharedOptions{ChunkRows: 100, IdleChunkRows: 1000}), meter: newMeter(m)}
 	ctx := context.Background()
-	askFor := func(d time.Duration) (idle bool) {
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Microsecond) {
-			idle = mt.idle(ctx, 0)
-		}
-		return idle
+	var rows []int
+	for range 21 {
+		rows = append(rows, mv.chunkRows(ctx, 0, 1))
 	}
-	require.False(t, mt.idle(ctx, 0), "idle at the first answer")
-	time.Sleep(3 * meterQuiet / 2)
-	require.False(t, mt.idle(ctx, 0), "idle after one answer and a gap")
-	require.True(t, askFor(3*meterQuiet/2), "not idle after answers every %v for %v", meterEvery, 3*meterQuiet/2)
+	want := slices.Concat(slices.Repeat([]int{100}, 4), slices.Repeat([]int{200}, 5), slices.Repeat([]int{400}, 5), slices.Repeat([]int{800}, 5), []int{1000, 1000})
+	require.Equal(t, want, rows)
+	require.Equal(t, int64(2*21), m.asked.Load())
+	require.Equal(t, 100, mv.chunkRows(ctx, 0, 2), "a shard not asked before")
+
 	m.busy.Store(true)
-	asked := m.asked.Load()
-	askFor(10 * meterBackoff)
-	require.False(t, mt.idle(ctx, 0), "idle after an access")
-	require.LessOrEqual(t, m.asked.Load()-asked, int64(12), "a busy shard asked more often than every %v", meterBackoff)
+	require.Equal(t, 100, mv.chunkRows(ctx, 0, 1), "an access seen")
 	m.busy.Store(false)
-	require.True(t, askFor(3*meterQuiet/2))
-	require.False(t, mt.idle(ctx, 1), "another shard is not known idle")
+	asked := m.asked.Load()
+	for range 10 {
+		require.Equal(t, 100, mv.chunkRows(ctx, 0, 1), "questions paused after an access")
+	}
+	require.Equal(t, asked, m.asked.Load(), "asked within meterBackoff of an access")
+
+	m.fail.Store(true)
+	mv.meter = newMeter(m)
+	for range 10 {
+		require.Equal(t, 100, mv.chunkRows(ctx, 0, 1), "failing answers")
+	}
+
+	meterEvery = time.Hour
+	m.fail.Store(false)
+	mv.meter = newMeter(m)
+	asked = m.asked.Load()
+	for range 10 {
+		mv.chunkRows(ctx, 0, 1)
+	}
+	require.Equal(t, asked+2, m.asked.Load(), "asked within meterEvery of the last question")
 }
