@@ -250,10 +250,12 @@ type SharedOptions struct {
 	// not using its shards, in [0, MaxChunkRows], if the store can tell (AccessMeter): Run
 	// asks the store about a shard every 10 ms at most and doubles the chunks, from
 	// ChunkRows up to IdleChunkRows, for every 5 answers in a row that saw no access on
-	// either shard; the first access seen brings them back to ChunkRows. Bigger
-	// chunks move the rows faster (less of each transaction's fixed cost a row) and make the
-	// accesses wait longer for the CPU and the locks. Zero means 10 times ChunkRows, at most
-	// MaxChunkRows; ChunkRows or less keeps every chunk at ChunkRows.
+	// either shard; the first access seen brings them back to ChunkRows. A grown chunk that
+	// takes over 100 ms halves the most they may grow to (wide rows: the chunk's transaction
+	// and memory stay bounded), and chunks of that most in under 50 ms double it again.
+	// Bigger chunks move the rows faster (less of each transaction's fixed cost a row) and
+	// make the accesses wait longer for the CPU and the locks. Zero means 10 times
+	// ChunkRows, at most MaxChunkRows; ChunkRows or less keeps every chunk at ChunkRows.
 	IdleChunkRows int
 	// DeleteRows is how many rows one transaction deleting old copies handles, in [0,
 	// MaxChunkRows]. Those rows belong to owners their shard no longer serves, so no access

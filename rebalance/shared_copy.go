@@ -48,8 +48,10 @@ func (m *mover[Tx]) copyAll(ctx context.Context, owners []string, a, b int, size
 func (m *mover[Tx]) copyChunks(ctx context.Context, owners []string, a, b int) error {
 	after := make([]Cursor, len(owners))
 	for {
+		limit := m.chunkRows(ctx, a, b)
 		began := time.Now()
-		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, m.chunkRows(ctx, a, b))
+		next, n, done, err := m.store.CopyChunk(ctx, m.id, m.token, owners, a, b, after, limit)
+		m.took(limit, time.Since(began))
 		switch {
 		case err != nil:
 			return err

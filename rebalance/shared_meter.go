@@ -6,6 +6,7 @@ package rebalance
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,11 +22,18 @@ var (
 	meterBackoff = 100 * time.Millisecond
 )
 
+// meterChunkTime is how long a grown chunk may take. A slower one halves the most rows the
+// chunks may grow to, and one at that most in less than half the time doubles it again: as
+// pt-online-schema-change's --chunk-time does, the size follows what the shards do in that
+// time, which bounds the transaction and the memory of a chunk of wide rows.
+var meterChunkTime = 100 * time.Millisecond
+
 // meter keeps what an AccessMeter said of each shard, for all the movers of one Run.
 type meter struct {
 	am     AccessMeter // nil: the store cannot tell, and chunks stay ChunkRows
 	mu     sync.Mutex
 	shards map[int]*shardUse
+	most   atomic.Int64 // the most rows a grown chunk may have now (meterChunkTime)
 }
 
 // shardUse is what a meter knows of one shard: when to ask next, whether a question is
@@ -36,9 +44,11 @@ type shardUse struct {
 	idle   int
 }
 
-func newMeter(store any) *meter {
+func newMeter(store any, idleChunkRows int) *meter {
 	am, _ := store.(AccessMeter)
-	return &meter{am: am, shards: map[int]*shardUse{}}
+	mt := &meter{am: am, shards: map[int]*shardUse{}}
+	mt.most.Store(int64(idleChunkRows))
+	return mt
 }
 
 // chunkRows returns how many rows the next chunk copied from a to b handles: ChunkRows,
@@ -49,10 +59,23 @@ func (m *mover[Tx]) chunkRows(ctx context.Context, a, b int) int {
 	if m.meter.am == nil || m.opts.IdleChunkRows <= rows {
 		return rows
 	}
-	for n := min(m.meter.idle(ctx, a), m.meter.idle(ctx, b)) / meterStep; n > 0 && rows < m.opts.IdleChunkRows; n-- {
+	most := int(m.meter.most.Load())
+	for n := min(m.meter.idle(ctx, a), m.meter.idle(ctx, b)) / meterStep; n > 0 && rows < most; n-- {
 		rows *= 2
 	}
-	return min(rows, m.opts.IdleChunkRows)
+	return min(rows, most)
+}
+
+// took notes that a chunk of limit rows took d: a grown chunk slower than meterChunkTime
+// halves the most rows (not below ChunkRows); one of the most rows in less than half of it
+// doubles them (up to IdleChunkRows).
+func (m *mover[Tx]) took(limit int, d time.Duration) {
+	switch most := int(m.meter.most.Load()); {
+	case limit > m.opts.ChunkRows && d > meterChunkTime:
+		m.meter.most.Store(int64(max(m.opts.ChunkRows, limit/2)))
+	case limit == most && most < m.opts.IdleChunkRows && d < meterChunkTime/2:
+		m.meter.most.Store(int64(min(m.opts.IdleChunkRows, 2*most)))
+	}
 }
 
 // idle returns how many answers in a row about shard said idle. It asks first if the shard

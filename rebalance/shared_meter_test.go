@@ -21,6 +21,7 @@ type copyLimits struct {
 	mu     sync.Mutex
 	chunks []copyLimit
 	onCopy func(limit int)
+	perRow time.Duration // if not zero, a chunk takes this long a row of its limit
 }
 
 type copyLimit struct {
@@ -34,8 +35,9 @@ func (c *copyLimits) CopyChunk(ctx context.Context, migration string, token uint
 	if c.onCopy != nil {
 		c.onCopy(limit)
 	}
+	took := cmp.Or(time.Duration(limit)*c.perRow, time.Millisecond)
 	c.mu.Unlock()
-	time.Sleep(time.Millisecond)
+	time.Sleep(took)
 	return c.MemShared.CopyChunk(ctx, migration, token, owners, from, to, after, limit)
 }
 
@@ -144,7 +146,7 @@ func TestMeterCountsIdleAnswers(t *testing.T) {
 	t.Cleanup(func() { meterEvery, meterStep, meterBackoff = every, step, backoff })
 	w := newSharedWorld(t, 1, 1, 2, 3)
 	m := &meteredCopies{copyLimits: &copyLimits{MemShared: w.store}}
-	mv := &mover[*MemTx]{Shared: w.shared(t, "m", m, SharedOptions{ChunkRows: 100, IdleChunkRows: 1000}), meter: newMeter(m)}
+	mv := &mover[*MemTx]{Shared: w.shared(t, "m", m, SharedOptions{ChunkRows: 100, IdleChunkRows: 1000}), meter: newMeter(m, 1000)}
 	ctx := context.Background()
 	var rows []int
 	for range 21 {
@@ -165,17 +167,52 @@ func TestMeterCountsIdleAnswers(t *testing.T) {
 	require.Equal(t, asked, m.asked.Load(), "asked within meterBackoff of an access")
 
 	m.fail.Store(true)
-	mv.meter = newMeter(m)
+	mv.meter = newMeter(m, 1000)
 	for range 10 {
 		require.Equal(t, 100, mv.chunkRows(ctx, 0, 1), "failing answers")
 	}
 
 	meterEvery = time.Hour
 	m.fail.Store(false)
-	mv.meter = newMeter(m)
+	mv.meter = newMeter(m, 1000)
 	asked = m.asked.Load()
 	for range 10 {
 		mv.chunkRows(ctx, 0, 1)
 	}
 	require.Equal(t, asked+2, m.asked.Load(), "asked within meterEvery of the last question")
+}
+
+// TestSharedSlowChunksShrink: a grown chunk slower than meterChunkTime halves the most rows
+// the chunks may grow to, and chunks of that most that take less than half of it double it
+// again, up to IdleChunkRows.
+func TestSharedSlowChunksShrink(t *testing.T) {
+	every, step, chunkTime := meterEvery, meterStep, meterChunkTime
+	meterEvery, meterStep, meterChunkTime = 0, 1, 12*time.Millisecond
+	t.Cleanup(func() { meterEvery, meterStep, meterChunkTime = every, step, chunkTime })
+	w := newSharedWorld(t, 60, 80, 3, 4)
+	c := &copyLimits{MemShared: w.store, perRow: 400 * time.Microsecond} // 20 rows: 8 ms, 40: 16
+	const slow = 40                                                      // chunks at that pace, then 40 times faster
+	c.onCopy = func(int) {
+		if len(c.chunks) == slow {
+			c.perRow = 10 * time.Microsecond
+		}
+	}
+	m := &meteredCopies{copyLimits: c}
+	mv := w.shared(t, "grow", m, SharedOptions{Token: 1, ChunkRows: 5, IdleChunkRows: 80})
+	require.NoError(t, mv.Run(context.Background(), slices.Values(w.owners)))
+	w.check(t, true)
+	require.Greater(t, len(c.chunks), slow+10)
+	var limits []int
+	for _, ch := range c.chunks {
+		limits = append(limits, ch.limit)
+	}
+	first40 := slices.Index(limits, 40)
+	require.NotEqual(t, -1, first40, "no chunk grew to 40 rows: %v", limits)
+	for i, l := range limits[:slow] {
+		require.LessOrEqual(t, l, 40, "chunk %d", i)
+		if i > first40 {
+			require.LessOrEqual(t, l, 20, "chunk %d, after a chunk of 40 rows took 16 ms: %v", i, limits[:slow])
+		}
+	}
+	require.Contains(t, limits[slow:], 80, "chunks did not grow again once fast: %v", limits[slow:])
 }

@@ -214,7 +214,7 @@ func (m *Shared[Tx]) claim(ctx context.Context, lost func(error)) (*mover[Tx], f
 	if err != nil {
 		return nil, nil, err
 	}
-	return &mover[Tx]{Shared: m, token: token, meter: newMeter(m.store)}, stop, nil
+	return &mover[Tx]{Shared: m, token: token, meter: newMeter(m.store, m.opts.IdleChunkRows)}, stop, nil
 }
 
 // changed yields the owners whose shard differs between before and after.
