@@ -662,6 +662,54 @@ CREATE INDEX IF NOT EXISTS events_owner_k ON events (owner, k)`
 	})
 }
 
+// TestSumsOfIntegers (PostgreSQL): columns that are integers on every shard are summed by
+// value, so an integer and a bigint of one value agree, and a value changed, swapped with
+// another column's or NULL against 0 does not; a column that is an integer on one shard
+// and numeric on the other is summed by its text there, and agrees too. One that stops
+// being an integer after Init fails the sum.
+func TestSumsOfIntegers(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	schema := `
+CREATE TABLE IF NOT EXISTS counts (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, n INTEGER, m BIGINT, x BIGINT);
+CREATE INDEX IF NOT EXISTS counts_owner_k ON counts (owner, k)`
+	spec := sqlstore.TableSpec{Table: "counts", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "n", "m", "x"}}
+	e := newEngine(t, sqlstore.PostgreSQL, 2, schema, []sqlstore.TableSpec{spec})
+	db1 := openDB(t, e, e.shards[1])
+	mustExec(t, db1, "ALTER TABLE counts ALTER COLUMN n TYPE BIGINT, ALTER COLUMN x TYPE NUMERIC")
+	p := e.open(t, 2)
+	ctx := context.Background()
+	for _, db := range p.dbs {
+		mustExec(t, db, "INSERT INTO counts VALUES (1, 'o', 5, 7, 9), (2, 'o', 0, NULL, 11)")
+	}
+	same := func() bool {
+		t.Helper()
+		a, err := p.store.Sums(ctx, []string{"o"}, 0)
+		require.NoError(t, err)
+		b, err := p.store.Sums(ctx, []string{"o"}, 1)
+		require.NoError(t, err)
+		return a[0] == b[0]
+	}
+	require.True(t, same(), "one value as an integer and as a bigint, as a bigint and as a numeric")
+	for _, c := range []struct{ what, to, back string }{
+		{"a value", "UPDATE counts SET n = 6 WHERE k = 1", "UPDATE counts SET n = 5 WHERE k = 1"},
+		{"swapped", "UPDATE counts SET n = 7, m = 5 WHERE k = 1", "UPDATE counts SET n = 5, m = 7 WHERE k = 1"},
+		{"NULL against 0", "UPDATE counts SET n = NULL, m = 0 WHERE k = 2", "UPDATE counts SET n = 0, m = NULL WHERE k = 2"},
+		{"a numeric", "UPDATE counts SET x = 9.5 WHERE k = 1", "UPDATE counts SET x = 9 WHERE k = 1"},
+	} {
+		mustExec(t, db1, c.to)
+		require.False(t, same(), c.what)
+		mustExec(t, db1, c.back)
+		require.True(t, same(), c.what+", undone")
+	}
+	// Summed by value since Init: a column that is no longer an integer fails the sum rather
+	// than be compared by another rule.
+	mustExec(t, db1, "ALTER TABLE counts ALTER COLUMN n TYPE NUMERIC")
+	_, err := p.store.Sums(ctx, []string{"o"}, 1)
+	require.Error(t, err)
+}
+
 // stopCopy is a SharedStore whose first CopyChunk has the application write a row of each of
 // its owners on the old shard, which the change capture records, and then fails: a copy
 // stopped with changes recorded. Later chunks count the changes of their owners on the

@@ -412,9 +412,17 @@ var ErrMissingTable = errors.New("data table missing")
 // new shard serves the owners only once their rows there equal the old shard's, which met
 // the constraints.
 func (s *Store) Init(ctx context.Context) error {
+	// The columns that are integers on every shard: Sums hashes their values, not their text.
+	integer := make([][]bool, len(s.tables))
+	for ti, t := range s.tables {
+		integer[ti] = make([]bool, len(t.Columns))
+		for ci := range t.Columns {
+			integer[ti][ci] = s.dialect == PostgreSQL
+		}
+	}
 	// Every shard checked before anything is created on any.
 	for i, db := range s.shards {
-		for _, t := range s.tables {
+		for ti, t := range s.tables {
 			ok, err := s.hasTable(ctx, db, t.Table)
 			if err != nil {
 				return s.wrap(i, "look for table "+t.Table, err)
@@ -425,6 +433,16 @@ func (s *Store) Init(ctx context.Context) error {
 			if err := s.checkTable(ctx, db, t); err != nil {
 				return s.wrap(i, "check table "+t.Table, err)
 			}
+			if s.dialect == PostgreSQL {
+				ints, err := queryStrings(ctx, db, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1)
+					AND attnum > 0 AND NOT attisdropped AND atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)`, t.Table)
+				if err != nil {
+					return s.wrap(i, "read the integer columns of table "+t.Table, err)
+				}
+				for ci, c := range t.Columns {
+					integer[ti][ci] = integer[ti][ci] && slices.Contains(ints, c)
+				}
+			}
 		}
 		fk, err := s.checkReferences(ctx, db)
 		if err != nil {
@@ -434,6 +452,9 @@ func (s *Store) Init(ctx context.Context) error {
 		if err := s.checkLeftBehind(ctx, db); err != nil {
 			return s.wrap(i, "check the other tables", err)
 		}
+	}
+	for ti, t := range s.tables {
+		t.setRowHash(integer[ti])
 	}
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
