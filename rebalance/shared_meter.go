@@ -83,15 +83,15 @@ func (m *mover[Tx]) took(limit int, d time.Duration) {
 // chunks grow only on a shard known to be idle.
 func (mt *meter) idle(ctx context.Context, shard int) int {
 	mt.mu.Lock()
+	defer mt.mu.Unlock()
 	u := mt.shards[shard]
 	if u == nil {
 		u = &shardUse{}
 		mt.shards[shard] = u
 	}
-	ask := !u.asking && !time.Now().Before(u.next)
-	u.asking = u.asking || ask
-	mt.mu.Unlock()
-	if ask {
+	if !u.asking && !time.Now().Before(u.next) {
+		u.asking = true
+		mt.mu.Unlock()
 		busy, err := mt.am.Accessing(ctx, shard)
 		mt.mu.Lock()
 		if busy || err != nil {
@@ -100,9 +100,6 @@ func (mt *meter) idle(ctx context.Context, shard int) int {
 			u.idle, u.next = u.idle+1, time.Now().Add(meterEvery)
 		}
 		u.asking = false
-		mt.mu.Unlock()
 	}
-	mt.mu.Lock()
-	defer mt.mu.Unlock()
 	return u.idle
 }

@@ -337,9 +337,10 @@ func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys, owner
 
 // Sums returns each owner's row count and content digest on shard, over all the tables. On
 // PostgreSQL a table's digest is computed in SQL, the exact sum of a hash of each row's
-// copied columns (integers by value, the others by their text: see table.setRowHash; SUM of a bigint is a numeric, added
-// up in 128 bits); SQLite has no hash function in SQL, so the rows are read and each one's
-// values hashed here (FNV-1a over a typed encoding), summed modulo 2^64. Either way the
+// copied columns (integers by value, the others by their text: see table.setRowHash; SUM
+// of a bigint is a numeric, added up in 128 bits); SQLite has no hash function in SQL, so
+// the rows are read and each one's values hashed here (FNV-1a over a typed encoding),
+// summed modulo 2^64. Either way the
 // digest does not depend on the order of the rows, and both shards of a comparison use the
 // same rule. With several tables, the digest is the tables' digests in their order,
 // separated by "/".
