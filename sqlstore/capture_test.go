@@ -124,53 +124,89 @@ func (m *mutable) check(t *testing.T, p *proc, base int64) (lostUpdates, resurre
 // acknowledged update is on the new shard and no deleted row comes back: the old shard
 // records the changes while its owners are exporting, and the mover replays them.
 func TestUpdatesAndDeletesDuringTheMove(t *testing.T) {
-	forEngines(t, 6, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 3, 6)
-		w.load(t, admin, span(1, 60), 100)
-		owner := map[int64]string{}
-		var ids []int64
-		for id, u := range w.ledger {
-			ids = append(ids, id)
-			owner[id] = strconv.FormatInt(u, 10)
-		}
-		slices.Sort(ids)
-		led := &mutable{incs: map[int64]int64{}, deleted: map[int64]bool{}}
-		stop := led.changeRows(t, w, "grow", 4, ids, owner)
-		time.Sleep(50 * time.Millisecond)
-		m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{ChunkRows: 20, Concurrency: 2, Yield: 1})
-		err := m.Run(ctx, slices.Values(w.users))
-		time.Sleep(50 * time.Millisecond)
-		if serr := stop(); serr != nil {
-			t.Fatal(serr)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-			t.Fatal(err)
-		}
-		for id := range led.deleted {
-			delete(w.ledger, id)
-		}
-		v := w.requireClean(t, admin, w.after)
-		r, err := m.Verify(ctx, slices.Values(w.users))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Stray != 0 || len(r.Problems) != 0 || r.Rows == 0 {
-			t.Fatalf("Verify after the migration: %+v", r)
-		}
-		lost, back := led.check(t, admin, 7)
-		t.Logf("%d acknowledged updates, %d deletes: %d lost updates, %d resurrected deletes; %v", led.updates, led.deletes, lost, back, v)
-		if lost+back != 0 {
-			t.Fatalf("%d lost updates, %d resurrected deletes", lost, back)
-		}
-		if led.updates == 0 || led.deletes == 0 {
-			t.Fatal("the writers changed nothing during the move")
-		}
-	})
+	forEngines(t, 6, func(t *testing.T, e *engine) { updatesAndDeletesDuringTheMove(t, e, false) })
+}
+
+// idleShards is a Store whose shards always look idle to the mover (rebalance.AccessMeter),
+// whatever the application does, so that its copy chunks grow while rows change under them;
+// it counts the chunks above ChunkRows.
+type idleShards struct {
+	*sqlstore.Store
+	grown atomic.Int64
+	chunk int
+}
+
+func (s *idleShards) Accessing(context.Context, int) (bool, error) { return false, nil }
+
+func (s *idleShards) CopyChunk(ctx context.Context, m string, tok uint64, o []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
+	if limit > s.chunk {
+		s.grown.Add(1)
+	}
+	return s.Store.CopyChunk(ctx, m, tok, o, from, to, after, limit)
+}
+
+// TestUpdatesAndDeletesDuringGrownChunks: the same, with the copy chunks grown to 16 times
+// ChunkRows as if nobody used the shards: a bigger chunk loses no change either.
+func TestUpdatesAndDeletesDuringGrownChunks(t *testing.T) {
+	forEngines(t, 6, func(t *testing.T, e *engine) { updatesAndDeletesDuringTheMove(t, e, true) })
+}
+
+func updatesAndDeletesDuringTheMove(t *testing.T, e *engine, grown bool) {
+	ctx := context.Background()
+	admin := e.open(t, 2)
+	w := newWorld(t, e, 3, 6)
+	w.load(t, admin, span(1, 60), 100)
+	owner := map[int64]string{}
+	var ids []int64
+	for id, u := range w.ledger {
+		ids = append(ids, id)
+		owner[id] = strconv.FormatInt(u, 10)
+	}
+	slices.Sort(ids)
+	led := &mutable{incs: map[int64]int64{}, deleted: map[int64]bool{}}
+	stop := led.changeRows(t, w, "grow", 4, ids, owner)
+	time.Sleep(50 * time.Millisecond)
+	opts := rebalance.SharedOptions{ChunkRows: 20, Concurrency: 2, Yield: 1}
+	var store rebalance.SharedStore[*sql.Tx] = e.open(t, 2).store
+	idle := &idleShards{Store: store.(*sqlstore.Store), chunk: opts.ChunkRows}
+	if grown {
+		opts.IdleChunkRows, store = 16*opts.ChunkRows, idle
+	}
+	m, err := rebalance.NewShared("grow", w.before, w.after, store, opts)
+	require.NoError(t, err)
+	err = m.Run(ctx, slices.Values(w.users))
+	time.Sleep(50 * time.Millisecond)
+	if serr := stop(); serr != nil {
+		t.Fatal(serr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
+		t.Fatal(err)
+	}
+	for id := range led.deleted {
+		delete(w.ledger, id)
+	}
+	v := w.requireClean(t, admin, w.after)
+	r, err := m.Verify(ctx, slices.Values(w.users))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stray != 0 || len(r.Problems) != 0 || r.Rows == 0 {
+		t.Fatalf("Verify after the migration: %+v", r)
+	}
+	lost, back := led.check(t, admin, 7)
+	t.Logf("%d acknowledged updates, %d deletes: %d lost updates, %d resurrected deletes; %v", led.updates, led.deletes, lost, back, v)
+	if lost+back != 0 {
+		t.Fatalf("%d lost updates, %d resurrected deletes", lost, back)
+	}
+	if led.updates == 0 || led.deletes == 0 {
+		t.Fatal("the writers changed nothing during the move")
+	}
+	if grown && idle.grown.Load() == 0 {
+		t.Fatal("no copy chunk grew")
+	}
 }
 
 // editB changes one row of the new shard directly, as a stray process writing past the
