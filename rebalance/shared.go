@@ -207,6 +207,17 @@ type AccessMeter interface {
 	Accessing(ctx context.Context, shard int) (bool, error)
 }
 
+// OwnersDeleter is a SharedStore that can delete owners' rows whole, cheaper than in
+// DeleteChunk's chunks cut at a limit (which find each row twice: in the key order, then by
+// its address), where Run knows that they are few: after the window, whose sums counted the
+// owners' rows on their old shard, which adds none since it no longer serves them.
+type OwnersDeleter interface {
+	// DeleteOwners deletes every row of owners on shard in one short transaction, with
+	// DeleteChunk's checks, if there are at most most of them, and returns how many it
+	// deleted; if there are more, it deletes none and returns whole false.
+	DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (n int, whole bool, err error)
+}
+
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their
 // content (SharedStore.Sums).
 type Sum struct {

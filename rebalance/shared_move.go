@@ -301,7 +301,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 		return moved, err
 	}
 	if len(away) > 0 {
-		if err := step(fmt.Sprintf("clear old copies on shard %d", b), m.deleteAll(ctx, away, b)); err != nil {
+		if err := step(fmt.Sprintf("clear old copies on shard %d", b), m.deleteAll(ctx, away, b, nil)); err != nil {
 			return moved, err
 		}
 	}
@@ -319,7 +319,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
 		return moved, err
 	}
-	commit, mismatch, err := m.verify(wctx, fresh, a, b)
+	commit, rows, mismatch, err := m.verify(wctx, fresh, a, b)
 	if err != nil {
 		// Nothing on b serves them yet: a serves them again rather than nobody until the
 		// next Run (which copies them anew), if this mover still may.
@@ -336,7 +336,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	}
 	m.noteExclusive(time.Since(start))
 	m.moved.Add(int64(len(commit)))
-	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteOld(ctx, commit, a)); err != nil {
+	if err := step(fmt.Sprintf("delete old copies on shard %d", a), m.deleteOld(ctx, commit, a, rows)); err != nil {
 		return moved, err
 	}
 	return append(moved, commit...), mismatch
@@ -390,6 +390,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		return err
 	}
 	one := []string{owner}
+	var rows []int64 // the owner's rows on a, if this Run's window counted them
 	mine := func(f Fence) bool { return f.Migration == m.id }
 	servingA := fa.State == Serving || fa.State == Exporting && mine(fa)
 	switch {
@@ -420,7 +421,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 			if fb.State != Serving {
 				// A stopped copy of this migration, or an old copy a move away from B left.
-				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b)); err != nil {
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b, nil)); err != nil {
 					return err
 				}
 			}
@@ -440,7 +441,7 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 				return err
 			}
 		}
-		commit, mismatch, err := m.verify(wctx, one, a, b)
+		commit, counted, mismatch, err := m.verify(wctx, one, a, b)
 		if err != nil {
 			err = m.reopen(ctx, one, a, err)
 		}
@@ -452,10 +453,11 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		}
 		m.noteExclusive(time.Since(start))
 		m.moved.Add(1)
+		rows = counted
 	default:
 		return step("read fences", fmt.Errorf("shard %d says %s and shard %d says %s: the owner is not where this migration's before sharder puts it, or another migration's move of it is unfinished; nothing changed: %w", a, fa, b, fb, ErrFenced))
 	}
-	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteOld(ctx, one, a))
+	return step(fmt.Sprintf("delete old copy on shard %d", a), m.deleteOld(ctx, one, a, rows))
 }
 
 // fences reads the fences of owners on shard s and checks what the store returned.

@@ -219,6 +219,106 @@ func TestSharedDeleteRows(t *testing.T) {
 	}
 }
 
+// wholeDeletes is a store that deletes owners whole (OwnersDeleter), as MemShared's
+// DeleteChunk checks, and records each run and its rows; with refuse it says every run has
+// more rows than its most.
+type wholeDeletes struct {
+	*deleteLimits
+	refuse bool
+	runs   [][]string
+	rows   []int
+}
+
+func (w *wholeDeletes) DeleteOwners(_ context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	s := w.MemShared
+	if err := s.check(shard); err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fenced(migration, token, owners, shard, Importing, Moved); err != nil {
+		return 0, false, err
+	}
+	n := 0
+	for _, o := range owners {
+		n += len(s.rows[shard][o])
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.runs, w.rows = append(w.runs, slices.Clone(owners)), append(w.rows, n)
+	if n > most || w.refuse {
+		return 0, false, nil
+	}
+	for _, o := range owners {
+		clear(s.rows[shard][o])
+	}
+	return n, true, nil
+}
+
+// TestSharedDeletesOwnersWhole: where the store can delete owners whole, the old copies of
+// owners that fit in DeleteRows together go in runs by the counts the window's sums found
+// (never past DeleteRows), an owner bigger than DeleteRows in chunks; a run the store finds too big after all goes in chunks;
+// and every owner ends with its rows, once.
+func TestSharedDeletesOwnersWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		del    int
+		refuse bool
+	}{
+		{"runs", 25, false},
+		{"one owner each", 11, false},
+		{"refused", 25, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newSharedWorld(t, 40, 12, 3, 4)
+			big := map[string]bool{}     // more rows than one deletion
+			for i, o := range w.owners { // sizes 12, 9, 6, 3 and 12 again; every fifth owner 30
+				keep := 12 - 3*(i%4)
+				if i%5 == 0 {
+					keep = 30
+				}
+				big[o] = keep > tc.del
+				for k := range 30 {
+					if k >= keep {
+						delete(w.store.rows[w.before.Locate(o)][o], k)
+						delete(w.acked[o], k)
+					} else {
+						w.store.rows[w.before.Locate(o)][o][k] = fmt.Sprint(o, "/", k)
+						w.acked[o][k] = fmt.Sprint(o, "/", k)
+					}
+				}
+			}
+			d := &wholeDeletes{deleteLimits: &deleteLimits{MemShared: w.store}, refuse: tc.refuse}
+			m := w.shared(t, "grow", d, SharedOptions{Token: 1, ChunkRows: 5, DeleteRows: tc.del, Group: 8})
+			require.NoError(t, m.Run(context.Background(), slices.Values(w.owners)))
+			w.check(t, true)
+			require.NotEmpty(t, d.runs)
+			whole := map[string]bool{}
+			for i, run := range d.runs {
+				if !tc.refuse {
+					require.LessOrEqual(t, d.rows[i], tc.del, "run %v", run)
+				}
+				for _, o := range run {
+					require.False(t, big[o], "owner %s went whole, bigger than DeleteRows %d", o, tc.del)
+					whole[o] = true
+				}
+			}
+			for _, o := range w.owners {
+				if w.before.Locate(o) != w.after.Locate(o) && !big[o] {
+					require.True(t, whole[o], "owner %s: not deleted whole", o)
+				}
+			}
+			if tc.refuse {
+				require.NotEmpty(t, d.limits, "refused runs go in chunks")
+				return
+			}
+			if tc.del >= 2*12 {
+				require.Less(t, len(d.runs), len(whole), "owners that fit together go together")
+			}
+		})
+	}
+}
+
 // TestSharedMoveBackAfterAnUnfinishedDeletion: a migration that committed owners on their
 // new shards but did not delete their old copies cannot be followed by one that moves them
 // back (its claim is refused, nothing changes) until it is resumed and finished; then the

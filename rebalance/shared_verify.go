@@ -14,12 +14,12 @@ import (
 
 // verify runs in the window, a fenced moved and b importing: nothing writes either. It replays
 // the changes of owners left recorded on a, then compares the owners' sums on both shards
-// and returns those whose copies match. An owner whose copy does not match stays on a,
-// served again, its copy on b kept importing; mismatch says which key differs first
-// (ErrCopyMismatch).
-func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (commit []string, mismatch, err error) {
+// and returns those whose copies match, with their rows on a. An owner whose copy does not
+// match stays on a, served again, its copy on b kept importing; mismatch says which key
+// differs first (ErrCopyMismatch).
+func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (commit []string, rows []int64, mismatch, err error) {
 	if err := m.replay(ctx, owners, a, b); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Both sums at once: they are the part of the window that grows with the owners' rows.
 	var sa []Sum
@@ -30,15 +30,15 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 	summed.Wait()
 	switch {
 	case errA != nil:
-		return nil, nil, fmt.Errorf("sum the rows on shard %d: %w", a, errA)
+		return nil, nil, nil, fmt.Errorf("sum the rows on shard %d: %w", a, errA)
 	case err != nil:
-		return nil, nil, fmt.Errorf("sum the rows on shard %d: %w", b, err)
+		return nil, nil, nil, fmt.Errorf("sum the rows on shard %d: %w", b, err)
 	case len(sa) != len(owners) || len(sb) != len(owners):
-		return nil, nil, fmt.Errorf("store returned %d and %d sums for %d owners", len(sa), len(sb), len(owners))
+		return nil, nil, nil, fmt.Errorf("store returned %d and %d sums for %d owners", len(sa), len(sb), len(owners))
 	}
 	for i, o := range owners {
 		if sa[i] == sb[i] {
-			commit = append(commit, o)
+			commit, rows = append(commit, o), append(rows, sa[i].Rows)
 			continue
 		}
 		key, kerr := m.store.FirstDiff(ctx, o, a, b)
@@ -53,21 +53,57 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 		}
 		mismatch = cmp.Or(mismatch, e)
 	}
-	return commit, mismatch, nil
+	return commit, rows, mismatch, nil
 }
 
 // deleteOld deletes the old copies of owners on shard s, moved away from it, and the changes
-// recorded of them there.
-func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int) error {
-	if err := m.deleteAll(ctx, owners, s); err != nil {
+// recorded of them there. rows, if not nil, are the owners' rows there, as the window's sums
+// counted them (see deleteAll).
+func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int, rows []int64) error {
+	if err := m.deleteAll(ctx, owners, s, rows); err != nil {
 		return err
 	}
 	return m.store.ClearChanges(ctx, m.id, m.token, owners, s)
 }
 
-// deleteAll deletes owners' rows on shard s, DeleteRows rows a chunk, on a shard that does
-// not serve them (nothing adds rows there): a chunk short of the limit was the last.
-func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int) error {
+// deleteAll deletes owners' rows on shard s, on a shard that does not serve them (nothing
+// adds rows there). Where rows gives their counts and the store is an OwnersDeleter, owners
+// that fit in DeleteRows together go whole, a run at a time; the rest, and a run that did
+// not fit after all, go DeleteRows rows a chunk: a chunk short of the limit was the last.
+func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows []int64) error {
+	if od, ok := m.store.(OwnersDeleter); ok && len(rows) == len(owners) {
+		limit := int64(m.opts.DeleteRows)
+		var left []string
+		var began time.Time
+		for first := 0; first < len(owners); {
+			last, n := first+1, rows[first]
+			for ; last < len(owners) && n+rows[last] <= limit; last++ {
+				n += rows[last]
+			}
+			run := owners[first:last]
+			first = last
+			if n > limit { // one owner bigger than a deletion
+				left = append(left, run...)
+				continue
+			}
+			if !began.IsZero() {
+				if err := m.yield(ctx, began); err != nil {
+					return err
+				}
+			}
+			began = time.Now()
+			_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, m.opts.DeleteRows)
+			switch {
+			case err != nil:
+				return err
+			case !whole:
+				left = append(left, run...)
+			}
+		}
+		if owners = left; len(owners) == 0 {
+			return nil
+		}
+	}
 	for {
 		began := time.Now()
 		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.DeleteRows)

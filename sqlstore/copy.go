@@ -184,6 +184,15 @@ func (q *query) arg(v any) string {
 	return "$" + strconv.Itoa(len(q.args))
 }
 
+// list appends args and returns their parameters, comma separated.
+func (q *query) list(args []any) string {
+	ps := make([]string, len(args))
+	for i, a := range args {
+		ps[i] = q.arg(a)
+	}
+	return strings.Join(ps, ", ")
+}
+
 // arms writes a SELECT of cols of table t in schema (empty: the connection's own) with a
 // leading column rebalance_arm: up to limit rows of the owners at positions batch of owners,
 // each owner's after its key in keys, in batch order then key order. One arm per owner, a
@@ -666,6 +675,72 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 	return deleted, nil
 }
 
+// DeleteOwners deletes every row of owners on shard, if there are at most most of them; see
+// rebalance.OwnersDeleter. One plain DELETE a table, by the owner, finds each row once
+// through the (owner, key) index (on PostgreSQL by a bitmap, in the table's order), where
+// DeleteChunk's cut at its limit finds each twice: in the key order, then by its address.
+// A deletion that finds more than most rows is rolled back.
+func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	if most <= 0 {
+		return 0, false, fmt.Errorf("sqlstore: delete owners of at most %d rows: %w", most, rebalance.ErrConfig)
+	}
+	tx, err := s.begin(ctx, shard)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	if err := s.step(ctx, tx, migration, token, owners, shard, rebalance.Importing, rebalance.Moved); err != nil {
+		return 0, false, err
+	}
+	if s.dialect == PostgreSQL {
+		if _, err := tx.ExecContext(ctx, noSeqScanSQL); err != nil {
+			return 0, false, s.wrap(shard, "plan the deletion", err)
+		}
+	}
+	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
+	deleted := 0
+	for _, t := range s.tablesFor(true) {
+		for batch := range slices.Chunk(owners, armsPerStatement) {
+			q, err := s.ownersDeletion(t, batch)
+			if err != nil {
+				return 0, false, err
+			}
+			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
+			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
+			if err != nil {
+				return 0, false, s.wrap(shard, what, err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return 0, false, s.wrap(shard, what, err)
+			}
+			if deleted += int(n); deleted > most {
+				return 0, false, nil // rolled back
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
+	}
+	return deleted, true, nil
+}
+
+// noSeqScanSQL keeps PostgreSQL from reading a whole table to delete a few owners' rows,
+// which it may do where it has no statistics of them (a table just loaded, autovacuum off):
+// it then takes each owner for half a percent of the table (TestDeleteOwnersPlan).
+const noSeqScanSQL = "SELECT set_config('enable_seqscan', 'off', true)"
+
+// ownersDeletion returns DeleteOwners' statement of table t: every row of owners.
+func (s *Store) ownersDeletion(t *table, owners []string) (*query, error) {
+	args, err := t.ownerArgs(owners)
+	if err != nil {
+		return nil, err
+	}
+	q := &query{sqlite: s.dialect == SQLite}
+	fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s IN (%s)", t.Table, t.Owner, q.list(args))
+	return q, nil
+}
+
 // DeleteRows says how many rows one deletion of old copies handles when
 // rebalance.SharedOptions.DeleteRows is zero (see rebalance.DeleteSizer): on PostgreSQL ten
 // times chunkRows, since no access takes a lock on the rows of owners a shard no longer
@@ -679,8 +754,9 @@ func (s *Store) DeleteRows(chunkRows int) int {
 }
 
 var (
-	_ rebalance.DeleteSizer = (*Store)(nil)
-	_ rebalance.AccessMeter = (*Store)(nil)
+	_ rebalance.DeleteSizer   = (*Store)(nil)
+	_ rebalance.AccessMeter   = (*Store)(nil)
+	_ rebalance.OwnersDeleter = (*Store)(nil)
 )
 
 // rangesOnlySQL is rangesOnly's statement.
@@ -719,13 +795,7 @@ func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*q
 	if err != nil {
 		return nil, err
 	}
-	in := func() string { // the owners, as parameters (SQLite's "?" once each)
-		ps := make([]string, len(args))
-		for i, a := range args {
-			ps[i] = q.arg(a)
-		}
-		return strings.Join(ps, ", ")
-	}
+	in := func() string { return q.list(args) } // the owners, as parameters (SQLite's "?" once each)
 	switch {
 	case !exact && !q.sqlite: // ANY(ARRAY(...)), one scan of the addresses rather than a join
 		list := in()

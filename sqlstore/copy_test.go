@@ -24,7 +24,7 @@ import (
 // cursors and random limits, and after every call compares what shard 1 holds, the rows
 // counted and done with a model of the contract: owner after owner in the order given, each
 // owner's rows after its cursor in key order, up to the limit in all. DeleteChunk is checked
-// the same way. Every other trial copies plainly (rows read into Go and INSERTed), the others through
+// the same way, and DeleteOwners. Every other trial copies plainly (rows read into Go and INSERTed), the others through
 // ATTACH on SQLite and by COPY on PostgreSQL.
 func TestCopyChunkAgainstAModel(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
@@ -126,8 +126,25 @@ func TestCopyChunkAgainstAModel(t *testing.T) {
 					break
 				}
 			}
-			for _, o := range owners[len(owners)/2+1:] {
+			rest, total := owners[len(owners)/2+1:], 0
+			for _, o := range rest {
 				require.Equal(t, keys[o], onShard1()[o], "trial %d: owner %s not deleted", trial, o)
+				total += len(keys[o])
+			}
+			// DeleteOwners takes every row of the owners if they are at most its most, else none.
+			most := 1 + r.IntN(2*total+1)
+			n, whole, err := p.store.DeleteOwners(ctx, "m", tok, rest, 1, most)
+			require.NoError(t, err)
+			require.Equal(t, total <= most, whole, "trial %d: %d rows, at most %d", trial, total, most)
+			for _, o := range rest {
+				if whole {
+					require.Empty(t, onShard1()[o], "trial %d: owner %s left", trial, o)
+				} else {
+					require.Equal(t, keys[o], onShard1()[o], "trial %d: owner %s deleted beyond the most", trial, o)
+				}
+			}
+			if whole {
+				require.Equal(t, total, n, "trial %d", trial)
 			}
 		}
 		_, _, _, err = p.store.CopyChunk(ctx, "m", tok, []string{"1", "2"}, 0, 1, []rebalance.Cursor{""}, 5)
@@ -218,12 +235,14 @@ func TestRangesOnly(t *testing.T) {
 	}
 }
 
-// deleteLimits is a Store that records the limit of each DeleteChunk and what it deleted.
+// deleteLimits is a Store that records the limit of each DeleteChunk and DeleteOwners (its
+// most) and what it deleted.
 type deleteLimits struct {
 	*sqlstore.Store
 	mu      sync.Mutex
 	limits  []int
 	deleted []int
+	wholes  int // DeleteOwners that deleted
 }
 
 func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard, limit int) (int, error) {
@@ -235,9 +254,25 @@ func (d *deleteLimits) DeleteChunk(ctx context.Context, migration string, token 
 	return n, err
 }
 
+func (d *deleteLimits) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard, most int) (int, bool, error) {
+	n, whole, err := d.Store.DeleteOwners(ctx, migration, token, owners, shard, most)
+	d.mu.Lock()
+	d.limits = append(d.limits, most)
+	d.deleted = append(d.deleted, n)
+	if whole {
+		d.wholes++
+	}
+	d.mu.Unlock()
+	return n, whole, err
+}
+
+// chunkDeletes hides the Store's whole deletions (rebalance.OwnersDeleter): old copies go
+// by DeleteChunk only.
+type chunkDeletes struct{ rebalance.SharedStore[*sql.Tx] }
+
 // TestDeleteByAddress: tables whose rows' addresses are not one row each lose their old
-// copies in chunks of at most DeleteRows all the same, and every row ends once on its
-// owner's new shard: a PostgreSQL table partitioned by its key (its partitions repeat
+// copies in chunks of at most DeleteRows all the same, or owners whole where they fit, and
+// every row ends once on its owner's new shard: a PostgreSQL table partitioned by its key (its partitions repeat
 // addresses), a SQLite table WITHOUT ROWID (it has none) and a SQLite table with a column
 // named _rowid_ (which hides the rowid; here the same value in every row).
 func TestDeleteByAddress(t *testing.T) {
@@ -262,19 +297,29 @@ func TestDeleteByAddress(t *testing.T) {
 			if c.dialect == sqlstore.PostgreSQL && pg == nil {
 				t.Skip("PostgreSQL not available: " + pgWhy)
 			}
-			e := newEngine(t, c.dialect, 4, c.schema, c.tables)
-			p := e.open(t, 2)
-			w := newWorld(t, e, 2, 4)
-			w.load(t, p, span(1, 40), 30)
-			d := &deleteLimits{Store: p.store}
-			m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](d), rebalance.SharedOptions{Token: 1, ChunkRows: 7, DeleteRows: 45})
-			require.NoError(t, err)
-			require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
-			require.Contains(t, d.deleted, 45, "no deletion was cut at its limit")
-			for i, n := range d.deleted {
-				require.LessOrEqual(t, n, d.limits[i], "deletion %d", i)
+			for _, whole := range []bool{false, true} {
+				e := newEngine(t, c.dialect, 4, c.schema, c.tables)
+				p := e.open(t, 2)
+				w := newWorld(t, e, 2, 4)
+				w.load(t, p, span(1, 40), 30)
+				d := &deleteLimits{Store: p.store}
+				var store rebalance.SharedStore[*sql.Tx] = chunkDeletes{d}
+				if whole {
+					store = d
+				}
+				m, err := rebalance.NewShared("grow", w.before, w.after, store, rebalance.SharedOptions{Token: 1, ChunkRows: 7, DeleteRows: 45})
+				require.NoError(t, err)
+				require.NoError(t, m.Run(context.Background(), slices.Values(w.users)))
+				if whole {
+					require.NotZero(t, d.wholes, "no owner deleted whole")
+				} else {
+					require.Contains(t, d.deleted, 45, "no deletion was cut at its limit")
+				}
+				for i, n := range d.deleted {
+					require.LessOrEqual(t, n, d.limits[i], "deletion %d", i)
+				}
+				w.requireClean(t, p, w.after)
 			}
-			w.requireClean(t, p, w.after)
 		})
 	}
 }
@@ -340,4 +385,74 @@ func TestAccessing(t *testing.T) {
 		_, err := mover.Accessing(ctx, 2)
 		require.Error(t, err, "a shard out of range")
 	})
+}
+
+// TestDeleteOwners: a whole deletion is a mover's write like DeleteChunk: it refuses owners
+// its migration has not fenced on the shard and a replaced mover's token, deleting nothing,
+// and deletes only the owners named.
+func TestDeleteOwners(t *testing.T) {
+	forEngines(t, 1, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		p := e.open(t, 2)
+		for id := range 30 {
+			_, err := p.dbs[0].Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, 'm', 0)", id, 1+id%3)
+			require.NoError(t, err)
+		}
+		left := func() (n int) {
+			require.NoError(t, p.dbs[0].QueryRow("SELECT COUNT(*) FROM messages").Scan(&n))
+			return n
+		}
+		old, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Election: 1, Mover: "old", Lease: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, p.store.SetFence(ctx, "m", []string{"1", "2"}, 0, rebalance.Moved, old))
+		_, _, err = p.store.DeleteOwners(ctx, "m", old, []string{"1", "3"}, 0, 100)
+		require.ErrorIs(t, err, rebalance.ErrFenced, "owner 3 is not fenced")
+		require.Equal(t, 30, left())
+		_, _, err = p.store.DeleteOwners(ctx, "m", old, []string{"1"}, 0, 0)
+		require.ErrorIs(t, err, rebalance.ErrConfig)
+		newer, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Election: 2, Mover: "new", Lease: time.Minute})
+		require.NoError(t, err)
+		_, _, err = p.store.DeleteOwners(ctx, "m", old, []string{"1", "2"}, 0, 100)
+		require.ErrorIs(t, err, rebalance.ErrFenced, "a replaced mover's token")
+		require.Equal(t, 30, left())
+		n, whole, err := p.store.DeleteOwners(ctx, "m", newer, []string{"2", "1", "2"}, 0, 20)
+		require.NoError(t, err)
+		require.True(t, whole)
+		require.Equal(t, 20, n)
+		var others int
+		require.NoError(t, p.dbs[0].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = 3").Scan(&others))
+		require.Equal(t, 10, others)
+		require.Equal(t, 10, left())
+	})
+}
+
+// TestDeleteOwnersPlan: on a table PostgreSQL has no statistics of, a plain deletion of a
+// tenth of its rows, 100 owners' of 1000, is planned as a read of the whole table (each owner
+// taken for half a percent of it); DeleteOwners plans it by the index.
+func TestDeleteOwnersPlan(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	ctx := context.Background()
+	e := newPostgres(t, 1)
+	p := e.open(t, 1)
+	_, err := p.dbs[0].Exec("ALTER TABLE messages SET (autovacuum_enabled = false)")
+	require.NoError(t, err)
+	w := newWorld(t, e, 1, 1)
+	w.load(t, p, span(1, 1000), 20)
+	var owners []string
+	for o := range 100 {
+		owners = append(owners, strconv.Itoa(1+o*10))
+	}
+	q, args, err := p.store.OwnersDeletion(0, owners)
+	require.NoError(t, err)
+	seq := func(plan []string) bool {
+		return slices.ContainsFunc(plan, func(l string) bool { return strings.Contains(l, "Seq Scan") })
+	}
+	plan, err := p.store.ExplainDeletion(ctx, 0, q, args, false)
+	require.NoError(t, err)
+	require.True(t, seq(plan), "PostgreSQL by itself did not read the whole table, so this test shows nothing:\n%s", strings.Join(plan, "\n"))
+	plan, err = p.store.ExplainDeletion(ctx, 0, q, args, true)
+	require.NoError(t, err)
+	require.False(t, seq(plan), "DeleteOwners reads the whole table:\n%s", strings.Join(plan, "\n"))
 }

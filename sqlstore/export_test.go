@@ -44,15 +44,39 @@ func (s *Store) RangeStatements(t int, owners []string, limit int) (read, whole,
 	return r.b.String(), w.b.String(), d.b.String(), r.args, w.args, d.args, nil
 }
 
+// OwnersDeletion returns DeleteOwners' statement of owners in the Store's table t, with its
+// arguments.
+func (s *Store) OwnersDeletion(t int, owners []string) (string, []any, error) {
+	q, err := s.ownersDeletion(s.tables[t], owners)
+	if err != nil {
+		return "", nil, err
+	}
+	return q.b.String(), q.args, nil
+}
+
 // ExplainRanges returns PostgreSQL's EXPLAIN ANALYZE of q on shard, planned as the Store
 // plans its range reads (rangesOnly), in a transaction it rolls back.
 func (s *Store) ExplainRanges(ctx context.Context, shard int, q string, args []any) ([]string, error) {
+	return s.explain(ctx, shard, rangesOnlySQL, q, args)
+}
+
+// ExplainDeletion returns PostgreSQL's EXPLAIN ANALYZE of q on shard, planned as
+// DeleteOwners plans it, or as PostgreSQL would by itself, in a transaction it rolls back.
+func (s *Store) ExplainDeletion(ctx context.Context, shard int, q string, args []any, asDeleteOwners bool) ([]string, error) {
+	setup := "SELECT 1"
+	if asDeleteOwners {
+		setup = noSeqScanSQL
+	}
+	return s.explain(ctx, shard, setup, q, args)
+}
+
+func (s *Store) explain(ctx context.Context, shard int, setup, q string, args []any) ([]string, error) {
 	tx, err := s.shards[shard].BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	if err := rangesOnly(ctx, tx); err != nil {
+	if _, err := tx.ExecContext(ctx, setup); err != nil {
 		return nil, err
 	}
 	rows, err := tx.QueryContext(ctx, "EXPLAIN (ANALYZE) "+q, args...)

@@ -76,6 +76,16 @@ func (s *phaseStore) Accessing(ctx context.Context, shard int) (bool, error) {
 	return true, nil
 }
 
+// DeleteOwners passes on the store's whole deletions (rebalance.OwnersDeleter), which the
+// wrapper would otherwise hide from Run.
+func (s *phaseStore) DeleteOwners(ctx context.Context, m string, tok uint64, o []string, shard, most int) (int, bool, error) {
+	defer s.add(phaseDelete, time.Now())
+	if od, ok := s.SharedStore.(rebalance.OwnersDeleter); ok {
+		return od.DeleteOwners(ctx, m, tok, o, shard, most)
+	}
+	return 0, false, nil
+}
+
 func (s *phaseStore) DeleteChunk(ctx context.Context, m string, tok uint64, o []string, shard, limit int) (int, error) {
 	defer s.add(phaseDelete, time.Now())
 	return s.SharedStore.DeleteChunk(ctx, m, tok, o, shard, limit)

@@ -209,6 +209,14 @@ func (s *stopAt) DeleteChunk(ctx context.Context, migration string, token uint64
 	return
 }
 
+func (s *stopAt) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (n int, whole bool, err error) {
+	err = s.do(ctx, "delete owners", func(ctx context.Context) (err error) {
+		n, whole, err = s.Store.DeleteOwners(ctx, migration, token, owners, shard, most)
+		return err
+	})
+	return
+}
+
 func (s *stopAt) SetMarks(ctx context.Context, migration string, owners []string, m rebalance.Mark, token uint64) error {
 	return s.do(ctx, "marks", func(ctx context.Context) error { return s.Store.SetMarks(ctx, migration, owners, m, token) })
 }

@@ -630,6 +630,11 @@ func (s *interloper) DeleteChunk(ctx context.Context, migration string, token ui
 	return s.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
 }
 
+func (s *interloper) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	s.hit("delete owners")
+	return s.Store.DeleteOwners(ctx, migration, token, owners, shard, most)
+}
+
 func (s *interloper) SetMarks(ctx context.Context, migration string, owners []string, m rebalance.Mark, token uint64) error {
 	s.hit("marks")
 	return s.Store.SetMarks(ctx, migration, owners, m, token)
