@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -353,31 +354,44 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		texts[i] = make([]string, len(s.tables))
 	}
 	// A column added since Init would not have been copied: the sums would agree without it.
+	// PostgreSQL checks the columns in the statement of the sums (where the owners have
+	// rows in the table, which is where some could be lost), SQLite before.
 	db, err := s.shard(shard)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range s.tables {
-		if err := s.checkColumns(ctx, db, t); err != nil {
-			return nil, s.wrap(shard, "check table "+t.Table, err)
+		if s.dialect == SQLite {
+			if err := s.checkColumns(ctx, db, t); err != nil {
+				return nil, s.wrap(shard, "check table "+t.Table, err)
+			}
 		}
 	}
+	changed := make([]bool, len(s.tables)) // PostgreSQL: by table
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
 	var (
 		n      int64
 		digest string
+		same   bool
 		h      uint64
 	)
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s",
-				t.Owner, t.rowHash, t.Table, t.Owner, in, t.Owner)
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s FROM %s WHERE %s IN (%s) GROUP BY %s",
+				t.Owner, t.rowHash, t.sameColumns, t.Table, t.Owner, in, t.Owner)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
-			return owner, rs.Scan(&owner, &n, &digest)
+			return owner, rs.Scan(&owner, &n, &digest, &same)
 		}, func(t *table, i int) {
 			rows[i] += n
 			texts[i][tableAt(t)] = digest
+			changed[tableAt(t)] = changed[tableAt(t)] || !same
 		})
+		for ti, t := range s.tables {
+			if err == nil && changed[ti] {
+				err = cmp.Or(s.checkColumns(ctx, db, t), fmt.Errorf("the columns changed during the sums: %w", ErrSchema))
+				err = s.wrap(shard, "check table "+t.Table, err)
+			}
+		}
 	} else {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)

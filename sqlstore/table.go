@@ -19,6 +19,9 @@ type table struct {
 
 	// rowHash is PostgreSQL's hash of a row's content for Sums (setRowHash).
 	rowHash string
+	// sameColumns is true, in a PostgreSQL statement, when the table has the TableSpec's
+	// columns and no other but generated ones, as checkColumns checks.
+	sameColumns string
 	// reads are the copied columns as a statement that reads them into Go selects them. On
 	// SQLite each is +c AS c: an expression has no declared type, so the driver returns the
 	// value as stored rather than as the declared type suggests (a DATETIME column's text
@@ -48,6 +51,10 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	}
 	t := &table{TableSpec: spec, key: key}
 	cols, n, o, k := strings.Join(spec.Columns, ", "), spec.Table, spec.Owner, spec.Key
+	// Plain identifiers: their bytes sort the same in Go and in the "C" collation.
+	t.sameColumns = fmt.Sprintf(`(SELECT array_agg(attname::text ORDER BY attname::text COLLATE "C") FROM pg_attribute
+		WHERE attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = '') = ARRAY['%s']::text[]`,
+		n, strings.Join(slices.Sorted(slices.Values(spec.Columns)), "', '"))
 	t.reads = cols
 	if dialect == SQLite {
 		reads := make([]string, len(spec.Columns))
