@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +100,51 @@ func TestReadsAfterTheLock(t *testing.T) {
 			t.Fatalf("fence of 8: %v (%v), want unchanged", f, err)
 		}
 	})
+}
+
+// TestFenceChangesDoNotDeadlock (PostgreSQL): fence changes of the same owners, listed in
+// opposite orders, from two processes at once, all pass: each takes the owners' locks in
+// one order, whatever the order it was given.
+func TestFenceChangesDoNotDeadlock(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	ctx := context.Background()
+	e := newPostgres(t, 1)
+	var owners []string
+	for i := range 40 {
+		owners = append(owners, strconv.Itoa(i))
+	}
+	backwards := slices.Clone(owners)
+	slices.Reverse(backwards)
+	p := e.open(t, 4)
+	tok, err := p.store.Claim(ctx, rebalance.Claim{Migration: "m", Mover: "test", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	start := make(chan struct{})
+	for i, list := range [][]string{owners, backwards, owners, backwards} {
+		store := e.open(t, 2).store
+		if err := store.SetFence(ctx, "m", list, 0, rebalance.Serving, tok); err != nil { // connected
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			<-start
+			for n := range 200 {
+				state := []rebalance.FenceState{rebalance.Importing, rebalance.Serving}[(n+i)%2]
+				if err := store.SetFence(ctx, "m", list, 0, state, tok); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

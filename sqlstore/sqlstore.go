@@ -361,15 +361,13 @@ CREATE OR REPLACE FUNCTION rebalance_set_fence(ns integer, epoch_ns integer, mke
 	owners text[], st integer, m text, tok bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
-	k integer;
 	newest bigint;
 BEGIN
 	-- The migration's token lock shared (a claim takes it exclusive), then the owners
-	-- exclusive in the order of keys (sorted by the caller: no deadlock between two changes).
+	-- exclusive in the order of keys (sorted by the caller: no deadlock between two changes),
+	-- one statement for all: unnest yields them in that order.
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
-	FOREACH k IN ARRAY keys LOOP
-		PERFORM pg_advisory_xact_lock(ns, k);
-	END LOOP;
+	PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
 	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
 	IF newest IS NULL OR newest < tok THEN
 		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
