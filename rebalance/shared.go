@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -356,7 +355,7 @@ type Shared[Tx any] struct {
 	opts          SharedOptions
 	placement     Placement
 	finished      atomic.Bool
-	locks         []sync.Mutex // the mover's, by owner hash; Do takes none
+	moving        ownerLocks // the owners Run's movers are moving; Do takes none
 
 	moved, rows  atomic.Int64
 	maxExclusive atomic.Int64 // nanoseconds
@@ -405,7 +404,7 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 	opts.Lease = cmp.Or(opts.Lease, 10*time.Second)
 	opts.Mover = cmp.Or(opts.Mover, defaultMover())
 	return &Shared[Tx]{id: id, before: before, after: after, store: store, opts: opts,
-		placement: PlacementOf(id, before, after), locks: make([]sync.Mutex, 1024)}, nil
+		placement: PlacementOf(id, before, after)}, nil
 }
 
 // ID returns the migration's ID.

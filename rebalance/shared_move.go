@@ -12,8 +12,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/shardkit/shard/internal/keyhash"
 )
 
 // Run moves every owner of owners whose shard changes and that is not Done, up to
@@ -101,7 +99,7 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
 			for group := range work {
-				unlock := m.lockOwners(group) // an owner listed twice is moved once at a time
+				unlock := m.moving.lock(group) // an owner listed twice is moved once at a time
 				moved, err := mv.moveGroup(ctx, group, m.before.Locate(group[0]), m.after.Locate(group[0]))
 				unlock()
 				if err != nil {
@@ -228,20 +226,43 @@ func (m *Shared[Tx]) changed(owners iter.Seq[string]) iter.Seq[string] {
 	}
 }
 
-// lockOwners locks the mover's stripes of owners, in order, and returns the unlock.
-func (m *Shared[Tx]) lockOwners(owners []string) func() {
-	stripes := make([]int, len(owners))
-	for i, o := range owners {
-		stripes[i] = int(keyhash.XXH64(o) % uint64(len(m.locks)))
-	}
-	slices.Sort(stripes)
-	stripes = slices.Compact(stripes)
-	for _, i := range stripes {
-		m.locks[i].Lock()
+// ownerLocks are locks of owners by name, held while they move. Locks of stripes of owners
+// by hash made a mover wait for another that moved none of its owners: with 8 movers of 16
+// owners in 1024 stripes, a group found one of its stripes held 84% of the time, so fewer
+// movers ran than Concurrency said (with groups of 32, the two cores of the benchmark were
+// 78% busy, against 90% with 16).
+type ownerLocks struct {
+	mu   sync.Mutex
+	held map[string]chan struct{} // closed when the owner is unlocked
+}
+
+// lock locks owners, in order (two groups that share owners cannot deadlock), and returns
+// the unlock.
+func (l *ownerLocks) lock(owners []string) func() {
+	sorted := slices.Compact(slices.Sorted(slices.Values(owners)))
+	for _, o := range sorted {
+		for {
+			l.mu.Lock()
+			if l.held == nil {
+				l.held = map[string]chan struct{}{}
+			}
+			wait, busy := l.held[o]
+			if !busy {
+				l.held[o] = make(chan struct{})
+			}
+			l.mu.Unlock()
+			if !busy {
+				break
+			}
+			<-wait
+		}
 	}
 	return func() {
-		for _, i := range stripes {
-			m.locks[i].Unlock()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, o := range sorted {
+			close(l.held[o])
+			delete(l.held, o)
 		}
 	}
 }

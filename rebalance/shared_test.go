@@ -7,6 +7,7 @@ import (
 	"iter"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -991,4 +992,59 @@ func TestMigrationNewOwnerDuringFinish(t *testing.T) {
 	close(st.release)
 	require.NoError(t, <-finished)
 	require.Equal(t, after.Locate(fresh), <-ran, "the new owner's shard")
+}
+
+// TestOwnerLocks: a group waits for another only if they share an owner (an owner listed
+// twice in one group is one lock); groups of random owners locked at once by many movers,
+// in any order, never hold an owner twice and never deadlock.
+func TestOwnerLocks(t *testing.T) {
+	var l ownerLocks
+	unlock := l.lock([]string{"b", "a", "a"})
+	l.lock([]string{"c", "d"})() // shares none: does not wait
+	var released atomic.Bool
+	waited, done := make(chan bool), make(chan struct{})
+	go func() {
+		unlock := l.lock([]string{"e", "b", "a0"}) // a0 first, then b
+		waited <- released.Load()
+		unlock()
+		close(done)
+	}()
+	for took := false; !took; runtime.Gosched() { // until it holds a0, on its way to b
+		l.mu.Lock()
+		_, took = l.held["a0"]
+		l.mu.Unlock()
+	}
+	released.Store(true)
+	unlock()
+	require.True(t, <-waited, "a group that shares owner b took it before the holder let it go")
+	<-done
+	require.Empty(t, l.held)
+
+	holders := map[string]*atomic.Int32{}
+	for i := range 20 {
+		holders[strconv.Itoa(i)] = new(atomic.Int32)
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for n := range 200 {
+				var group []string
+				for i := range 1 + (g+n)%6 {
+					group = append(group, strconv.Itoa((g*7+n*3+i*5)%20))
+				}
+				unlock := l.lock(group)
+				for _, o := range slices.Compact(slices.Sorted(slices.Values(group))) {
+					if holders[o].Add(1) != 1 {
+						t.Errorf("owner %s held twice", o)
+					}
+				}
+				for _, o := range slices.Compact(slices.Sorted(slices.Values(group))) {
+					holders[o].Add(-1)
+				}
+				unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, l.held)
 }
