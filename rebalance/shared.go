@@ -271,8 +271,10 @@ type SharedOptions struct {
 	// MaxChunkRows]. Those rows belong to owners their shard no longer serves, so no access
 	// waits for them on PostgreSQL, where bigger deletions cost the application nothing but
 	// the work (10 times ChunkRows moved 1M rows 3-13% faster; see docs/rebalancing.md); on
-	// SQLite a deletion holds the file's one write lock, as a copy does. Zero means what the
-	// store says if it is a DeleteSizer, else ChunkRows.
+	// SQLite a deletion holds the file's one write lock, as a copy does. Owners whose rows
+	// the window counted and that fit in DeleteRows together go in one deletion, whole, if
+	// the store is an OwnersDeleter. Zero means what the store says if it is a DeleteSizer,
+	// else ChunkRows.
 	DeleteRows int
 	// Batch is how many owners' marks one statement reads or writes, in [0, MaxBatch]. Zero
 	// means 256.

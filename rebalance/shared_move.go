@@ -31,7 +31,8 @@ import (
 //     of their content) on A and B; if they differ, fence A serving again and stop with
 //     ErrCopyMismatch naming the first key that differs, deleting nothing;
 //  6. fence B serving: the commit point, B serves the owner from now on;
-//  7. delete the owner's rows on A in chunks (A stays fenced moved), and its changes;
+//  7. delete the owner's rows on A in chunks, or with others whole where the window counted
+//     that they fit in one (OwnersDeleter; A stays fenced moved), and its changes;
 //  8. mark the owner Done, in a batch with others.
 //
 // Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election

@@ -193,6 +193,19 @@ func copyOwner(t *testing.T, s *sqlstore.Store, tok uint64, owner string, limit 
 	}
 }
 
+// unanalyzed returns a PostgreSQL shard whose messages table autovacuum leaves alone, so
+// that the rows loaded there have no statistics, as a freshly copied owner's, or skips.
+func unanalyzed(t *testing.T) (*proc, *world) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	e := newPostgres(t, 1)
+	p := e.open(t, 1)
+	_, err := p.dbs[0].Exec("ALTER TABLE messages SET (autovacuum_enabled = false)")
+	require.NoError(t, err)
+	return p, newWorld(t, e, 1, 1)
+}
+
 // TestRangesOnly: each chunk of a copy (by ranges, or whole while the owners have no
 // cursor) or a deletion reads about as many rows as it handles, however big the owner, even
 // with statistics older than the owner's rows. PostgreSQL then estimates a few dozen rows
@@ -200,16 +213,8 @@ func copyOwner(t *testing.T, s *sqlstore.Store, tok uint64, owner string, limit 
 // entries and sorts them, so every chunk of a big owner cost as much as all its rows: here
 // 20000 for a chunk of 100.
 func TestRangesOnly(t *testing.T) {
-	if pg == nil {
-		t.Skip("PostgreSQL not available: " + pgWhy)
-	}
 	ctx := context.Background()
-	e := newPostgres(t, 1)
-	p := e.open(t, 1)
-	// Statistics as stale as a freshly copied owner's: none of its rows analyzed.
-	_, err := p.dbs[0].Exec("ALTER TABLE messages SET (autovacuum_enabled = false)")
-	require.NoError(t, err)
-	w := newWorld(t, e, 1, 1)
+	p, w := unanalyzed(t)
 	w.load(t, p, span(1, 1), 20000)
 	w.load(t, p, span(2, 2), 100)
 	const limit = 100
@@ -430,15 +435,8 @@ func TestDeleteOwners(t *testing.T) {
 // tenth of its rows, 100 owners' of 1000, is planned as a read of the whole table (each owner
 // taken for half a percent of it); DeleteOwners plans it by the index.
 func TestDeleteOwnersPlan(t *testing.T) {
-	if pg == nil {
-		t.Skip("PostgreSQL not available: " + pgWhy)
-	}
 	ctx := context.Background()
-	e := newPostgres(t, 1)
-	p := e.open(t, 1)
-	_, err := p.dbs[0].Exec("ALTER TABLE messages SET (autovacuum_enabled = false)")
-	require.NoError(t, err)
-	w := newWorld(t, e, 1, 1)
+	p, w := unanalyzed(t)
 	w.load(t, p, span(1, 1000), 20)
 	var owners []string
 	for o := range 100 {
