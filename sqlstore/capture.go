@@ -360,8 +360,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range s.tables {
-		if s.dialect == SQLite {
+	if s.dialect == SQLite {
+		for _, t := range s.tables {
 			if err := s.checkColumns(ctx, db, t); err != nil {
 				return nil, s.wrap(shard, "check table "+t.Table, err)
 			}
