@@ -72,8 +72,8 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 	// before its goroutine has stopped reading the buffer.
 	pool := true
 	defer func() {
-		for _, b := range tuples {
-			if pool {
+		if pool {
+			for _, b := range tuples {
 				putTuples(b)
 			}
 		}

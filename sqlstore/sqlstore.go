@@ -549,13 +549,17 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	return nil
 }
 
+// pgCopiedColumns selects, in pg_attribute, the columns a copy carries: every column but
+// the system, dropped and generated ones (checkColumns, and the sums' check: table.sameColumns).
+const pgCopiedColumns = "attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+
 // checkColumns checks that db's table t has the columns of its TableSpec and no other but
 // generated ones: a column the copy does not carry would be left behind, its values lost.
 func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table) error {
 	// pragma_table_info leaves out generated columns, which a copy cannot write.
 	q := "SELECT name FROM pragma_table_info($1)"
 	if s.dialect == PostgreSQL {
-		q = "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+		q = "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND " + pgCopiedColumns
 	}
 	have, err := queryStrings(ctx, db, q, t.Table)
 	if err != nil {

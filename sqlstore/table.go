@@ -53,8 +53,8 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	cols, n, o, k := strings.Join(spec.Columns, ", "), spec.Table, spec.Owner, spec.Key
 	// Plain identifiers: their bytes sort the same in Go and in the "C" collation.
 	t.sameColumns = fmt.Sprintf(`(SELECT array_agg(attname::text ORDER BY attname::text COLLATE "C") FROM pg_attribute
-		WHERE attrelid = '%s'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = '') = ARRAY['%s']::text[]`,
-		n, strings.Join(slices.Sorted(slices.Values(spec.Columns)), "', '"))
+		WHERE attrelid = '%s'::regclass AND %s) = ARRAY['%s']::text[]`,
+		n, pgCopiedColumns, strings.Join(slices.Sorted(slices.Values(spec.Columns)), "', '"))
 	t.reads = cols
 	if dialect == SQLite {
 		reads := make([]string, len(spec.Columns))
