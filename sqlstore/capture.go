@@ -193,17 +193,31 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	if n == 0 {
 		return 0, nil
 	}
+	if err := s.writeChanged(ctx, migration, token, owners, to, work); err != nil {
+		return 0, err
+	}
+	return n, s.deleteChanges(ctx, migration, token, owners, from, work)
+}
+
+// writeChanged writes on shard to, in one transaction, the rows of work, and deletes there
+// the rows work found gone.
+func (s *Store) writeChanged(ctx context.Context, migration string, token uint64, owners []string, to int, work []replayed) error {
+	release, err := s.writeTurn(ctx, to)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, _, done, err := s.beginImport(ctx, to, "")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer done()
 	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
-		return 0, err
+		return err
 	}
 	for _, r := range work {
 		if err := s.insertRows(ctx, tx, r.t, r.rows); err != nil {
-			return 0, s.wrap(to, fmt.Sprintf("write %d changed rows of table %s", len(r.rows), r.t.Table), err)
+			return s.wrap(to, fmt.Sprintf("write %d changed rows of table %s", len(r.rows), r.t.Table), err)
 		}
 	}
 	for i := len(work) - 1; i >= 0; i-- {
@@ -212,14 +226,11 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 			q := "DELETE FROM " + r.t.Table + " WHERE " + r.t.Key + " IN (" + s.placeholders(1, len(batch)) +
 				") AND " + r.t.Owner + " IN (" + s.placeholders(len(batch)+1, len(r.owners)) + ")"
 			if _, err := tx.ExecContext(ctx, q, append(slices.Clip(batch), r.owners...)...); err != nil {
-				return 0, s.wrap(to, fmt.Sprintf("delete %d rows of table %s deleted since their copy", len(batch), r.t.Table), err)
+				return s.wrap(to, fmt.Sprintf("delete %d rows of table %s deleted since their copy", len(batch), r.t.Table), err)
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, s.wrap(to, "commit: replay changes", err)
-	}
-	return n, s.deleteChanges(ctx, migration, token, owners, from, work)
+	return s.wrap(to, "commit: replay changes", tx.Commit())
 }
 
 // changedRows reads up to limit of the oldest changes of owners in table t on db, then the
@@ -284,6 +295,11 @@ func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []
 // work is nil) on shard, in a transaction that checks the token and that owners are fenced
 // by migration.
 func (s *Store) deleteChanges(ctx context.Context, migration string, token uint64, owners []string, shard int, work []replayed) error {
+	release, err := s.writeTurn(ctx, shard)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err

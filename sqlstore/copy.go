@@ -313,6 +313,11 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return next, 0, !full, nil
 	}
 	what := fmt.Sprintf("write %d rows of %d owners", n, len(owners))
+	release, err := s.writeTurn(ctx, to)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	defer release()
 	tx, conn, done, err := s.beginImport(ctx, to, "")
 	if err != nil {
 		return nil, 0, false, err
@@ -452,6 +457,11 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.writeTurn(ctx, to)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, err := s.begin(ctx, to)
 	if err != nil {
 		return err
@@ -586,6 +596,11 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 
 // Delete removes every row of owner from shard, children first, in one transaction.
 func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+	release, err := s.writeTurn(ctx, shard)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
@@ -617,6 +632,11 @@ func (s *Store) DeleteChunk(ctx context.Context, migration string, token uint64,
 var errByAddress = errors.New("sqlstore: deletion by row address past its limit or failed")
 
 func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	release, err := s.writeTurn(ctx, shard)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return 0, err
@@ -684,6 +704,11 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 	if most <= 0 {
 		return 0, false, fmt.Errorf("sqlstore: delete owners of at most %d rows: %w", most, rebalance.ErrConfig)
 	}
+	release, err := s.writeTurn(ctx, shard)
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return 0, false, err

@@ -86,6 +86,11 @@ func (s *Store) fileOf(ctx context.Context, i int) (string, error) {
 // the rows copied. It returns the rows copied and whether the chunk is full (rows may be
 // left).
 func (s *Store) copyAttached(ctx context.Context, migration string, token uint64, owners []string, src string, to int, in []int, keys []string, limit int) (n int, full bool, err error) {
+	release, err := s.writeTurn(ctx, to)
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
 	tx, _, done, err := s.beginImport(ctx, to, src)
 	if err != nil {
 		return 0, false, err

@@ -99,6 +99,11 @@ func (s *Store) SetMarks(ctx context.Context, migration string, owners []string,
 	if mark > rebalance.Done {
 		return fmt.Errorf("sqlstore: set marks to %v: %w", mark, rebalance.ErrConfig)
 	}
+	release, err := s.writeTurn(ctx, -1)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, err := s.control.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: begin: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,4 +236,27 @@ func TestSQLiteWriteQueuedBehindFence(t *testing.T) {
 	if !isFenced(err) || rows != 1 {
 		t.Fatalf("a write queued behind its owner's fence change: got %v, %d rows (fn ran %d times); want ErrFenced and the 1 row from before", err, rows, calls)
 	}
+}
+
+// TestMoversTakeTurnsOnSQLite: eight movers of one Store move owners between shards whose
+// connections do not wait for a lock at all (busy_timeout 0: a write that meets another
+// write fails with "database is locked"). The Store's own write transactions on a shard take
+// turns in the process, so none of them meets another, and the move succeeds. Without the
+// turns, one or another write fails within the first groups.
+func TestMoversTakeTurnsOnSQLite(t *testing.T) {
+	e := newSQLite(t, 4)
+	w := newWorld(t, e, 2, 4)
+	w.load(t, e.open(t, 2), span(1, 400), 20)
+	for i := range e.shards {
+		e.shards[i] = strings.Replace(e.shards[i], "busy_timeout(20000)", "busy_timeout(0)", 1)
+	}
+	p := e.open(t, 8)
+	m := w.shared(t, p, "turns", rebalance.SharedOptions{Token: 1, Concurrency: 8, ChunkRows: 10, Group: 2})
+	if err := m.Run(context.Background(), slices.Values(w.users)); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.Moved == 0 {
+		t.Fatalf("nothing moved: %+v", st)
+	}
+	w.requireClean(t, p, w.after)
 }

@@ -183,12 +183,13 @@ type Store struct {
 	// foreignKeys says some of the tables reference others (Init finds out): the mover's
 	// writes on the new shard then skip the checks (see Init).
 	foreignKeys bool
-	unmoved     []string      // Options.Unmoved
-	files       sync.Map      // SQLite: shard index -> its database file, "" if none (see fileOf)
-	plainCopies bool          // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
-	noCopy      []atomic.Bool // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
-	noRaw       []atomic.Bool // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
-	exactDelete []atomic.Bool // by table, its rows are not deleted by address alone (see deleteKeys)
+	unmoved     []string                  // Options.Unmoved
+	files       sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
+	plainCopies bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
+	noCopy      []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
+	noRaw       []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
+	exactDelete []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
+	turns       map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -233,6 +234,12 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
 	s.exactDelete = make([]atomic.Bool, len(s.tables))
+	s.turns = map[*sql.DB]chan struct{}{}
+	for _, db := range append([]*sql.DB{control}, shards...) {
+		if s.turns[db] == nil {
+			s.turns[db] = make(chan struct{}, 1)
+		}
+	}
 	if s.names == nil {
 		s.names = make([]string, len(shards))
 		for i := range s.names {
