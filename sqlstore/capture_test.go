@@ -468,6 +468,52 @@ func TestInitUnderWrites(t *testing.T) {
 	})
 }
 
+// TestInitReplacesOlderTriggers (SQLite): Init replaces a capture trigger of another
+// definition (an older version's, whose program could abort and so made every write of the
+// table inside a transaction keep a statement journal) and leaves the schema alone once they
+// are current; the replaced trigger still records a fenced owner's deletion.
+func TestInitReplacesOlderTriggers(t *testing.T) {
+	e := newSQLite(t, 2)
+	db := openDB(t, e, e.shards[0])
+	e.open(t, 1).close()
+	older := `CREATE TRIGGER rebalance_changes_messages_delete AFTER DELETE ON messages
+		WHEN EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(OLD.user_id AS TEXT) AND state = 3)
+		BEGIN INSERT INTO rebalance_changes_messages (owner, row_key) SELECT CAST(OLD.user_id AS TEXT), OLD.id; END`
+	for _, q := range []string{"DROP TRIGGER rebalance_changes_messages_delete", older} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schemaVersion := func() (v int64) {
+		if err := db.QueryRow("PRAGMA schema_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	e.open(t, 1).close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'messages' AND sql LIKE '%INSERT OR IGNORE INTO%'`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("%d current capture triggers on messages, want 3 (%v)", n, err)
+	}
+	v := schemaVersion()
+	e.open(t, 1).close()
+	if got := schemaVersion(); got != v {
+		t.Fatalf("Init changed the schema (version %d -> %d) though the triggers were current", v, got)
+	}
+	for _, q := range []string{
+		"INSERT INTO messages VALUES (1, 7, 0, 'x', 0)",
+		fmt.Sprintf("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ('7', %d, 'm', 1)", rebalance.Exporting),
+		"DELETE FROM messages WHERE id = 1",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM rebalance_changes_messages WHERE owner = '7' AND row_key = 1").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d changes recorded of the deletion, want 1 (%v)", n, err)
+	}
+}
+
 // TestRowChangesOwnerDuringTheMove: while user A is copied, the application gives one of A's
 // rows to user B, who stays on the old shard, and takes one of B's rows for A. After the
 // move the first row is on B's shard only, the second on A's new shard only: a changed row
