@@ -94,3 +94,9 @@ func (s *Store) explain(ctx context.Context, shard int, setup, q string, args []
 	}
 	return plan, rows.Err()
 }
+
+// HoldTurn takes s's turn to write on SQLite shard i (see writeTurn) and returns what ends it.
+func (s *Store) HoldTurn(ctx context.Context, i int) (func(), error) { return s.writeTurn(ctx, i) }
+
+// RowHash is the hash Sums gives a row's values on SQLite.
+func RowHash(row []any) uint64 { return rowHash(row) }

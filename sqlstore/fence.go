@@ -46,7 +46,10 @@ func (s *Store) writeTurn(ctx context.Context, i int) (release func(), err error
 	case turn <- struct{}{}:
 		return func() { <-turn }, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		if i < 0 {
+			return nil, fmt.Errorf("sqlstore: control database: wait for the turn to write: %w", ctx.Err())
+		}
+		return nil, s.wrap(i, "wait for the turn to write", ctx.Err())
 	}
 }
 

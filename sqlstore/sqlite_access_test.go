@@ -260,3 +260,25 @@ func TestMoversTakeTurnsOnSQLite(t *testing.T) {
 	}
 	w.requireClean(t, p, w.after)
 }
+
+// TestTurnWaitEndsWithContext: a mover's write that waits for the Store's turn on a SQLite
+// shard (another of its writes holds it) gives up when its context ends, with an error that
+// names the shard and wraps the context's.
+func TestTurnWaitEndsWithContext(t *testing.T) {
+	e := newSQLite(t, 2)
+	p := e.open(t, 2)
+	release, err := p.store.HoldTurn(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = p.store.SetFence(ctx, "m", []string{"7"}, 1, rebalance.Exporting, 1)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "shard 1: wait for the turn to write") {
+		t.Fatalf("got %v, want the wait for shard 1's turn to end with the context", err)
+	}
+	if err := p.store.SetFence(context.Background(), "m", []string{"7"}, 0, rebalance.Exporting, 1); err != nil {
+		t.Fatalf("shard 0's turn is its own: %v", err)
+	}
+}
