@@ -5,10 +5,8 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"slices"
 	"strconv"
@@ -450,10 +448,14 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 			}
 		}
 	} else {
+		scanners := map[*table]func(*sql.Rows) ([]any, error){} // each row hashed before the next is read
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)
 		}, func(t *table, rs *sql.Rows) (any, error) {
-			row, err := t.scanRow(rs, 1)
+			if scanners[t] == nil {
+				scanners[t] = t.rowScanner(1)
+			}
+			row, err := scanners[t](rs)
 			if err != nil {
 				return nil, err
 			}
@@ -490,48 +492,64 @@ func ownerKey(v any) string {
 	return fmt.Sprint(v)
 }
 
-// rowHash hashes one row's values with their types, so that 1 and "1" differ.
+// rowHash hashes one row's values with their types, so that 1 and "1" differ: FNV-1a
+// (64-bit) over a tag byte a value, then its 8 bytes (integers, floats, times), or its
+// length's 8 bytes and its bytes. Written out rather than by hash/fnv, which allocates a
+// hasher and a copy of each string a row: Sums hashes every row of the owners on SQLite.
 func rowHash(row []any) uint64 {
-	h := fnv.New64a()
-	var buf [8]byte
+	h := fnvHash(14695981039346656037)
 	for _, v := range row {
 		switch x := v.(type) {
 		case nil:
-			h.Write([]byte{0})
+			h.byte(0)
 		case int64:
-			h.Write([]byte{1})
-			binary.LittleEndian.PutUint64(buf[:], uint64(x))
-			h.Write(buf[:])
+			h.byte(1)
+			h.uint64(uint64(x))
 		case float64:
-			h.Write([]byte{2})
-			binary.LittleEndian.PutUint64(buf[:], math.Float64bits(x))
-			h.Write(buf[:])
+			h.byte(2)
+			h.uint64(math.Float64bits(x))
 		case string:
-			h.Write([]byte{3})
-			binary.LittleEndian.PutUint64(buf[:], uint64(len(x)))
-			h.Write(buf[:])
-			h.Write([]byte(x))
+			h.byte(3)
+			h.uint64(uint64(len(x)))
+			for i := 0; i < len(x); i++ {
+				h.byte(x[i])
+			}
 		case []byte:
-			h.Write([]byte{4})
-			binary.LittleEndian.PutUint64(buf[:], uint64(len(x)))
-			h.Write(buf[:])
-			h.Write(x)
+			h.byte(4)
+			h.uint64(uint64(len(x)))
+			for _, c := range x {
+				h.byte(c)
+			}
 		case bool:
-			h.Write([]byte{5})
+			h.byte(5)
 			if x {
-				h.Write([]byte{1})
+				h.byte(1)
 			} else {
-				h.Write([]byte{0})
+				h.byte(0)
 			}
 		case time.Time:
-			h.Write([]byte{6})
-			binary.LittleEndian.PutUint64(buf[:], uint64(x.UnixNano()))
-			h.Write(buf[:])
+			h.byte(6)
+			h.uint64(uint64(x.UnixNano()))
 		default:
-			fmt.Fprintf(h, "%T:%v", x, x)
+			for _, c := range []byte(fmt.Sprintf("%T:%v", x, x)) {
+				h.byte(c)
+			}
 		}
 	}
-	return h.Sum64()
+	return uint64(h)
+}
+
+// fnvHash is a 64-bit FNV-1a state.
+type fnvHash uint64
+
+func (h *fnvHash) byte(c byte) { *h = (*h ^ fnvHash(c)) * 1099511628211 }
+
+// uint64 adds v's 8 bytes, least significant first.
+func (h *fnvHash) uint64(v uint64) {
+	for range 8 {
+		h.byte(byte(v))
+		v >>= 8
+	}
 }
 
 // FirstDiff returns the first key at which owner's rows on a and b differ, in the first

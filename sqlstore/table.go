@@ -103,15 +103,23 @@ func (t *table) perStatement() int { return maxParams / len(t.Columns) }
 
 // scanRow scans extra leading columns and then the copied columns.
 func (t *table) scanRow(rs *sql.Rows, extra int) ([]any, error) {
+	return t.rowScanner(extra)(rs)
+}
+
+// rowScanner returns a func that reads rows as scanRow does, each into the same slice: for a
+// caller that is done with a row before it reads the next.
+func (t *table) rowScanner(extra int) func(*sql.Rows) ([]any, error) {
 	row := make([]any, extra+len(t.Columns))
 	ptrs := make([]any, len(row))
 	for i := range row {
 		ptrs[i] = &row[i]
 	}
-	if err := rs.Scan(ptrs...); err != nil {
-		return nil, err
+	return func(rs *sql.Rows) ([]any, error) {
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		return row, nil
 	}
-	return row, nil
 }
 
 // tablesFor returns the tables in the order a copy writes them (parents first), or in the
