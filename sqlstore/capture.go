@@ -421,6 +421,9 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 				return nil, s.wrap(shard, "check table "+t.Table, err)
 			}
 		}
+		if err := s.outsideRefs(ctx, db, shard); err != nil {
+			return nil, s.wrap(shard, "check the tables that reference the moved ones", err)
+		}
 	}
 	changed := make([]bool, len(s.tables)) // PostgreSQL: by table
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
@@ -432,8 +435,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	)
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s FROM %s WHERE %s IN (%s) GROUP BY %s",
-				t.Owner, t.rowHash, t.sameColumns, t.Table, t.Owner, in, t.Owner)
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s AND %s FROM %s WHERE %s IN (%s) GROUP BY %s",
+				t.Owner, t.rowHash, t.sameColumns, t.unreferenced, t.Table, t.Owner, in, t.Owner)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
 			return owner, rs.Scan(&owner, &n, &digest, &same)
 		}, func(t *table, i int) {
@@ -443,7 +446,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		})
 		for ti, t := range s.tables {
 			if err == nil && changed[ti] {
-				err = cmp.Or(s.checkColumns(ctx, db, t), fmt.Errorf("the columns changed during the sums: %w", ErrSchema))
+				err = cmp.Or(s.checkColumns(ctx, db, t), s.outsideRefs(ctx, db, shard),
+					fmt.Errorf("the columns, or the tables that reference it, changed during the sums: %w", ErrSchema))
 				err = s.wrap(shard, "check table "+t.Table, err)
 			}
 		}

@@ -746,6 +746,108 @@ func TestColumnAddedDuringTheMove(t *testing.T) {
 	})
 }
 
+// TestTableAddedDuringTheMove: while a user's rows are copied, the application creates a
+// table that references messages with ON DELETE CASCADE, on every shard, and writes rows
+// of the user there on the old shard. Nothing copies them, and deleting the old copy of the
+// user's messages would delete them too: the move stops with ErrSchema naming the table
+// before the new shard serves the user, and the old shard serves the user again with every
+// row of both tables.
+func TestTableAddedDuringTheMove(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		w.load(t, admin, w.moving(1, 1), 20)
+		u := w.users[0]
+		a := w.before.Locate(u)
+		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+			for _, db := range admin.dbs {
+				if _, err := db.Exec("CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)"); err != nil {
+					t.Error(err)
+				}
+			}
+			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO attachments SELECT id, id, 'kept' FROM messages WHERE user_id = $1", u)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Run(ctx, slices.Values(w.users))
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "table attachments references messages but is not moved with it") {
+			t.Fatalf("got %v, want ErrSchema naming the table", err)
+		}
+		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+			t.Fatalf("old shard says %v, want serving again", f[0])
+		}
+		var n int
+		if err := admin.dbs[a].QueryRow("SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1", u).Scan(&n); err != nil || n != 20 {
+			t.Fatalf("old shard holds %d of the user's attachments with their messages (%v), want 20", n, err)
+		}
+	})
+}
+
+// beforeDeletion runs before, once, before the mover's first deletion of old copies.
+type beforeDeletion struct {
+	rebalance.SharedStore[*sql.Tx]
+	once   sync.Once
+	before func()
+}
+
+func (d *beforeDeletion) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	d.once.Do(d.before)
+	return d.SharedStore.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+func (d *beforeDeletion) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	d.once.Do(d.before)
+	return d.SharedStore.(rebalance.OwnersDeleter).DeleteOwners(ctx, migration, token, owners, shard, most)
+}
+
+// TestTableAddedBeforeTheDeletion: after the sums, just before the old copies are deleted,
+// a table that references messages with ON DELETE CASCADE appears on the old shard, with a
+// row (another owner's) that references one of the moved user's messages there. The
+// deletion finds it inside its transaction and is rolled back: Run fails with ErrSchema
+// naming the table, and that row and the message it references are still there.
+func TestTableAddedBeforeTheDeletion(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		w.load(t, admin, w.moving(1, 1), 20)
+		u := w.users[0]
+		a := w.before.Locate(u)
+		st := &beforeDeletion{SharedStore: e.open(t, 2).store, before: func() {
+			for _, q := range []string{
+				"CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)",
+				"INSERT INTO attachments SELECT 1, MIN(id), 'kept' FROM messages WHERE user_id = " + u,
+			} {
+				if _, err := admin.dbs[a].Exec(q); err != nil {
+					t.Error(err)
+				}
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Run(ctx, slices.Values(w.users))
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "table attachments references messages but is not moved with it") {
+			t.Fatalf("got %v, want ErrSchema naming the table", err)
+		}
+		var n int
+		if err := admin.dbs[a].QueryRow("SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1", u).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("old shard holds %d attachments with their message (%v), want 1", n, err)
+		}
+	})
+}
+
 // TestSumsTellContentApart: a row that differs between two shards only by the case of a
 // value in a case-insensitive column, by an empty text against a NULL, by two values swapped
 // between columns, or by a trailing space, makes the owner's sums differ, and on SQLite,

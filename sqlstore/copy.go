@@ -609,6 +609,9 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 	if _, err := s.deleteOwner(ctx, tx, owner); err != nil {
 		return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
+	if err := s.outsideRefs(ctx, tx, shard); err != nil {
+		return s.wrap(shard, "check the tables that reference the moved ones", err)
+	}
 	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), tx.Commit())
 }
 
@@ -689,6 +692,9 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 			break // this table may have rows left: its parents wait for the next chunk
 		}
 	}
+	if err := s.outsideRefs(ctx, tx, shard); err != nil {
+		return 0, s.wrap(shard, "check the tables that reference the moved ones", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
@@ -743,6 +749,9 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 				return 0, false, nil // rolled back
 			}
 		}
+	}
+	if err := s.outsideRefs(ctx, tx, shard); err != nil {
+		return 0, false, s.wrap(shard, "check the tables that reference the moved ones", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, false, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)

@@ -62,8 +62,10 @@
 // reverse one, so the old copy is deleted children first. [Store.Init] refuses, before it
 // creates anything, tables listed against their foreign keys and a table outside the Store
 // that references one of them: deleting an owner's old copy would fail on it, or cascade
-// into its rows, which nothing copied. Tables that belong to an owner without a foreign key
-// are the caller's to list; the Store cannot see them.
+// into its rows, which nothing copied. Such a table created during a move stops it: the sums
+// before a new shard serves the owners look for one, and so does each deletion of old
+// copies, inside its transaction, where none can appear before it ends. Tables that belong
+// to an owner without a foreign key are the caller's to list; the Store cannot see them.
 //
 // # Rows that change during the copy
 //
@@ -106,6 +108,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -182,14 +185,15 @@ type Store struct {
 	names   []string
 	// foreignKeys says some of the tables reference others (Init finds out): the mover's
 	// writes on the new shard then skip the checks (see Init).
-	foreignKeys bool
-	unmoved     []string                  // Options.Unmoved
-	files       sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
-	plainCopies bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
-	noCopy      []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
-	noRaw       []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
-	exactDelete []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
-	turns       map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
+	foreignKeys  bool
+	unmoved      []string                  // Options.Unmoved
+	files        sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
+	plainCopies  bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
+	noCopy       []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
+	noRaw        []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
+	exactDelete  []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
+	turns        map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
+	unreferenced sync.Map                  // SQLite: shard index -> the schema_version at which outsideRefs found none
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -230,6 +234,14 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 			}
 		}
 		s.tables = append(s.tables, t)
+	}
+	names := make([]string, len(s.tables))
+	for i, t := range s.tables {
+		names[i] = t.Table
+	}
+	for _, t := range s.tables {
+		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)",
+			outsidePG(strings.Join(names, ",")), t.Table)
 	}
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
@@ -613,7 +625,7 @@ func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, e
 		switch {
 		case p < 0 || c == p:
 		case c < 0:
-			return false, fmt.Errorf("table %s references %s but is not moved with it: moving %s would leave its rows behind or delete them with the old copy; add %s to the tables: %w", child, parent, parent, child, ErrSchema)
+			return false, outsideReference(child, parent)
 		case c < p:
 			return false, fmt.Errorf("table %s references %s, which is listed after it: list each table after the tables it references: %w", child, parent, ErrSchema)
 		default:
@@ -621,6 +633,80 @@ func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, e
 		}
 	}
 	return linked, rows.Err()
+}
+
+// outsideReference is the error of table child, which the Store does not move, referencing
+// parent, which it does.
+func outsideReference(child, parent string) error {
+	return fmt.Errorf("table %s references %s but is not moved with it: moving %s would leave its rows behind or delete them with the old copy; add %s to the tables: %w", child, parent, parent, child, ErrSchema)
+}
+
+// outsidePG is the condition on pg_constraint of a foreign key that a table other than the
+// ones named in the list (of identifiers, comma-separated) holds on another table, not
+// counting the copies that each partition of a table holds of its table's.
+func outsidePG(list string) string {
+	return fmt.Sprintf("contype = 'f' AND conparentid = 0 AND NOT conrelid = ANY ('{%s}'::regclass[])", list)
+}
+
+// outsideRefs returns an error wrapping ErrSchema naming a table outside the Store that
+// references one of its tables on shard, through q: deleting an owner's old copy there
+// would delete its rows in that table too (ON DELETE CASCADE), which nothing copied, or
+// fail. Init refuses such a table (checkReferences); this finds one created since, in the
+// sums before a new shard serves the owners, and in each deletion of old copies after its
+// DELETEs, where none can appear until the deletion ends: a foreign key's creation waits for
+// the deletion's lock on the table it references (PostgreSQL) or for the write lock the
+// deletion holds (SQLite). SQLite's answer holds until its schema_version changes.
+func (s *Store) outsideRefs(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, shard int) error {
+	var version int64
+	query := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
+	if s.dialect == PostgreSQL {
+		names := make([]string, len(s.tables))
+		for i, t := range s.tables {
+			names[i] = t.Table
+		}
+		list := strings.Join(names, ",")
+		query = fmt.Sprintf("SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint WHERE %s AND confrelid = ANY ('{%s}'::regclass[])", outsidePG(list), list)
+	} else {
+		rows, err := q.QueryContext(ctx, "PRAGMA schema_version")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			err = rows.Scan(&version)
+		}
+		if err = cmp.Or(err, rows.Close(), rows.Err()); err != nil {
+			return err
+		}
+		if v, ok := s.unreferenced.Load(shard); ok && v.(int64) == version {
+			return nil
+		}
+	}
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	moved := func(name string) bool {
+		return slices.ContainsFunc(s.tables, func(t *table) bool { return strings.EqualFold(t.Table, name) })
+	}
+	for rows.Next() {
+		var child, parent string
+		if err := rows.Scan(&child, &parent); err != nil {
+			return err
+		}
+		if moved(parent) && !moved(child) {
+			return outsideReference(child, parent)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if s.dialect == SQLite {
+		s.unreferenced.Store(shard, version)
+	}
+	return nil
 }
 
 // checkLeftBehind refuses a table of db that has a column named as a moved table's owner

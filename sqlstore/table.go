@@ -22,6 +22,9 @@ type table struct {
 	// sameColumns is true, in a PostgreSQL statement, when the table has the TableSpec's
 	// columns and no other but generated ones, as checkColumns checks.
 	sameColumns string
+	// unreferenced is true, in a PostgreSQL statement, when no table outside the Store
+	// references the table (see Store.outsideRefs).
+	unreferenced string
 	// reads are the copied columns as a statement that reads them into Go selects them. On
 	// SQLite each is +c AS c: an expression has no declared type, so the driver returns the
 	// value as stored rather than as the declared type suggests (a DATETIME column's text
