@@ -685,112 +685,85 @@ func TestRowChangesOwnerDuringTheMove(t *testing.T) {
 	})
 }
 
-// TestColumnAddedDuringTheMove: the application adds a column to the table on every shard
-// while the mover copies, and writes a value in it. The copy does not carry the column, so
-// the move stops in its window with ErrSchema, the old shard serves the owner again with
-// the value, and nothing is deleted; a mover whose TableSpec lists the column then moves it.
-func TestColumnAddedDuringTheMove(t *testing.T) {
-	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 1, 2)
-		w.load(t, admin, w.moving(1, 1), 20)
-		u := w.users[0]
-		a, b := w.before.Locate(u), w.after.Locate(u)
-		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
-		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
-			for _, db := range admin.dbs {
-				if _, err := db.Exec("ALTER TABLE messages ADD COLUMN note TEXT"); err != nil {
-					t.Error(err)
+// TestSchemaChangedDuringTheMove: while the mover copies a user's rows, the application
+// changes the schema on every shard and writes the user's rows under it on the old shard:
+// it adds a column to messages (the copy does not carry it), or creates a table that
+// references messages with ON DELETE CASCADE (nothing copies its rows, and deleting the old
+// copy of the user's messages would delete them). The move stops in its window with
+// ErrSchema naming the column or the table, and the old shard serves the user again with
+// every row and value; a mover whose TableSpec lists the column then moves it.
+func TestSchemaChangedDuringTheMove(t *testing.T) {
+	for _, tc := range []struct {
+		name, change, write, want, kept string
+	}{
+		{"column", "ALTER TABLE messages ADD COLUMN note TEXT",
+			"UPDATE messages SET note = 'kept' WHERE user_id = $1",
+			"column note is not in the TableSpec's Columns",
+			"SELECT COUNT(*) FROM messages WHERE user_id = $1 AND note = 'kept'"},
+		{"table", "CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)",
+			"INSERT INTO attachments SELECT id, id, 'kept' FROM messages WHERE user_id = $1",
+			"table attachments references messages but is not moved with it",
+			"SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				ctx := context.Background()
+				admin := e.open(t, 2)
+				w := newWorld(t, e, 1, 2)
+				w.load(t, admin, w.moving(1, 1), 20)
+				u := w.users[0]
+				a, b := w.before.Locate(u), w.after.Locate(u)
+				app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+				st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+					for _, db := range admin.dbs {
+						if _, err := db.Exec(tc.change); err != nil {
+							t.Error(err)
+						}
+					}
+					err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+						_, err := tx.ExecContext(ctx, tc.write, u)
+						return err
+					})
+					if err != nil {
+						t.Error(err)
+					}
+				}}
+				m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
-				_, err := tx.ExecContext(ctx, "UPDATE messages SET note = 'kept' WHERE user_id = $1", u)
-				return err
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		}}
-		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = m.Run(ctx, slices.Values(w.users))
-		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "column note is not in the TableSpec's Columns") {
-			t.Fatalf("got %v, want ErrSchema naming the column", err)
-		}
-		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
-			t.Fatalf("old shard says %v, want serving again", f[0])
-		}
-		noted := func(shard int) (n int) {
-			if err := admin.dbs[shard].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1 AND note = 'kept'", u).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		if n := noted(a); n != 20 {
-			t.Fatalf("old shard holds %d rows with the note, want 20", n)
-		}
-		withNote := messages
-		withNote.Columns = append(slices.Clone(messages.Columns), "note")
-		f := *e
-		f.tables = []sqlstore.TableSpec{withNote}
-		m = w.shared(t, f.open(t, 2), "grow", rebalance.SharedOptions{})
-		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-			t.Fatal(err)
-		}
-		if n := noted(b); n != 20 {
-			t.Fatalf("new shard holds %d rows with the note, want 20", n)
-		}
-	})
-}
-
-// TestTableAddedDuringTheMove: while a user's rows are copied, the application creates a
-// table that references messages with ON DELETE CASCADE, on every shard, and writes rows
-// of the user there on the old shard. Nothing copies them, and deleting the old copy of the
-// user's messages would delete them too: the move stops with ErrSchema naming the table
-// before the new shard serves the user, and the old shard serves the user again with every
-// row of both tables.
-func TestTableAddedDuringTheMove(t *testing.T) {
-	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 1, 2)
-		w.load(t, admin, w.moving(1, 1), 20)
-		u := w.users[0]
-		a := w.before.Locate(u)
-		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
-		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
-			for _, db := range admin.dbs {
-				if _, err := db.Exec("CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)"); err != nil {
-					t.Error(err)
+				err = m.Run(ctx, slices.Values(w.users))
+				if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want ErrSchema: ...%s...", err, tc.want)
 				}
-			}
-			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
-				_, err := tx.ExecContext(ctx, "INSERT INTO attachments SELECT id, id, 'kept' FROM messages WHERE user_id = $1", u)
-				return err
+				if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+					t.Fatalf("old shard says %v, want serving again", f[0])
+				}
+				kept := func(shard int) (n int) {
+					if err := admin.dbs[shard].QueryRow(tc.kept, u).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				if n := kept(a); n != 20 {
+					t.Fatalf("old shard keeps %d of the 20 rows written under the new schema", n)
+				}
+				if tc.name != "column" {
+					return
+				}
+				withNote := messages
+				withNote.Columns = append(slices.Clone(messages.Columns), "note")
+				f := *e
+				f.tables = []sqlstore.TableSpec{withNote}
+				if err := w.shared(t, f.open(t, 2), "grow", rebalance.SharedOptions{}).Run(ctx, slices.Values(w.users)); err != nil {
+					t.Fatal(err)
+				}
+				if n := kept(b); n != 20 {
+					t.Fatalf("new shard holds %d rows with the note, want 20", n)
+				}
 			})
-			if err != nil {
-				t.Error(err)
-			}
-		}}
-		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = m.Run(ctx, slices.Values(w.users))
-		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "table attachments references messages but is not moved with it") {
-			t.Fatalf("got %v, want ErrSchema naming the table", err)
-		}
-		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
-			t.Fatalf("old shard says %v, want serving again", f[0])
-		}
-		var n int
-		if err := admin.dbs[a].QueryRow("SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1", u).Scan(&n); err != nil || n != 20 {
-			t.Fatalf("old shard holds %d of the user's attachments with their messages (%v), want 20", n, err)
-		}
-	})
+		})
+	}
 }
 
 // beforeDeletion runs before, once, before the mover's first deletion of old copies.
