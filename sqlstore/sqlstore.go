@@ -194,6 +194,7 @@ type Store struct {
 	exactDelete  []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
 	turns        map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
 	unreferenced sync.Map                  // SQLite: shard index -> the schema_version at which outsideRefs found none
+	outsideKeys  string                    // PostgreSQL: outsideRefs' statement
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -239,9 +240,13 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	for i, t := range s.tables {
 		names[i] = t.Table
 	}
+	// A foreign key on pg_constraint that a table outside the Store holds (a partition's
+	// copy of its table's key does not count).
+	list := strings.Join(names, ",")
+	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND NOT conrelid = ANY ('{%s}'::regclass[])", list)
+	s.outsideKeys = fmt.Sprintf("SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint WHERE %s AND confrelid = ANY ('{%s}'::regclass[])", outside, list)
 	for _, t := range s.tables {
-		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)",
-			outsidePG(strings.Join(names, ",")), t.Table)
+		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)", outside, t.Table)
 	}
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
@@ -553,10 +558,11 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	if !slices.ContainsFunc(indexes, leads) {
 		return fmt.Errorf("no index leads with (%s, %s): every chunk, count and sum of a move would scan the table; create one (CREATE INDEX ON %s (%s, %s)): %w", o, k, n, o, k, ErrSchema)
 	}
-	// The capture's triggers: one of these names on another table is not ours.
+	// The capture's triggers: one of these names on another table is not ours (on
+	// PostgreSQL, but for the copies of a partitioned table's trigger on its partitions).
 	q = "SELECT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE $1 AND tbl_name <> $2"
 	if s.dialect == PostgreSQL {
-		q = "SELECT c.relname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgname LIKE $1 AND c.relname <> $2"
+		q = "SELECT c.relname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgname LIKE $1 AND g.tgparentid = 0 AND c.relname <> $2"
 	}
 	taken, err := queryStrings(ctx, db, q, t.changes()+"%", n)
 	if err != nil {
@@ -606,7 +612,7 @@ func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, e
 	if s.dialect == PostgreSQL {
 		q = `SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM pg_constraint c
 			JOIN pg_namespace n ON n.oid = c.connamespace
-			WHERE c.contype = 'f' AND n.nspname = current_schema()`
+			WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()` // not a partition's copy of its table's key
 	}
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -641,13 +647,6 @@ func outsideReference(child, parent string) error {
 	return fmt.Errorf("table %s references %s but is not moved with it: moving %s would leave its rows behind or delete them with the old copy; add %s to the tables: %w", child, parent, parent, child, ErrSchema)
 }
 
-// outsidePG is the condition on pg_constraint of a foreign key that a table other than the
-// ones named in the list (of identifiers, comma-separated) holds on another table, not
-// counting the copies that each partition of a table holds of its table's.
-func outsidePG(list string) string {
-	return fmt.Sprintf("contype = 'f' AND conparentid = 0 AND NOT conrelid = ANY ('{%s}'::regclass[])", list)
-}
-
 // outsideRefs returns an error wrapping ErrSchema naming a table outside the Store that
 // references one of its tables on shard, through q: deleting an owner's old copy there
 // would delete its rows in that table too (ON DELETE CASCADE), which nothing copied, or
@@ -662,12 +661,7 @@ func (s *Store) outsideRefs(ctx context.Context, q interface {
 	var version int64
 	query := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
 	if s.dialect == PostgreSQL {
-		names := make([]string, len(s.tables))
-		for i, t := range s.tables {
-			names[i] = t.Table
-		}
-		list := strings.Join(names, ",")
-		query = fmt.Sprintf("SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint WHERE %s AND confrelid = ANY ('{%s}'::regclass[])", outsidePG(list), list)
+		query = s.outsideKeys
 	} else {
 		rows, err := q.QueryContext(ctx, "PRAGMA schema_version")
 		if err != nil {

@@ -378,6 +378,47 @@ func TestManyTablesPerOwner(t *testing.T) {
 	})
 }
 
+// TestPartitionedTablesWithForeignKeys (PostgreSQL): the chat's messages partitioned by
+// their key, referencing users and referenced by reactions. Each partition holds a copy of
+// the table's foreign keys (pg_constraint.conparentid), and none of them is a table outside
+// the Store: Init takes the tables, the move's sums and deletions find no outside reference,
+// and every row ends on its owner's new shard.
+func TestPartitionedTablesWithForeignKeys(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	schema := strings.Replace(chatSchema, "edits   BIGINT NOT NULL\n);", "edits   BIGINT NOT NULL\n) PARTITION BY HASH (id);", 1)
+	for i := range 2 {
+		schema += fmt.Sprintf(";\nCREATE TABLE IF NOT EXISTS messages_%d PARTITION OF messages FOR VALUES WITH (MODULUS 2, REMAINDER %d)", i, i)
+	}
+	if !strings.Contains(schema, "PARTITION BY") {
+		t.Fatal("the schema is not partitioned")
+	}
+	e := newEngine(t, sqlstore.PostgreSQL, 4, schema, chatTables)
+	before, _ := shard.NewJump(2)
+	after, _ := shard.NewJump(4)
+	admin := e.open(t, 2)
+	c := loadChat(t, admin, before, 20, 6)
+	var owners []string
+	for u := range 20 {
+		owners = append(owners, strconv.Itoa(u))
+	}
+	m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{ChunkRows: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Run(ctx, slices.Values(owners)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(ctx, slices.Values(owners)); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.check(t, admin, after); v != (chatVerdict{rows: v.rows}) || v.rows == 0 {
+		t.Fatalf("after the move: %+v", v)
+	}
+}
+
 // TestManyTablesInitRefuses: tables listed in an order their foreign keys contradict, a
 // table that references a moved one but is not moved with it, a table missing on one shard
 // and a key without a unique index are each refused by Init, naming the table, before
