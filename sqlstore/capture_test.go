@@ -766,6 +766,61 @@ func TestSchemaChangedDuringTheMove(t *testing.T) {
 	}
 }
 
+// TestApplicationTriggerChangesTheCopy: the application keeps a row's time current with a
+// trigger on UPDATE, and updates the user's rows while they are copied. The mover's replay
+// writes those rows on the new shard, the trigger fires for its writes as for the
+// application's (on PostgreSQL without foreign keys among the tables, where its transactions
+// do not run as a replica; on SQLite always), and the copy differs from its source: the move
+// stops with ErrCopyMismatch and the old shard serves the user again with every update.
+func TestApplicationTriggerChangesTheCopy(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		w.load(t, admin, w.moving(1, 1), 20)
+		u := w.users[0]
+		a := w.before.Locate(u)
+		touch := []string{"CREATE TRIGGER touch AFTER UPDATE OF message ON messages BEGIN UPDATE messages SET time = time + 1 WHERE id = NEW.id; END"}
+		if e.dialect == sqlstore.PostgreSQL {
+			touch = []string{
+				"CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.time = NEW.time + 1; RETURN NEW; END $$",
+				"CREATE TRIGGER touch BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION touch()",
+			}
+		}
+		for _, db := range admin.dbs {
+			for _, q := range touch {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+				_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'edited' WHERE user_id = $1", u)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}}
+		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrCopyMismatch) {
+			t.Fatalf("got %v, want ErrCopyMismatch", err)
+		}
+		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+			t.Fatalf("old shard says %v, want serving again", f[0])
+		}
+		var n int
+		if err := admin.dbs[a].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1 AND message = 'edited'", u).Scan(&n); err != nil || n != 20 {
+			t.Fatalf("old shard holds %d edited rows (%v), want 20", n, err)
+		}
+	})
+}
+
 // beforeDeletion runs before, once, before the mover's first deletion of old copies.
 type beforeDeletion struct {
 	rebalance.SharedStore[*sql.Tx]

@@ -67,6 +67,15 @@
 // copies, inside its transaction, where none can appear before it ends. Tables that belong
 // to an owner without a foreign key are the caller's to list; the Store cannot see them.
 //
+// The application's own triggers on a moved table fire for the mover's writes as for its
+// own (on PostgreSQL not where the tables have foreign keys among them, whose imports run
+// as a replica; on SQLite always): the copies and replays on the new shard and the deletions
+// of old copies. One that only records elsewhere is harmless; one that changes the copied
+// rows (a time kept current on UPDATE) makes the copy differ, and the move stops with
+// rebalance.ErrCopyMismatch, the old shard serving (TestApplicationTriggerChangesTheCopy);
+// one that deletes rows of a table the Store does not move when an owner's rows go would
+// delete them with the old copy: list that table, or drop the trigger for the move.
+//
 // # Rows that change during the copy
 //
 // [Store.Init] puts triggers on each table (rebalance_changes_<table>_insert, _update and
