@@ -766,59 +766,99 @@ func TestSchemaChangedDuringTheMove(t *testing.T) {
 	}
 }
 
-// TestApplicationTriggerChangesTheCopy: the application keeps a row's time current with a
-// trigger on UPDATE, and updates the user's rows while they are copied. The mover's replay
-// writes those rows on the new shard, the trigger fires for its writes as for the
-// application's (on PostgreSQL without foreign keys among the tables, where its transactions
-// do not run as a replica; on SQLite always), and the copy differs from its source: the move
-// stops with ErrCopyMismatch and the old shard serves the user again with every update.
-func TestApplicationTriggerChangesTheCopy(t *testing.T) {
-	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 1, 2)
-		w.load(t, admin, w.moving(1, 1), 20)
-		u := w.users[0]
-		a := w.before.Locate(u)
-		touch := []string{"CREATE TRIGGER touch AFTER UPDATE OF message ON messages BEGIN UPDATE messages SET time = time + 1 WHERE id = NEW.id; END"}
-		if e.dialect == sqlstore.PostgreSQL {
-			touch = []string{
-				"CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.time = NEW.time + 1; RETURN NEW; END $$",
-				"CREATE TRIGGER touch BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION touch()",
-			}
-		}
-		for _, db := range admin.dbs {
-			for _, q := range touch {
-				if _, err := db.Exec(q); err != nil {
+// TestApplicationTriggers: the application keeps a row's time current with a trigger on
+// UPDATE, logs deleted rows with another, and updates the user's rows while they are copied.
+// The mover's replay writes those rows on the new shard, and the first trigger fires for its
+// writes as for the application's (on PostgreSQL without foreign keys among the tables; on
+// SQLite always): the copy differs from its source, the move stops with ErrCopyMismatch, and
+// the old shard serves the user again with every update. With Options.ReplicaWrites
+// (PostgreSQL) neither trigger fires for the mover's writes: the move succeeds with the
+// rows as the application left them, and no deletion of the mover's is logged.
+func TestApplicationTriggers(t *testing.T) {
+	for _, replica := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replica=%v", replica), func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				if replica && e.dialect == sqlstore.SQLite {
+					if _, err := sqlstore.New(e.dialect, []*sql.DB{openDB(t, e, e.shards[0])}, openDB(t, e, e.shards[0]), []sqlstore.TableSpec{messages}, sqlstore.Options{ReplicaWrites: true}); !errors.Is(err, rebalance.ErrConfig) {
+						t.Fatalf("New with ReplicaWrites on SQLite: %v, want ErrConfig", err)
+					}
+					return
+				}
+				e.opts.ReplicaWrites = replica
+				ctx := context.Background()
+				admin := e.open(t, 2)
+				w := newWorld(t, e, 1, 2)
+				w.load(t, admin, w.moving(1, 1), 20)
+				u := w.users[0]
+				a, b := w.before.Locate(u), w.after.Locate(u)
+				triggers := []string{
+					"CREATE TABLE deleted_log (id BIGINT NOT NULL)",
+					"CREATE TRIGGER touch AFTER UPDATE OF message ON messages BEGIN UPDATE messages SET time = time + 1 WHERE id = NEW.id; END",
+					"CREATE TRIGGER log AFTER DELETE ON messages BEGIN INSERT INTO deleted_log VALUES (OLD.id); END",
+				}
+				if e.dialect == sqlstore.PostgreSQL {
+					triggers = []string{
+						"CREATE TABLE deleted_log (id BIGINT NOT NULL)",
+						"CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.time = NEW.time + 1; RETURN NEW; END $$",
+						"CREATE TRIGGER touch BEFORE UPDATE ON messages FOR EACH ROW EXECUTE FUNCTION touch()",
+						"CREATE FUNCTION log() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO deleted_log VALUES (OLD.id); RETURN NULL; END $$",
+						"CREATE TRIGGER log AFTER DELETE ON messages FOR EACH ROW EXECUTE FUNCTION log()",
+					}
+				}
+				for _, db := range admin.dbs {
+					for _, q := range triggers {
+						if _, err := db.Exec(q); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+				st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+					err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+						_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'edited' WHERE user_id = $1", u)
+						return err
+					})
+					if err != nil {
+						t.Error(err)
+					}
+				}}
+				m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-		}
-		app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
-		st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
-			err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
-				_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'edited' WHERE user_id = $1", u)
-				return err
+				err = m.Run(ctx, slices.Values(w.users))
+				count := func(shard int, q string) (n int) {
+					if err := admin.dbs[shard].QueryRow(q, u).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+				// The application's update touched each row once: time went up by one.
+				const edited = "SELECT COUNT(*) FROM messages WHERE user_id = $1 AND message = 'edited' AND time = id + 1"
+				if !replica {
+					if !errors.Is(err, rebalance.ErrCopyMismatch) {
+						t.Fatalf("got %v, want ErrCopyMismatch", err)
+					}
+					if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
+						t.Fatalf("old shard says %v, want serving again", f[0])
+					}
+					if n := count(a, edited); n != 20 {
+						t.Fatalf("old shard holds %d rows as the application left them, want 20", n)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := count(b, edited); n != 20 {
+					t.Fatalf("new shard holds %d rows as the application left them, want 20", n)
+				}
+				if n := count(a, "SELECT COUNT(*) FROM deleted_log WHERE $1 <> ''"); n != 0 {
+					t.Fatalf("%d of the mover's deletions logged by the application's trigger", n)
+				}
 			})
-			if err != nil {
-				t.Error(err)
-			}
-		}}
-		m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrCopyMismatch) {
-			t.Fatalf("got %v, want ErrCopyMismatch", err)
-		}
-		if f, _ := admin.store.Fences(ctx, []string{u}, a); f[0].State != rebalance.Serving {
-			t.Fatalf("old shard says %v, want serving again", f[0])
-		}
-		var n int
-		if err := admin.dbs[a].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1 AND message = 'edited'", u).Scan(&n); err != nil || n != 20 {
-			t.Fatalf("old shard holds %d edited rows (%v), want 20", n, err)
-		}
-	})
+		})
+	}
 }
 
 // beforeDeletion runs before, once, before the mover's first deletion of old copies.

@@ -653,6 +653,11 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 			return 0, s.wrap(shard, "plan the deletion", err)
 		}
 	}
+	if s.replicaWrites {
+		if err := s.asReplica(ctx, tx, shard); err != nil {
+			return 0, err
+		}
+	}
 	// Each owner once: an owner listed twice would fill the limit with its keys twice.
 	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
 	deleted := 0
@@ -726,6 +731,11 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 	if s.dialect == PostgreSQL {
 		if _, err := tx.ExecContext(ctx, noSeqScanSQL); err != nil {
 			return 0, false, s.wrap(shard, "plan the deletion", err)
+		}
+	}
+	if s.replicaWrites {
+		if err := s.asReplica(ctx, tx, shard); err != nil {
+			return 0, false, err
 		}
 	}
 	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
@@ -852,7 +862,8 @@ func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*q
 }
 
 // beginImport starts a mover's transaction on shard to, which imports owners: if the tables
-// have foreign keys among them, with their checks off (see Init), and on SQLite with the
+// have foreign keys among them, with their checks off (see Init; on PostgreSQL as a replica,
+// as with Options.ReplicaWrites), and on SQLite with the
 // database file src, if not empty, attached as rebalance_src. It returns the transaction,
 // the connection it runs on if it is one of its own (else nil), and done, which ends the
 // transaction (rolling it back if not committed) and gives the connection back. PostgreSQL
@@ -872,10 +883,10 @@ func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, *
 			return nil, nil, nil, s.wrap(to, "begin", err)
 		}
 		done := func() { tx.Rollback(); conn.Close() }
-		if s.foreignKeys {
-			if _, err := tx.ExecContext(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+		if s.foreignKeys || s.replicaWrites {
+			if err := s.asReplica(ctx, tx, to); err != nil {
 				done()
-				return nil, nil, nil, s.wrap(to, "skip the foreign key checks of the rows the mover imports (it needs a superuser, or GRANT SET ON PARAMETER session_replication_role)", err)
+				return nil, nil, nil, err
 			}
 		}
 		return tx, conn, done, nil
@@ -926,6 +937,13 @@ func (s *Store) beginImport(ctx context.Context, to int, src string) (*sql.Tx, *
 		return fail("begin", err)
 	}
 	return tx, conn, func() { tx.Rollback(); restore() }, nil
+}
+
+// asReplica makes tx, on PostgreSQL shard i, write as a replica: no foreign key checks or
+// actions and no trigger of the application's fire for its writes (see Options.ReplicaWrites).
+func (s *Store) asReplica(ctx context.Context, tx *sql.Tx, i int) error {
+	_, err := tx.ExecContext(ctx, "SET LOCAL session_replication_role = replica")
+	return s.wrap(i, "write as a replica, without the application's triggers and foreign key checks (session_replication_role: it needs a superuser, or GRANT SET ON PARAMETER session_replication_role)", err)
 }
 
 // Owners yields each owner that has rows on shard, table by table, a page of 1000 at a time

@@ -201,6 +201,7 @@ type engine struct {
 	control string
 	schema  string               // the data tables' DDL; messagesSchema if ""
 	tables  []sqlstore.TableSpec // what a Store moves; messages if nil
+	opts    sqlstore.Options     // each Store's
 }
 
 // forEngines runs f on SQLite and, if it runs, PostgreSQL, each with fresh databases of n
@@ -336,7 +337,7 @@ func (e *engine) openErr(conns int) (*proc, error) {
 	if tables == nil {
 		tables = []sqlstore.TableSpec{messages}
 	}
-	p.store, err = sqlstore.New(e.dialect, p.dbs, p.ctl, tables, sqlstore.Options{})
+	p.store, err = sqlstore.New(e.dialect, p.dbs, p.ctl, tables, e.opts)
 	if err == nil && os.Getenv("SQLSTORE_PLAIN_COPIES") == "1" { // measure the plain copy
 		p.store.CopyPlainly(true)
 	}

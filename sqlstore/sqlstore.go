@@ -68,13 +68,13 @@
 // to an owner without a foreign key are the caller's to list; the Store cannot see them.
 //
 // The application's own triggers on a moved table fire for the mover's writes as for its
-// own (on PostgreSQL not where the tables have foreign keys among them, whose imports run
-// as a replica; on SQLite always): the copies and replays on the new shard and the deletions
-// of old copies. One that only records elsewhere is harmless; one that changes the copied
-// rows (a time kept current on UPDATE) makes the copy differ, and the move stops with
-// rebalance.ErrCopyMismatch, the old shard serving (TestApplicationTriggerChangesTheCopy);
-// one that deletes rows of a table the Store does not move when an owner's rows go would
-// delete them with the old copy: list that table, or drop the trigger for the move.
+// own, the copies and replays on the new shard and the deletions of old copies, unless they
+// run as a replica: on PostgreSQL with Options.ReplicaWrites (and the imports of tables that
+// reference one another); on SQLite always. One that only records elsewhere logs the
+// mover's writes too; one that changes the rows it fires for (a time kept current on
+// UPDATE) makes the copy differ, and the move stops with rebalance.ErrCopyMismatch, the old
+// shard serving (TestApplicationTriggers); one that deletes rows of a table the Store does
+// not move when an owner's rows go would delete them with the old copy: list that table.
 //
 // # Rows that change during the copy
 //
@@ -181,6 +181,15 @@ type Options struct {
 	// (user_id) but whose rows stay where they are: reference data kept on every shard, a
 	// shard's own log. Init refuses any other such table that the Store does not move.
 	Unmoved []string
+	// ReplicaWrites (PostgreSQL) runs the mover's writes, its copies and replays on the new
+	// shard and its deletions of old copies, with session_replication_role = replica: the
+	// application's triggers on the moved tables do not fire for them, nor do foreign key
+	// checks and actions. It needs a superuser, or GRANT SET ON PARAMETER
+	// session_replication_role. Without it, a trigger that changes the rows it fires for (a
+	// time kept current on UPDATE) makes the copy of a row updated during the move differ,
+	// and the move stops. Tables that reference one another are imported so whatever it
+	// says. SQLite cannot turn triggers off for one connection: New refuses it there.
+	ReplicaWrites bool
 }
 
 // Store implements rebalance.SharedStore[*sql.Tx] over one *sql.DB per shard and a control
@@ -194,16 +203,17 @@ type Store struct {
 	names   []string
 	// foreignKeys says some of the tables reference others (Init finds out): the mover's
 	// writes on the new shard then skip the checks (see Init).
-	foreignKeys  bool
-	unmoved      []string                  // Options.Unmoved
-	files        sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
-	plainCopies  bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
-	noCopy       []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
-	noRaw        []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
-	exactDelete  []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
-	turns        map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
-	unreferenced sync.Map                  // SQLite: shard index -> the schema_version at which outsideRefs found none
-	outsideKeys  string                    // PostgreSQL: outsideRefs' statement
+	foreignKeys   bool
+	replicaWrites bool                      // Options.ReplicaWrites
+	unmoved       []string                  // Options.Unmoved
+	files         sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
+	plainCopies   bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
+	noCopy        []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
+	noRaw         []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
+	exactDelete   []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
+	turns         map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
+	unreferenced  sync.Map                  // SQLite: shard index -> the schema_version at which outsideRefs found none
+	outsideKeys   string                    // PostgreSQL: outsideRefs' statement
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -230,8 +240,10 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 		return nil, bad("%d shard names for %d shards", len(opts.ShardNames), len(shards))
 	case len(tables) == 0 || len(tables) > MaxTables:
 		return nil, bad("%d tables: want 1 to %d", len(tables), MaxTables)
+	case opts.ReplicaWrites && dialect == SQLite:
+		return nil, bad("ReplicaWrites on SQLite, which cannot turn triggers off for one connection")
 	}
-	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved}
+	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved, replicaWrites: opts.ReplicaWrites}
 	for i, spec := range tables {
 		t, err := newTable(spec, dialect, bad)
 		if err != nil {
