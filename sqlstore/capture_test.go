@@ -685,6 +685,32 @@ func TestRowChangesOwnerDuringTheMove(t *testing.T) {
 	})
 }
 
+// moveWithLateWrite runs a move of w's users by a mover of its own that, before its first
+// replay (the copy done, the old shard still serving), calls before if not nil, then has the
+// application run write (its argument: user u) in an access of u; it returns Run's error.
+func moveWithLateWrite(t *testing.T, e *engine, w *world, u, write string, before func()) error {
+	t.Helper()
+	ctx := context.Background()
+	app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
+	st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+		if before != nil {
+			before()
+		}
+		err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+			_, err := tx.ExecContext(ctx, write, u)
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}}
+	m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Run(ctx, slices.Values(w.users))
+}
+
 // TestSchemaChangedDuringTheMove: while the mover copies a user's rows, the application
 // changes the schema on every shard and writes the user's rows under it on the old shard:
 // it adds a column to messages (the copy does not carry it), or creates a table that
@@ -713,26 +739,13 @@ func TestSchemaChangedDuringTheMove(t *testing.T) {
 				w.load(t, admin, w.moving(1, 1), 20)
 				u := w.users[0]
 				a, b := w.before.Locate(u), w.after.Locate(u)
-				app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
-				st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+				err := moveWithLateWrite(t, e, w, u, tc.write, func() {
 					for _, db := range admin.dbs {
 						if _, err := db.Exec(tc.change); err != nil {
 							t.Error(err)
 						}
 					}
-					err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
-						_, err := tx.ExecContext(ctx, tc.write, u)
-						return err
-					})
-					if err != nil {
-						t.Error(err)
-					}
-				}}
-				m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = m.Run(ctx, slices.Values(w.users))
+				})
 				if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("got %v, want ErrSchema: ...%s...", err, tc.want)
 				}
@@ -812,21 +825,7 @@ func TestApplicationTriggers(t *testing.T) {
 						}
 					}
 				}
-				app := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 30 * time.Second})
-				st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
-					err := app.Do(ctx, u, func(tx *sql.Tx, _ int) error {
-						_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'edited' WHERE user_id = $1", u)
-						return err
-					})
-					if err != nil {
-						t.Error(err)
-					}
-				}}
-				m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = m.Run(ctx, slices.Values(w.users))
+				err := moveWithLateWrite(t, e, w, u, "UPDATE messages SET message = 'edited' WHERE user_id = $1", nil)
 				count := func(shard int, q string) (n int) {
 					if err := admin.dbs[shard].QueryRow(q, u).Scan(&n); err != nil {
 						t.Fatal(err)

@@ -117,7 +117,6 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -261,11 +260,10 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	for i, t := range s.tables {
 		names[i] = t.Table
 	}
-	// A foreign key on pg_constraint that a table outside the Store holds (a partition's
-	// copy of its table's key does not count).
-	list := strings.Join(names, ",")
-	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND NOT conrelid = ANY ('{%s}'::regclass[])", list)
-	s.outsideKeys = fmt.Sprintf("SELECT conrelid::regclass::text, confrelid::regclass::text FROM pg_constraint WHERE %s AND confrelid = ANY ('{%s}'::regclass[])", outside, list)
+	// A foreign key on pg_constraint, of the schema checkReferences reads, that a table
+	// outside the Store holds (a partition's copy of its table's key does not count).
+	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND connamespace = to_regnamespace(current_schema())::oid AND NOT conrelid = ANY ('{%s}'::regclass[])",
+		strings.Join(names, ","))
 	for _, t := range s.tables {
 		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)", outside, t.Table)
 	}
@@ -627,7 +625,7 @@ func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table) error {
 // checkReferences reads the foreign keys of db that touch the Store's tables and reports
 // whether some link two of them. A table that references one listed after it, or a table
 // not among them that references one of them, is an error wrapping ErrSchema.
-func (s *Store) checkReferences(ctx context.Context, db *sql.DB) (linked bool, err error) {
+func (s *Store) checkReferences(ctx context.Context, db querier) (linked bool, err error) {
 	// Every (referencing, referenced) pair of the database.
 	q := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
 	if s.dialect == PostgreSQL {
@@ -675,53 +673,31 @@ func outsideReference(child, parent string) error {
 // sums before a new shard serves the owners, and in each deletion of old copies after its
 // DELETEs, where none can appear until the deletion ends: a foreign key's creation waits for
 // the deletion's lock on the table it references (PostgreSQL) or for the write lock the
-// deletion holds (SQLite). SQLite's answer holds until its schema_version changes.
-func (s *Store) outsideRefs(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, shard int) error {
+// deletion holds (SQLite). It is checkReferences, so it also refuses tables that reference
+// one listed after them; SQLite's answer holds until its schema_version changes.
+func (s *Store) outsideRefs(ctx context.Context, q querier, shard int) error {
 	var version int64
-	query := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
-	if s.dialect == PostgreSQL {
-		query = s.outsideKeys
-	} else {
-		rows, err := q.QueryContext(ctx, "PRAGMA schema_version")
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			err = rows.Scan(&version)
-		}
-		if err = cmp.Or(err, rows.Close(), rows.Err()); err != nil {
+	if s.dialect == SQLite {
+		if err := q.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&version); err != nil {
 			return err
 		}
 		if v, ok := s.unreferenced.Load(shard); ok && v.(int64) == version {
 			return nil
 		}
 	}
-	rows, err := q.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	moved := func(name string) bool {
-		return slices.ContainsFunc(s.tables, func(t *table) bool { return strings.EqualFold(t.Table, name) })
-	}
-	for rows.Next() {
-		var child, parent string
-		if err := rows.Scan(&child, &parent); err != nil {
-			return err
-		}
-		if moved(parent) && !moved(child) {
-			return outsideReference(child, parent)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	if _, err := s.checkReferences(ctx, q); err != nil {
 		return err
 	}
 	if s.dialect == SQLite {
 		s.unreferenced.Store(shard, version)
 	}
 	return nil
+}
+
+// querier is what outsideRefs and checkReferences read through: a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
 // checkLeftBehind refuses a table of db that has a column named as a moved table's owner
