@@ -287,8 +287,10 @@ func (l *lateChange) Replay(ctx context.Context, migration string, token uint64,
 // NULL): the application deletes a row of a NULL key after its copy. The capture cannot
 // record it (no replay could find the row by its key, and its trigger ignores it rather than
 // fail the application's write), so the sums differ: the move stops with ErrCopyMismatch and
-// the old shard serves the owner again with every other row. (Unchanged, such a row moves.)
+// the old shard serves the owner again with every other row. (Unchanged, such a row moves
+// between attached files; a copy through Go refuses it, having no cursor to give it.)
 func TestNullKeyRowChangedDuringTheCopy(t *testing.T) {
+	skipPlainCopies(t)
 	ctx := context.Background()
 	e := newSQLite(t, 2)
 	admin := e.open(t, 2)

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -138,8 +139,10 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// insertRows writes rows of table t, many per statement, replacing rows of the same key.
-func (s *Store) insertRows(ctx context.Context, tx execer, t *table, rows [][]any) error {
+// insertRows writes rows of table t, many per statement, replacing rows of the same key
+// (insertTail: of the same owner, or of one this shard does not serve yet). A row whose key
+// a served owner's row holds is an error wrapping ErrKeyTaken.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]any) error {
 	ncol := len(t.Columns)
 	per := t.perStatement()
 	var b strings.Builder
@@ -160,11 +163,40 @@ func (s *Store) insertRows(ctx context.Context, tx execer, t *table, rows [][]an
 			args = append(args, r...)
 		}
 		b.WriteString(t.insertTail)
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		res, err := tx.ExecContext(ctx, b.String(), args...)
+		if err != nil {
 			return err
+		}
+		if wrote, err := res.RowsAffected(); err != nil {
+			return err
+		} else if wrote != int64(len(batch)) {
+			keys := make([]any, len(batch))
+			for i, r := range batch {
+				keys[i] = r[t.key]
+			}
+			return s.keyTaken(ctx, tx, t, s.placeholders(1, len(keys)), keys, wrote, len(batch))
 		}
 	}
 	return nil
+}
+
+// keyTaken returns the error of a write of want rows of table t, of the keys that the SQL
+// list keys selects (with args), that wrote only wrote of them: ErrKeyTaken naming a key of
+// them that a row of an owner this shard serves holds, or if there is none (an application
+// trigger that skipped a row) an error saying how many were written.
+func (s *Store) keyTaken(ctx context.Context, tx querier, t *table, keys string, args []any, wrote int64, want int) error {
+	var key string
+	var owner sql.NullString
+	err := tx.QueryRowContext(ctx, fmt.Sprintf("SELECT CAST(%[2]s AS TEXT), CAST(%[3]s AS TEXT) FROM %[1]s WHERE %[2]s IN (%[4]s) AND NOT %[5]s LIMIT 1",
+		t.Table, t.Key, t.Owner, keys, t.importing(t.Table)), args...).Scan(&key, &owner)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("table %s: wrote %d of %d rows", t.Table, wrote, want)
+	case err != nil:
+		return fmt.Errorf("table %s: wrote %d of %d rows, then looking for a key held by another owner: %w", t.Table, wrote, want, err)
+	}
+	return fmt.Errorf("table %s: key %s of a moving owner's row is owner %s's here, an owner this shard serves: keys must be unique across the shards (a sequence of each shard's own repeats them); nothing was written: %w",
+		t.Table, excerpt(key), excerpt(cmp.Or(owner.String, "NULL")), ErrKeyTaken)
 }
 
 // query builds a statement and its arguments in the order its parameters appear: "$n" on

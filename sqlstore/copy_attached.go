@@ -155,7 +155,14 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 				return 0, err
 			}
 			q.b.WriteString(") WHERE true" + t.insertTail)
-			if _, err := tx.ExecContext(ctx, q.b.String(), q.args...); err != nil {
+			if err := s.insertSelected(ctx, tx, t, q, read, func(k *query) error {
+				k.b.WriteString("SELECT " + t.Key + " FROM (")
+				if err := k.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit); err != nil {
+					return err
+				}
+				k.b.WriteString(")")
+				return nil
+			}); err != nil {
 				return 0, s.wrap(to, what, err)
 			}
 		}
@@ -203,10 +210,34 @@ func (s *Store) copyWhole(ctx context.Context, tx *sql.Tx, t *table, owners []st
 	}
 	if n > 0 { // the same rows: tx reads rebalance_src at one snapshot
 		cols := strings.Join(t.Columns, ", ")
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s",
-			t.Table, cols, cols, t.Table, t.Owner, in, t.insertTail), args...); err != nil {
+		q := &query{sqlite: true, args: args}
+		fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s", t.Table, cols, cols, t.Table, t.Owner, in, t.insertTail)
+		if err := s.insertSelected(ctx, tx, t, q, n, func(k *query) error {
+			k.args = args
+			fmt.Fprintf(&k.b, "SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)", t.Key, t.Table, t.Owner, in)
+			return nil
+		}); err != nil {
 			return 0, false, err
 		}
 	}
 	return n, true, nil
+}
+
+// insertSelected runs ins, an INSERT ... SELECT of want rows of table t, in tx; if it wrote
+// fewer (insertTail skips a row whose key a served owner's row holds), it returns
+// keyTaken's error, with the SELECT of the rows' keys that keys writes.
+func (s *Store) insertSelected(ctx context.Context, tx *sql.Tx, t *table, ins *query, want int, keys func(*query) error) error {
+	res, err := tx.ExecContext(ctx, ins.b.String(), ins.args...)
+	if err != nil {
+		return err
+	}
+	wrote, err := res.RowsAffected()
+	if err != nil || wrote == int64(want) {
+		return err
+	}
+	k := &query{sqlite: true}
+	if err := keys(k); err != nil {
+		return err
+	}
+	return s.keyTaken(ctx, tx, t, k.b.String(), k.args, wrote, want)
 }

@@ -52,7 +52,11 @@
 // (the chunks of a copy follow it), and every column to copy. A chunk reads the rows of many
 // owners in one statement (a UNION ALL of one range per owner: index the table on (owner,
 // key)) and writes them with INSERT ... ON CONFLICT (key) DO UPDATE, many rows per statement,
-// so a row copied again replaces its copy. Between two SQLite files in WAL mode the rows do
+// so a row copied again replaces its copy. It replaces only a row of the same owner, or of an
+// owner the new shard does not serve yet: where keys repeat across the shards (each shard
+// numbering its rows by a sequence of its own), a row of an owner the new shard serves keeps
+// its key, and the move stops with an error wrapping [ErrKeyTaken] before anything of it is
+// written (TestKeysRepeatedAcrossShards). Between two SQLite files in WAL mode the rows do
 // not pass through Go: the importing connection ATTACHes the old shard's file and copies
 // them with one INSERT ... SELECT of the same ranges (a file it cannot attach, such as one of
 // another VFS or with a key, is copied through Go).
@@ -163,7 +167,9 @@ type TableSpec struct {
 	// Owner is the column that holds the owner.
 	Owner string
 	// Key is a column unique on the table (its primary key) that orders an owner's rows. It
-	// may be Owner itself, in a table of one row per owner (users, keyed by user ID).
+	// may be Owner itself, in a table of one row per owner (users, keyed by user ID). A move
+	// needs its values unique across the shards too (UUIDs, or IDs from one source): a key
+	// that a row of another owner holds on the new shard stops the move (ErrKeyTaken).
 	Key string
 	// Columns are every column a copy carries, Owner and Key among them.
 	Columns []string
@@ -523,6 +529,12 @@ func (s *Store) Init(ctx context.Context) error {
 // contradict, a table outside the Store references one of them, or a name the change
 // capture needs is taken.
 var ErrSchema = errors.New("tables do not fit the TableSpecs")
+
+// ErrKeyTaken reports a row of a moving owner whose key a row of another owner holds on the
+// new shard: keys repeat across the shards (each numbers its rows by a sequence of its own,
+// say), so a key does not find one row. The copy stops rather than write over the other
+// owner's row; the old shard serves the moving owner again.
+var ErrKeyTaken = errors.New("key held by another owner on the new shard")
 
 // checkTable checks db's table t against its TableSpec: every column, a unique index on the
 // key (a copy writes INSERT ... ON CONFLICT (key)), an index that leads with (owner, key)

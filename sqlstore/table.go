@@ -16,6 +16,8 @@ type table struct {
 	key int // the index of Key in Columns
 
 	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
+	// fences is the fence table of the shard a statement writes.
+	fences string
 
 	// rowHash is PostgreSQL's hash of a row's content for Sums (setRowHash).
 	rowHash string
@@ -78,12 +80,25 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 			set = append(set, c+" = excluded."+c)
 		}
 	}
-	if len(set) == 0 { // a table of keys only: a row copied again is already there
-		t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO NOTHING", k)
-	} else {
-		t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s", k, strings.Join(set, ", "))
+	if len(set) == 0 { // the owner is the key: a row copied again is already there
+		set = append(set, k+" = excluded."+k)
 	}
+	t.fences = "rebalance_fence"
+	if dialect == SQLite {
+		t.fences = "main.rebalance_fence" // not the attached old shard's
+	}
+	// A row is replaced only if it is the same owner's, or an owner's this shard does not
+	// serve yet (a row given from one moving owner to another): never a served owner's row
+	// of the same key. What the WHERE skips, insertRows and copyAttached count.
+	t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s = excluded.%s OR %s",
+		k, strings.Join(set, ", "), n, o, o, t.importing(n))
 	return t, nil
+}
+
+// importing is true, in a statement, when the owner of the row of table t named row is
+// fenced importing on this shard: this shard does not serve it yet.
+func (t *table) importing(row string) string {
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s WHERE owner = CAST(%s.%s AS TEXT) AND state = %d)", t.fences, row, t.Owner, rebalance.Importing)
 }
 
 // ownerArg is owner as the owner column's value.
