@@ -66,7 +66,8 @@
 // reverse one, so the old copy is deleted children first. [Store.Init] refuses, before it
 // creates anything, tables listed against their foreign keys and a table outside the Store
 // that references one of them: deleting an owner's old copy would fail on it, or cascade
-// into its rows, which nothing copied. Such a table created during a move stops it: the sums
+// into its rows, which nothing copied. It refuses too an owner column that holds two owners
+// equal, by case or trailing spaces: a move of one would take the other's rows. Such a table created during a move stops it: the sums
 // before a new shard serves the owners look for one, and so does each deletion of old
 // copies, inside its transaction, where none can appear before it ends. Tables that belong
 // to an owner without a foreign key are the caller's to list; the Store cannot see them.
@@ -442,7 +443,7 @@ $f$`}
 var ErrMissingTable = errors.New("data table missing")
 
 // Init checks every shard: each table exists, has its columns, a unique index on its key
-// and an index that leads with (owner, key), tables that reference others come after them,
+// and an index that leads with (owner, key), an owner column that compares owners exactly, tables that reference others come after them,
 // no table outside the Store references one of them (the deletion of an owner's old copy
 // would fail, or cascade into rows never copied), and the change capture's names are free.
 // Only then does it create, where missing, the fence, epoch and marks tables, the
@@ -601,6 +602,53 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	}
 	if len(taken) > 0 {
 		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", t.changes(), taken[0], n, ErrSchema)
+	}
+	return s.checkOwnerEquality(ctx, db, t)
+}
+
+// checkOwnerEquality refuses an owner column whose equality holds two distinct owners equal:
+// the sharder places "ann" and "ANN" apart, but a move of one would select, copy and delete
+// the other's rows too, and its shard would serve it without them. On PostgreSQL that is a
+// nondeterministic collation, citext, or character(n) (blind to trailing spaces), from the
+// catalog; on SQLite, which keeps no column's collation in a catalog, the column's own
+// comparison is tried on a value of it (a subquery's column keeps its collation) against
+// texts that differ only by case or a trailing space.
+func (s *Store) checkOwnerEquality(ctx context.Context, db *sql.DB, t *table) error {
+	var loose string
+	if s.dialect == PostgreSQL {
+		var base string
+		var deterministic bool
+		err := db.QueryRowContext(ctx, `SELECT b.typname, COALESCE(c.collisdeterministic, true) FROM pg_attribute a
+			JOIN pg_type ty ON ty.oid = a.atttypid
+			JOIN pg_type b ON b.oid = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END
+			LEFT JOIN pg_collation c ON c.oid = a.attcollation
+			WHERE a.attrelid = to_regclass($1) AND a.attname = $2`, t.Table, t.Owner).Scan(&base, &deterministic)
+		if err != nil {
+			return fmt.Errorf("read the type of the owner column %s: %w", t.Owner, err)
+		}
+		switch {
+		case !deterministic:
+			loose = "by a nondeterministic collation"
+		case base == "citext":
+			loose = "as citext, ignoring case"
+		case base == "bpchar":
+			loose = "as character(n), ignoring trailing spaces"
+		}
+	} else {
+		var caseBlind, spaceBlind bool
+		err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT x = 'A', x = 'a ' FROM (SELECT %s AS x FROM %s WHERE 0 UNION ALL SELECT 'a')", t.Owner, t.Table)).Scan(&caseBlind, &spaceBlind)
+		if err != nil {
+			return fmt.Errorf("compare values of the owner column %s: %w", t.Owner, err)
+		}
+		switch {
+		case caseBlind:
+			loose = "ignoring case (COLLATE NOCASE)"
+		case spaceBlind:
+			loose = "ignoring trailing spaces (COLLATE RTRIM)"
+		}
+	}
+	if loose != "" {
+		return fmt.Errorf("the owner column %s compares %s: owners the sharder places apart (\"ann\" and \"ANN\") would be one to a move, which would take both owners' rows; make it compare exactly (text of a deterministic collation, an integer, bytes): %w", t.Owner, loose, ErrSchema)
 	}
 	return nil
 }
