@@ -42,23 +42,36 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 		}
 		// The WHEN clause decides in one index probe of the fence whether the trigger's
 		// program runs at all: running it for every row, to find no fence, cost the mover's
-		// own writes about half as much again as the write itself.
-		exporting := func(row string) string {
-			return fmt.Sprintf("EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(%[1]s.%[2]s AS TEXT) AND state = %[3]d)", row, o, rebalance.Exporting)
+		// own writes about half as much again as the write itself. The same trigger is the
+		// guard (see guard.go): outside the mover's writes it fires for an owner fenced in
+		// any state, and its program refuses one fenced moved or importing; in them, as
+		// before, only for an owner exporting. One trigger, not two: SQLite's cost of
+		// running a trigger at all was most of what the guard added to a write.
+		fenced := func(row string, states ...rebalance.FenceState) string {
+			in := make([]string, len(states))
+			for i, st := range states {
+				in[i] = strconv.Itoa(int(st))
+			}
+			return fmt.Sprintf("EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(%s.%s AS TEXT) AND state IN (%s))", row, o, strings.Join(in, ", "))
 		}
-		// OR IGNORE: a trigger whose program may abort (here on a NULL) makes every
-		// statement that writes the table inside a transaction save each page it changes in
-		// a statement journal first (a temporary file past 64 KiB), whether the trigger
-		// fires or not: deleting 100k rows spread over the table, in 1000-row transactions,
-		// took a third longer. What it ignores, a row of a NULL key, no replay could find by
-		// its key anyway: the sums compare it.
+		// Outside the mover's writes (writing 0) the trigger fires for an owner fenced in any
+		// state, at least importing; in them (1) only for one exporting, the greatest state.
+		when := func(row string) string {
+			return fmt.Sprintf("EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(%s.%s AS TEXT) AND state >= %d + %d * (SELECT writing FROM rebalance_mover))",
+				row, o, rebalance.Importing, rebalance.Exporting-rebalance.Importing)
+		}
+		refuse := func(row string) string {
+			return fmt.Sprintf("SELECT RAISE(ABORT, '%s') WHERE %s;", sqliteRefusal, fenced(row, rebalance.Moved, rebalance.Importing))
+		}
+		// OR IGNORE: what it ignores, a row of a NULL key, no replay could find by its key
+		// anyway: the sums compare it.
 		record := func(row string) string {
-			return fmt.Sprintf("INSERT OR IGNORE INTO %[1]s (owner, row_key) SELECT CAST(%[2]s.%[3]s AS TEXT), %[2]s.%[4]s WHERE %[5]s;", c, row, o, k, exporting(row))
+			return fmt.Sprintf("INSERT OR IGNORE INTO %[1]s (owner, row_key) SELECT CAST(%[2]s.%[3]s AS TEXT), %[2]s.%[4]s WHERE %[5]s;", c, row, o, k, fenced(row, rebalance.Exporting))
 		}
 		for _, tr := range []struct{ op, when, body string }{
-			{"INSERT", exporting("NEW"), record("NEW")},
-			{"UPDATE", exporting("OLD") + " OR " + exporting("NEW"), record("OLD") + " " + record("NEW")},
-			{"DELETE", exporting("OLD"), record("OLD")},
+			{"INSERT", when("NEW"), refuse("NEW") + " " + record("NEW")},
+			{"UPDATE", when("OLD") + " OR " + when("NEW"), refuse("OLD") + " " + refuse("NEW") + " " + record("OLD") + " " + record("NEW")},
+			{"DELETE", when("OLD"), refuse("OLD") + " " + record("OLD")},
 		} {
 			name := c + "_" + strings.ToLower(tr.op)
 			if err := replaceTrigger(ctx, db, name, fmt.Sprintf("CREATE TRIGGER %s AFTER %s ON %s WHEN %s BEGIN %s END", name, tr.op, t, tr.when, tr.body)); err != nil {
@@ -82,11 +95,45 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 1)", epochNS); err != nil {
 		return err
 	}
+	record := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s_record() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE
+	st integer;
+BEGIN
+	IF TG_OP <> 'INSERT' THEN
+		SELECT state INTO st FROM rebalance_fence WHERE owner = OLD.%[2]s::text;
+		IF st = %[4]d THEN
+			INSERT INTO %[1]s (owner, row_key) VALUES (OLD.%[2]s::text, OLD.%[3]s);
+		ELSIF st IN (%[5]d, %[6]d) THEN
+			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', OLD.%[2]s::text, TG_TABLE_NAME);
+		END IF;
+	END IF;
+	IF TG_OP <> 'DELETE' THEN
+		SELECT state INTO st FROM rebalance_fence WHERE owner = NEW.%[2]s::text;
+		IF st = %[4]d THEN
+			INSERT INTO %[1]s (owner, row_key) VALUES (NEW.%[2]s::text, NEW.%[3]s);
+		ELSIF st IN (%[5]d, %[6]d) THEN
+			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', NEW.%[2]s::text, TG_TABLE_NAME);
+		END IF;
+	END IF;
+	RETURN NULL;
+END
+$f$`, c, o, k, rebalance.Exporting, rebalance.Moved, rebalance.Importing, pgRefusalState, pgRefusal)
 	var exists bool
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2))", c, t).Scan(&exists); err != nil {
 		return err
 	}
 	if exists {
+		// A function of an older version is replaced: every write calls the one or the other.
+		var same bool
+		if err := tx.QueryRowContext(ctx, "SELECT COALESCE((SELECT prosrc = $1 FROM pg_proc WHERE oid = to_regproc($2)), false)",
+			pgFunctionBody(record), c+"_record").Scan(&same); err != nil {
+			return err
+		}
+		if !same {
+			if _, err := tx.ExecContext(ctx, record); err != nil {
+				return err
+			}
+		}
 		return tx.Commit()
 	}
 	// The table's lock first, waiting for the writes under way: a writer holding the table
@@ -97,17 +144,7 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	for _, q := range []string{
 		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (seq BIGSERIAL PRIMARY KEY, owner TEXT NOT NULL, row_key %s NOT NULL)", c, keyType),
 		fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_owner ON %s (owner, seq)", c, c),
-		fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s_record() RETURNS trigger LANGUAGE plpgsql AS $f$
-BEGIN
-	IF TG_OP <> 'INSERT' AND EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = OLD.%[2]s::text AND state = %[4]d) THEN
-		INSERT INTO %[1]s (owner, row_key) VALUES (OLD.%[2]s::text, OLD.%[3]s);
-	END IF;
-	IF TG_OP <> 'DELETE' AND EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = NEW.%[2]s::text AND state = %[4]d) THEN
-		INSERT INTO %[1]s (owner, row_key) VALUES (NEW.%[2]s::text, NEW.%[3]s);
-	END IF;
-	RETURN NULL;
-END
-$f$`, c, o, k, rebalance.Exporting),
+		record,
 		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW WHEN (current_setting('rebalance.mover', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION %[1]s_record()", c, t),
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -269,7 +306,7 @@ func (s *Store) writeChanged(ctx context.Context, migration string, token uint64
 			}
 		}
 	}
-	return s.wrap(to, "commit: replay changes", tx.Commit())
+	return s.wrap(to, "commit: replay changes", s.commitMover(ctx, tx))
 }
 
 // changedRows reads up to limit of the oldest changes of owners in table t on db, then the
@@ -367,7 +404,7 @@ func (s *Store) deleteChanges(ctx context.Context, migration string, token uint6
 			}
 		}
 	}
-	return s.wrap(shard, "commit: delete changes", tx.Commit())
+	return s.wrap(shard, "commit: delete changes", s.commitMover(ctx, tx))
 }
 
 // rowsByKey reads the rows of keys in table t on db that belong to owners (owner column

@@ -242,7 +242,7 @@ func TestMismatchStopsTheMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := &editB{SharedStore: e.open(t, 2).store, edit: func() {
-			if _, err := admin.dbs[b].Exec("UPDATE messages SET message = 'edited on the new shard' WHERE id = $1", key); err != nil {
+			if err := execAsMover(e.dialect, admin.dbs[b], "UPDATE messages SET message = 'edited on the new shard' WHERE id = $1", key); err != nil {
 				t.Error(err)
 			}
 		}}
@@ -579,50 +579,63 @@ func TestInitUnderWrites(t *testing.T) {
 	})
 }
 
-// TestInitReplacesOlderTriggers (SQLite): Init replaces a capture trigger of another
-// definition (an older version's, whose program could abort and so made every write of the
-// table inside a transaction keep a statement journal) and leaves the schema alone once they
-// are current; the replaced trigger still records a fenced owner's deletion.
+// TestInitReplacesOlderTriggers: Init replaces a capture trigger (SQLite) or trigger function
+// (PostgreSQL) of an older version, one that recorded changes but did not refuse writes of
+// owners the shard does not serve, and leaves the schema alone once they are current. The
+// replaced one refuses a deletion of a row of an owner fenced moved, and records one of an
+// owner exporting.
 func TestInitReplacesOlderTriggers(t *testing.T) {
-	e := newSQLite(t, 2)
-	db := openDB(t, e, e.shards[0])
-	e.open(t, 1).close()
-	older := `CREATE TRIGGER rebalance_changes_messages_delete AFTER DELETE ON messages
-		WHEN EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(OLD.user_id AS TEXT) AND state = 3)
-		BEGIN INSERT INTO rebalance_changes_messages (owner, row_key) SELECT CAST(OLD.user_id AS TEXT), OLD.id; END`
-	for _, q := range []string{"DROP TRIGGER rebalance_changes_messages_delete", older} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
+	forEngines(t, 1, func(t *testing.T, e *engine) {
+		db := openDB(t, e, e.shards[0])
+		e.open(t, 1).close()
+		older := []string{"DROP TRIGGER rebalance_changes_messages_delete", `CREATE TRIGGER rebalance_changes_messages_delete AFTER DELETE ON messages
+			WHEN EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(OLD.user_id AS TEXT) AND state = 3)
+			BEGIN INSERT INTO rebalance_changes_messages (owner, row_key) SELECT CAST(OLD.user_id AS TEXT), OLD.id; END`}
+		if e.dialect == sqlstore.PostgreSQL {
+			older = []string{`CREATE OR REPLACE FUNCTION rebalance_changes_messages_record() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	IF TG_OP <> 'INSERT' AND EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = OLD.user_id::text AND state = 3) THEN
+		INSERT INTO rebalance_changes_messages (owner, row_key) VALUES (OLD.user_id::text, OLD.id);
+	END IF;
+	RETURN NULL;
+END
+$f$`}
 		}
-	}
-	schemaVersion := func() (v int64) {
-		if err := db.QueryRow("PRAGMA schema_version").Scan(&v); err != nil {
-			t.Fatal(err)
+		for _, q := range older {
+			mustExec(t, db, q)
 		}
-		return v
-	}
-	e.open(t, 1).close()
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'messages' AND sql LIKE '%INSERT OR IGNORE INTO%'`).Scan(&n); err != nil || n != 3 {
-		t.Fatalf("%d current capture triggers on messages, want 3 (%v)", n, err)
-	}
-	v := schemaVersion()
-	e.open(t, 1).close()
-	if got := schemaVersion(); got != v {
-		t.Fatalf("Init changed the schema (version %d -> %d) though the triggers were current", v, got)
-	}
-	for _, q := range []string{
-		"INSERT INTO messages VALUES (1, 7, 0, 'x', 0)",
-		fmt.Sprintf("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ('7', %d, 'm', 1)", rebalance.Exporting),
-		"DELETE FROM messages WHERE id = 1",
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
+		schemaVersion := func() (v string) {
+			q := "SELECT md5(prosrc) FROM pg_proc WHERE proname = 'rebalance_changes_messages_record'"
+			if e.dialect == sqlstore.SQLite {
+				q = "PRAGMA schema_version"
+			}
+			if err := db.QueryRow(q).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
 		}
-	}
-	if err := db.QueryRow("SELECT COUNT(*) FROM rebalance_changes_messages WHERE owner = '7' AND row_key = 1").Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d changes recorded of the deletion, want 1 (%v)", n, err)
-	}
+		v := schemaVersion()
+		e.open(t, 1).close()
+		if got := schemaVersion(); got == v {
+			t.Fatal("Init left the older trigger as it was")
+		}
+		v = schemaVersion()
+		e.open(t, 1).close()
+		if got := schemaVersion(); got != v {
+			t.Fatalf("Init changed the schema (%s -> %s) though the triggers were current", v, got)
+		}
+		mustExec(t, db, "INSERT INTO messages VALUES (1, 7, 0, 'x', 0)")
+		mustExec(t, db, fmt.Sprintf("INSERT INTO rebalance_fence (owner, state, migration, token) VALUES ('7', %d, 'm', 1)", rebalance.Moved))
+		if _, err := db.Exec("DELETE FROM messages WHERE id = 1"); err == nil || !strings.Contains(err.Error(), "not served here") {
+			t.Fatalf("deleting a row of an owner fenced moved: %v, want refused", err)
+		}
+		mustExec(t, db, fmt.Sprintf("UPDATE rebalance_fence SET state = %d", rebalance.Exporting))
+		mustExec(t, db, "DELETE FROM messages WHERE id = 1")
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM rebalance_changes_messages WHERE owner = '7' AND row_key = 1").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d changes recorded of the deletion, want 1 (%v)", n, err)
+		}
+	})
 }
 
 // TestRowChangesOwnerDuringTheMove: while user A is copied, the application gives one of A's

@@ -252,8 +252,9 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
 
 // step is the first statement of a mover's write of owners' rows on shard, in its
 // transaction: it refuses a stale token, and owners not all fenced in one of states by
-// migration there. On PostgreSQL it holds the migration's token lock shared (a claim waits
-// for it); on SQLite its first statement writes, which takes the write lock.
+// migration there, and marks the transaction's writes the mover's (see moverWrites: commit
+// it with commitMover). On PostgreSQL it holds the migration's token lock shared (a claim
+// waits for it); on SQLite its first statement writes, which takes the write lock.
 func (s *Store) step(ctx context.Context, tx *sql.Tx, migration string, token uint64, owners []string, shard int, states ...rebalance.FenceState) error {
 	if token > math.MaxInt64 {
 		return s.wrap(shard, "check mover token", fmt.Errorf("token %d above %d: %w", token, int64(math.MaxInt64), rebalance.ErrConfig))
@@ -281,6 +282,9 @@ func (s *Store) step(ctx context.Context, tx *sql.Tx, migration string, token ui
 	} else {
 		if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
 			return err
+		}
+		if err := s.moverWrites(ctx, tx); err != nil {
+			return s.wrap(shard, "mark the mover's writes", err)
 		}
 		var in strings.Builder
 		for i := range states {

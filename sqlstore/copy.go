@@ -363,7 +363,7 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 			return nil, 0, false, s.wrap(to, what+" in table "+t.Table, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitMover(ctx, tx); err != nil {
 		return nil, 0, false, s.wrap(to, "commit: "+what, err)
 	}
 	return next, n, !full, nil
@@ -499,6 +499,9 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 		return err
 	}
 	defer tx.Rollback()
+	if err := s.moverWrites(ctx, tx); err != nil {
+		return s.wrap(to, "mark the mover's writes", err)
+	}
 	deleted, err := s.deleteOwner(ctx, tx, owner)
 	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
@@ -535,7 +538,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if n != copied {
 		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
 	}
-	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), tx.Commit())
+	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), s.commitMover(ctx, tx))
 }
 
 // deleteOwner deletes every row of owner in tx, children first, and returns how many.
@@ -638,13 +641,16 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 		return err
 	}
 	defer tx.Rollback()
+	if err := s.moverWrites(ctx, tx); err != nil {
+		return s.wrap(shard, "mark the mover's writes", err)
+	}
 	if _, err := s.deleteOwner(ctx, tx, owner); err != nil {
 		return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
 	if err := s.outsideRefs(ctx, tx, shard); err != nil {
 		return s.wrap(shard, "check the tables that reference the moved ones", err)
 	}
-	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), tx.Commit())
+	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), s.commitMover(ctx, tx))
 }
 
 // DeleteChunk deletes up to limit rows of owners on shard, children first (a table's rows
@@ -732,7 +738,7 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 	if err := s.outsideRefs(ctx, tx, shard); err != nil {
 		return 0, s.wrap(shard, "check the tables that reference the moved ones", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitMover(ctx, tx); err != nil {
 		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
 	return deleted, nil
@@ -795,7 +801,7 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 	if err := s.outsideRefs(ctx, tx, shard); err != nil {
 		return 0, false, s.wrap(shard, "check the tables that reference the moved ones", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitMover(ctx, tx); err != nil {
 		return 0, false, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
 	}
 	return deleted, true, nil

@@ -179,7 +179,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 	if n == 0 {
 		return 0, full, nil
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitMover(ctx, tx); err != nil {
 		return 0, false, s.wrap(to, fmt.Sprintf("commit: copy %d rows of %d owners", n, len(owners)), err)
 	}
 	return n, full, nil

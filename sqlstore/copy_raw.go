@@ -137,7 +137,7 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 			return undo(errNoRaw)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := s.commitMover(ctx, tx); err != nil {
 		return undo(s.wrap(to, "commit: "+what, err))
 	}
 	return n, full, nil

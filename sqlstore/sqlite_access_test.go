@@ -13,6 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
 
 // These tests pin what Access relies on in SQLite's WAL mode (see its doc): a read access
@@ -83,7 +84,7 @@ func TestSQLiteReadDoesNotBlockFence(t *testing.T) {
 	if err := mover.store.SetFence(ctx, "m", []string{"42"}, 0, rebalance.Moved, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mover.dbs[0].Exec("DELETE FROM messages WHERE user_id = 42"); err != nil {
+	if err := execAsMover(sqlstore.SQLite, mover.dbs[0], "DELETE FROM messages WHERE user_id = 42"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -43,7 +43,10 @@
 //
 // A process that routes by a stale placement, lost its lease or was partitioned away from the
 // coordinator still cannot read or write an owner on a shard that no longer serves it: the
-// shard itself refuses, with an error wrapping [rebalance.ErrFenced].
+// shard itself refuses, with an error wrapping [rebalance.ErrFenced]. A writer that does not
+// go through Access at all (a batch job, an administrator's SQL) cannot write such an owner's
+// rows either: the change capture's triggers refuse the statement unless the mover makes it
+// (see guard.go).
 //
 // # The tables
 //
@@ -507,6 +510,11 @@ func (s *Store) Init(ctx context.Context) error {
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
 			return s.wrap(i, "create fence tables", err)
+		}
+		if s.dialect == SQLite {
+			if err := s.execAll(ctx, db, strings.Split(sqliteMarker, ";")); err != nil {
+				return s.wrap(i, "create the mover's marker", err)
+			}
 		}
 		if s.dialect == PostgreSQL {
 			if err := s.execAll(ctx, db, pgFunctions); err != nil {

@@ -225,6 +225,12 @@ func (w *world) verify(t testing.TB, p *proc, s shard.Sharder) verdict {
 	seen := map[int64]int{}
 	var v verdict
 	for i, db := range p.dbs {
+		if w.e.dialect == sqlstore.SQLite { // the guard's marker is set only inside the mover's transactions
+			var writing int
+			if err := db.QueryRow("SELECT writing FROM rebalance_mover").Scan(&writing); err != nil || writing != 0 {
+				t.Errorf("shard %d: the guard's marker says the mover writes (%d, %v)", i, writing, err)
+			}
+		}
 		rows, err := db.Query("SELECT id, user_id FROM messages")
 		if err != nil {
 			t.Fatal(err)
