@@ -502,7 +502,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if err := s.moverWrites(ctx, tx); err != nil {
 		return s.wrap(to, "mark the mover's writes", err)
 	}
-	deleted, err := s.deleteOwner(ctx, tx, owner)
+	deleted, refs, err := s.deleteOwner(ctx, tx, owner, to)
 	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
@@ -538,28 +538,44 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if n != copied {
 		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
 	}
+	if err := s.sameReferences(ctx, tx, to, refs); err != nil {
+		return err
+	}
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), s.commitMover(ctx, tx))
 }
 
-// deleteOwner deletes every row of owner in tx, children first, and returns how many.
-func (s *Store) deleteOwner(ctx context.Context, tx execer, owner string) (int64, error) {
+// deleteOwner deletes every row of owner on shard in tx, children first (see
+// deleteSelected), and returns how many, and the foreign keys among the tables it went by.
+func (s *Store) deleteOwner(ctx context.Context, tx *sql.Tx, owner string, shard int) (int64, []reference, error) {
+	refs, err := s.references(ctx, tx, shard)
+	if err != nil {
+		return 0, nil, err
+	}
 	var deleted int64
 	for _, t := range s.tablesFor(true) {
-		o, err := t.ownerArg(owner)
+		sel, err := s.ownersDeletion(t, []string{owner})
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
-		res, err := tx.ExecContext(ctx, t.deleteAll, o)
+		n, err := s.deleteSelected(ctx, tx, refs, sel, []string{owner})
 		if err != nil {
-			return 0, fmt.Errorf("table %s: %w", t.Table, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("table %s: %w", t.Table, err)
+			return 0, nil, fmt.Errorf("table %s: %w", t.Table, err)
 		}
 		deleted += n
 	}
-	return deleted, nil
+	return deleted, refs, nil
+}
+
+// sameReferences checks, at the end of a deletion of old copies in tx on shard, that no
+// table outside the Store references its tables (see outsideRefs) and that the foreign
+// keys among them are still refs, which the deletion went by (PostgreSQL: one created
+// meanwhile would have cascaded unchecked; none can be created until tx ends).
+func (s *Store) sameReferences(ctx context.Context, tx *sql.Tx, shard int, refs []reference) error {
+	now, err := s.references(ctx, tx, shard)
+	if err == nil && !slices.Equal(now, refs) {
+		err = fmt.Errorf("the foreign keys among the tables changed during the deletion: %w", ErrSchema)
+	}
+	return s.wrap(shard, "check the tables that reference the moved ones", err)
 }
 
 // Count returns how many rows owner has on shard, in all its tables.
@@ -644,11 +660,12 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 	if err := s.moverWrites(ctx, tx); err != nil {
 		return s.wrap(shard, "mark the mover's writes", err)
 	}
-	if _, err := s.deleteOwner(ctx, tx, owner); err != nil {
+	_, refs, err := s.deleteOwner(ctx, tx, owner, shard)
+	if err != nil {
 		return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
-	if err := s.outsideRefs(ctx, tx, shard); err != nil {
-		return s.wrap(shard, "check the tables that reference the moved ones", err)
+	if err := s.sameReferences(ctx, tx, shard, refs); err != nil {
+		return err
 	}
 	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), s.commitMover(ctx, tx))
 }
@@ -696,6 +713,10 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 			return 0, err
 		}
 	}
+	refs, err := s.references(ctx, tx, shard)
+	if err != nil {
+		return 0, s.wrap(shard, "check the tables that reference the moved ones", err)
+	}
 	// Each owner once: an owner listed twice would fill the limit with its keys twice.
 	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
 	deleted := 0
@@ -706,20 +727,16 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 				break
 			}
 			exact := s.exactDelete[ti].Load()
-			q, err := s.deleteKeys(t, batch, limit-deleted, exact)
+			sel, err := s.deleteKeys(t, batch, limit-deleted, exact)
 			if err != nil {
 				return 0, err
 			}
 			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
-			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
-			if err != nil && !exact && s.dialect == SQLite && ctx.Err() == nil {
+			n, err := s.deleteSelected(ctx, tx, refs, sel, owners)
+			if err != nil && !exact && s.dialect == SQLite && ctx.Err() == nil && !errors.Is(err, ErrSchema) {
 				s.exactDelete[ti].Store(true) // no rowid
 				return 0, errByAddress
 			}
-			if err != nil {
-				return 0, s.wrap(shard, what, err)
-			}
-			n, err := res.RowsAffected()
 			if err != nil {
 				return 0, s.wrap(shard, what, err)
 			}
@@ -735,8 +752,8 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 			break // this table may have rows left: its parents wait for the next chunk
 		}
 	}
-	if err := s.outsideRefs(ctx, tx, shard); err != nil {
-		return 0, s.wrap(shard, "check the tables that reference the moved ones", err)
+	if err := s.sameReferences(ctx, tx, shard, refs); err != nil {
+		return 0, err
 	}
 	if err := s.commitMover(ctx, tx); err != nil {
 		return 0, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
@@ -776,30 +793,29 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 			return 0, false, err
 		}
 	}
+	refs, err := s.references(ctx, tx, shard)
+	if err != nil {
+		return 0, false, s.wrap(shard, "check the tables that reference the moved ones", err)
+	}
 	owners = slices.Compact(slices.Sorted(slices.Values(owners)))
 	deleted := 0
 	for _, t := range s.tablesFor(true) {
 		for batch := range slices.Chunk(owners, armsPerStatement) {
-			q, err := s.ownersDeletion(t, batch)
+			sel, err := s.ownersDeletion(t, batch)
 			if err != nil {
 				return 0, false, err
 			}
-			what := fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table)
-			res, err := tx.ExecContext(ctx, q.b.String(), q.args...)
+			n, err := s.deleteSelected(ctx, tx, refs, sel, owners)
 			if err != nil {
-				return 0, false, s.wrap(shard, what, err)
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return 0, false, s.wrap(shard, what, err)
+				return 0, false, s.wrap(shard, fmt.Sprintf("delete rows of %d owners in table %s", len(batch), t.Table), err)
 			}
 			if deleted += int(n); deleted > most {
 				return 0, false, nil // rolled back
 			}
 		}
 	}
-	if err := s.outsideRefs(ctx, tx, shard); err != nil {
-		return 0, false, s.wrap(shard, "check the tables that reference the moved ones", err)
+	if err := s.sameReferences(ctx, tx, shard, refs); err != nil {
+		return 0, false, err
 	}
 	if err := s.commitMover(ctx, tx); err != nil {
 		return 0, false, s.wrap(shard, fmt.Sprintf("commit the deletion of %d rows", deleted), err)
@@ -812,15 +828,15 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 // it then takes each owner for half a percent of the table (TestDeleteOwnersPlan).
 const noSeqScanSQL = "SELECT set_config('enable_seqscan', 'off', true)"
 
-// ownersDeletion returns DeleteOwners' statement of table t: every row of owners.
-func (s *Store) ownersDeletion(t *table, owners []string) (*query, error) {
+// ownersDeletion returns DeleteOwners' selection of table t: every row of owners.
+func (s *Store) ownersDeletion(t *table, owners []string) (*selection, error) {
 	args, err := t.ownerArgs(owners)
 	if err != nil {
 		return nil, err
 	}
 	q := &query{sqlite: s.dialect == SQLite}
-	fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s IN (%s)", t.Table, t.Owner, q.list(args))
-	return q, nil
+	fmt.Fprintf(&q.b, "%s IN (%s)", t.Owner, q.list(args))
+	return &selection{t: t, where: q.b.String(), args: q.args}, nil
 }
 
 // DeleteRows says how many rows one deletion of old copies handles when
@@ -871,32 +887,101 @@ func rangesOnly(ctx context.Context, tx *sql.Tx) error {
 // limit; where a table has none (SQLite WITHOUT ROWID), it fails. DeleteChunk then rolls
 // back and deletes that table's rows in the exact form from then on: by partition and
 // address on PostgreSQL, by key on SQLite.
-func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*query, error) {
+func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*selection, error) {
 	q := &query{sqlite: s.dialect == SQLite}
 	args, err := t.ownerArgs(owners)
 	if err != nil {
 		return nil, err
 	}
 	in := func() string { return q.list(args) } // the owners, as parameters (SQLite's "?" once each)
+	var using string
 	switch {
 	case !exact && !q.sqlite: // ANY(ARRAY(...)), one scan of the addresses rather than a join
 		list := in()
-		fmt.Fprintf(&q.b, "DELETE FROM %[1]s WHERE %[2]s IN (%[3]s) AND ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s))",
+		fmt.Fprintf(&q.b, "%[2]s IN (%[3]s) AND ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s))",
 			t.Table, t.Owner, list, t.Key, q.arg(limit))
 	case !exact:
-		fmt.Fprintf(&q.b, "DELETE FROM %[1]s WHERE %[2]s IN (%[3]s) AND _rowid_ IN (SELECT _rowid_ FROM %[1]s WHERE %[2]s IN (%[4]s) ORDER BY %[2]s, %[5]s LIMIT %[6]s)",
+		fmt.Fprintf(&q.b, "%[2]s IN (%[3]s) AND _rowid_ IN (SELECT _rowid_ FROM %[1]s WHERE %[2]s IN (%[4]s) ORDER BY %[2]s, %[5]s LIMIT %[6]s)",
 			t.Table, t.Owner, in(), in(), t.Key, q.arg(limit))
 	case !q.sqlite:
-		fmt.Fprintf(&q.b, "DELETE FROM %[1]s USING (SELECT tableoid AS rebalance_part, ctid AS rebalance_row FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s) AS rebalance_cut WHERE %[1]s.tableoid = rebalance_part AND %[1]s.ctid = rebalance_row",
+		using = fmt.Sprintf("(SELECT tableoid AS rebalance_part, ctid AS rebalance_row FROM %[1]s WHERE %[2]s IN (%[3]s) ORDER BY %[2]s, %[4]s LIMIT %[5]s) AS rebalance_cut",
 			t.Table, t.Owner, in(), t.Key, q.arg(limit))
+		fmt.Fprintf(&q.b, "%[1]s.tableoid = rebalance_part AND %[1]s.ctid = rebalance_row", t.Table)
 	default:
-		fmt.Fprintf(&q.b, "DELETE FROM %s WHERE %s IN (SELECT %s FROM (", t.Table, t.Key, t.Key)
+		fmt.Fprintf(&q.b, "%s IN (SELECT %s FROM (", t.Key, t.Key)
 		if err := q.arms(t, "", t.Key, owners, identity(len(owners)), make([]string, len(owners)), limit); err != nil {
 			return nil, err
 		}
 		q.b.WriteString(") AS rebalance_keys)")
 	}
-	return q, nil
+	return &selection{t: t, using: using, where: q.b.String(), args: q.args}, nil
+}
+
+// selection is the rows of table t a deletion deletes: DELETE FROM t [USING using] WHERE
+// where, with args.
+type selection struct {
+	t            *table
+	using, where string
+	args         []any
+}
+
+// deletion returns the DELETE of sel's rows.
+func (sel *selection) deletion() string {
+	if sel.using != "" {
+		return "DELETE FROM " + sel.t.Table + " USING " + sel.using + " WHERE " + sel.where
+	}
+	return "DELETE FROM " + sel.t.Table + " WHERE " + sel.where
+}
+
+// deleteSelected deletes the rows of sel in tx, which deletes the rows of owners (this
+// deletion's, in any table, children first), and returns how many. refs are the foreign
+// keys among the Store's tables: a row of another owner that references one of sel's rows
+// is an error wrapping ErrSchema, and nothing is deleted. By the time a parent's rows are
+// deleted, its children of owners are (children first): a row left that references them
+// is another owner's, which the deletion would take with it (ON DELETE CASCADE), change
+// (SET NULL) or leave referencing a row on another shard.
+func (s *Store) deleteSelected(ctx context.Context, tx *sql.Tx, refs []reference, sel *selection, owners []string) (int64, error) {
+	for _, r := range refs {
+		if r.parent != sel.t {
+			continue
+		}
+		c := r.child
+		args, err := c.ownerArgs(owners)
+		if err != nil {
+			return 0, err
+		}
+		q := &query{sqlite: s.dialect == SQLite, args: slices.Clone(sel.args)}
+		from := sel.t.Table
+		if sel.using != "" {
+			from += ", " + sel.using
+		}
+		fmt.Fprintf(&q.b, "SELECT CAST(rebalance_child.%s AS TEXT), CAST(rebalance_child.%s AS TEXT) FROM %s AS rebalance_child WHERE (%s) IN (SELECT %s FROM %s WHERE %s)",
+			c.Key, c.Owner, c.Table, qualified("rebalance_child", r.from), qualified(sel.t.Table, r.to), from, sel.where)
+		fmt.Fprintf(&q.b, " AND NOT COALESCE(rebalance_child.%s IN (%s), false) LIMIT 1", c.Owner, q.list(args))
+		var key, owner sql.NullString
+		switch err := tx.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&key, &owner); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return 0, fmt.Errorf("look for rows of other owners in table %s that reference these: %w", c.Table, err)
+		default:
+			return 0, fmt.Errorf("row %s of table %s, owner %s's, references a row of table %s of an owner whose rows are being deleted here: the deletion would take it along (ON DELETE CASCADE), change it, or leave it referencing a row on another shard; nothing was deleted; rows that reference each other must belong to one owner: %w",
+				excerpt(cmp.Or(key.String, "NULL")), c.Table, excerpt(cmp.Or(owner.String, "NULL")), sel.t.Table, ErrSchema)
+		}
+	}
+	res, err := tx.ExecContext(ctx, sel.deletion(), sel.args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// qualified returns the comma-separated columns of cols, each prefixed with table.
+func qualified(table, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = table + "." + c
+	}
+	return strings.Join(parts, ", ")
 }
 
 // beginImport starts a mover's transaction on shard to, which imports owners: if the tables

@@ -41,7 +41,7 @@ func (s *Store) RangeStatements(t int, owners []string, limit int) (read, whole,
 	if err != nil {
 		return "", "", "", nil, nil, nil, err
 	}
-	return r.b.String(), w.b.String(), d.b.String(), r.args, w.args, d.args, nil
+	return r.b.String(), w.b.String(), d.deletion(), r.args, w.args, d.args, nil
 }
 
 // OwnersDeletion returns DeleteOwners' statement of owners in the Store's table t, with its
@@ -51,7 +51,7 @@ func (s *Store) OwnersDeletion(t int, owners []string) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return q.b.String(), q.args, nil
+	return q.deletion(), q.args, nil
 }
 
 // ExplainRanges returns PostgreSQL's EXPLAIN ANALYZE of q on shard, planned as the Store

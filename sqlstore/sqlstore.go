@@ -72,8 +72,12 @@
 // into its rows, which nothing copied. It refuses too an owner column that holds two owners
 // equal, by case or trailing spaces: a move of one would take the other's rows. Such a table created during a move stops it: the sums
 // before a new shard serves the owners look for one, and so does each deletion of old
-// copies, inside its transaction, where none can appear before it ends. Tables that belong
-// to an owner without a foreign key are the caller's to list; the Store cannot see them.
+// copies, inside its transaction, where none can appear before it ends. Rows that reference
+// each other must belong to one owner: before a deletion of old copies deletes a table's
+// rows, it looks for another owner's row, in one of the tables, that references them (a
+// reaction by a user who stays, to a message of one who moves), and stops with ErrSchema
+// naming it rather than let a cascade take it. Tables that belong to an owner without a
+// foreign key are the caller's to list; the Store cannot see them.
 //
 // The application's own triggers on a moved table fire for the mover's writes as for its
 // own, the copies and replays on the new shard and the deletions of old copies, unless they
@@ -221,7 +225,7 @@ type Store struct {
 	noRaw         []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
 	exactDelete   []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
 	turns         map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
-	unreferenced  sync.Map                  // SQLite: shard index -> the schema_version at which outsideRefs found none
+	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	outsideKeys   string                    // PostgreSQL: outsideRefs' statement
 }
 
@@ -495,11 +499,11 @@ func (s *Store) Init(ctx context.Context) error {
 				}
 			}
 		}
-		fk, err := s.checkReferences(ctx, db)
+		refs, err := s.checkReferences(ctx, db)
 		if err != nil {
 			return s.wrap(i, "check foreign keys", err)
 		}
-		s.foreignKeys = s.foreignKeys || fk
+		s.foreignKeys = s.foreignKeys || slices.ContainsFunc(refs, func(r reference) bool { return r.child != r.parent })
 		if err := s.checkLeftBehind(ctx, db); err != nil {
 			return s.wrap(i, "check the other tables", err)
 		}
@@ -690,42 +694,60 @@ func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table) error {
 	return nil
 }
 
-// checkReferences reads the foreign keys of db that touch the Store's tables and reports
-// whether some link two of them. A table that references one listed after it, or a table
-// not among them that references one of them, is an error wrapping ErrSchema.
-func (s *Store) checkReferences(ctx context.Context, db querier) (linked bool, err error) {
-	// Every (referencing, referenced) pair of the database.
-	q := `SELECT m.name, f."table" FROM sqlite_master m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table'`
+// reference is a foreign key from one of the Store's tables (child) to one of them (parent,
+// maybe child itself): the child's columns from reference the parent's columns to.
+type reference struct {
+	child, parent *table
+	from, to      string // column lists, comma separated
+}
+
+// checkReferences reads the foreign keys of db that touch the Store's tables and returns
+// those among them. A table that references one listed after it, or a table not among them
+// that references one of them, is an error wrapping ErrSchema.
+func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, error) {
+	// Every foreign key of the database: (referencing, referenced, their columns in order).
+	// SQLite's pragma names no referenced columns for a key on the parent's primary key.
+	q := `SELECT m.name, f."table", group_concat(f."from", ',' ORDER BY f.seq), group_concat(COALESCE(f."to", p.name), ',' ORDER BY f.seq)
+		FROM sqlite_master m, pragma_foreign_key_list(m.name) f
+		LEFT JOIN pragma_table_info(f."table") p ON f."to" IS NULL AND p.pk = f.seq + 1
+		WHERE m.type = 'table' GROUP BY m.name, f.id ORDER BY m.name, f.id`
 	if s.dialect == PostgreSQL {
-		q = `SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM pg_constraint c
-			JOIN pg_namespace n ON n.oid = c.connamespace
-			WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()` // not a partition's copy of its table's key
+		q = `SELECT c.conrelid::regclass::text, c.confrelid::regclass::text,
+			(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.conkey) WITH ORDINALITY AS k(n, i)
+				JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n),
+			(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.confkey) WITH ORDINALITY AS k(n, i)
+				JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n)
+			FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+			WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()
+			ORDER BY c.oid` // not a partition's copy of its table's key
 	}
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer rows.Close()
 	at := func(name string) int {
 		return slices.IndexFunc(s.tables, func(t *table) bool { return strings.EqualFold(t.Table, name) })
 	}
+	var refs []reference
 	for rows.Next() {
 		var child, parent string
-		if err := rows.Scan(&child, &parent); err != nil {
-			return false, err
+		var from, to sql.NullString
+		if err := rows.Scan(&child, &parent, &from, &to); err != nil {
+			return nil, err
 		}
 		c, p := at(child), at(parent)
 		switch {
-		case p < 0 || c == p:
+		case p < 0:
 		case c < 0:
-			return false, outsideReference(child, parent)
+			return nil, outsideReference(child, parent)
 		case c < p:
-			return false, fmt.Errorf("table %s references %s, which is listed after it: list each table after the tables it references: %w", child, parent, ErrSchema)
+			return nil, fmt.Errorf("table %s references %s, which is listed after it: list each table after the tables it references: %w", child, parent, ErrSchema)
 		default:
-			linked = true
+			refs = append(refs, reference{child: s.tables[c], parent: s.tables[p], from: from.String, to: to.String})
 		}
 	}
-	return linked, rows.Err()
+	return refs, rows.Err()
 }
 
 // outsideReference is the error of table child, which the Store does not move, referencing
@@ -744,22 +766,35 @@ func outsideReference(child, parent string) error {
 // deletion holds (SQLite). It is checkReferences, so it also refuses tables that reference
 // one listed after them; SQLite's answer holds until its schema_version changes.
 func (s *Store) outsideRefs(ctx context.Context, q querier, shard int) error {
+	_, err := s.references(ctx, q, shard)
+	return err
+}
+
+// references is outsideRefs that also returns the foreign keys among the Store's tables.
+func (s *Store) references(ctx context.Context, q querier, shard int) ([]reference, error) {
 	var version int64
 	if s.dialect == SQLite {
 		if err := q.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&version); err != nil {
-			return err
+			return nil, err
 		}
-		if v, ok := s.unreferenced.Load(shard); ok && v.(int64) == version {
-			return nil
+		if v, ok := s.unreferenced.Load(shard); ok && v.(knownRefs).version == version {
+			return v.(knownRefs).refs, nil
 		}
 	}
-	if _, err := s.checkReferences(ctx, q); err != nil {
-		return err
+	refs, err := s.checkReferences(ctx, q)
+	if err != nil {
+		return nil, err
 	}
 	if s.dialect == SQLite {
-		s.unreferenced.Store(shard, version)
+		s.unreferenced.Store(shard, knownRefs{version, refs})
 	}
-	return nil
+	return refs, nil
+}
+
+// knownRefs is what outsideRefs found on a SQLite shard at a schema_version.
+type knownRefs struct {
+	version int64
+	refs    []reference
 }
 
 // querier is what outsideRefs and checkReferences read through: a *sql.DB or a *sql.Tx.

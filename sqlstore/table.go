@@ -15,7 +15,7 @@ type table struct {
 	TableSpec
 	key int // the index of Key in Columns
 
-	selectAfter, selectFirst, count, deleteAll, insertHead, insertTail string
+	selectAfter, selectFirst, count, insertHead, insertTail string
 	// fences is the fence table of the shard a statement writes.
 	fences string
 
@@ -71,7 +71,6 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	t.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s.%s LIMIT $2", t.reads, n, o, n, k)
 	t.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s.%s LIMIT $2", t.reads, n, o, k, n, k)
 	t.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", n, o)
-	t.deleteAll = fmt.Sprintf("DELETE FROM %s WHERE %s = $1", n, o)
 	t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", n, cols)
 	t.setRowHash(nil)
 	set := []string{}
