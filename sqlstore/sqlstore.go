@@ -7,10 +7,13 @@
 // # What holds across processes, and why
 //
 // Each shard holds a table rebalance_fence (owner, state, migration, token), rebalance_epoch
-// (migration, newest token) and rebalance_placement (the placement it serves, one row); the
-// control database holds rebalance_marks (migration, owner, mark), the table
-// examples/rebalance already uses, rebalance_claim (migration, election epoch, token, mover,
-// lease end: [Store.Claim] decides there, in one transaction) and its own rebalance_epoch.
+// (migration, newest token), rebalance_placement (the placement it serves, one row) and
+// rebalance_identity (an ID of its own); the control database holds rebalance_marks
+// (migration, owner, mark), the table examples/rebalance already uses, rebalance_claim
+// (migration, election epoch, token, mover, lease end: [Store.Claim] decides there, in one
+// transaction), its own rebalance_epoch, and rebalance_shards, the shards' IDs by position:
+// [Store.Init] refuses shards listed in another order than before, or a database listed
+// twice ([ErrShardOrder]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
 // (a fence, a chunk, a whole copy, a deletion, a mark) begins its transaction with a check of
 // its token against rebalance_epoch and, for rows, of the owners' fences there (on
@@ -534,7 +537,7 @@ func (s *Store) Init(ctx context.Context) error {
 	if err := s.execAll(ctx, s.control, strings.Split(controlSchema, ";")); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
-	return nil
+	return s.checkIdentities(ctx)
 }
 
 // ErrSchema reports a shard whose tables do not fit the TableSpecs: a column one names is
