@@ -95,29 +95,28 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 1)", epochNS); err != nil {
 		return err
 	}
-	record := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s_record() RETURNS trigger LANGUAGE plpgsql AS $f$
+	// For the row OLD or NEW: record it if its owner is exporting, refuse it if moved or
+	// importing (see guard.go).
+	check := func(row string) string {
+		return fmt.Sprintf(`
+		SELECT state INTO st FROM rebalance_fence WHERE owner = %[1]s.%[2]s::text;
+		IF st = %[4]d THEN
+			INSERT INTO %[9]s (owner, row_key) VALUES (%[1]s.%[2]s::text, %[1]s.%[3]s);
+		ELSIF st IN (%[5]d, %[6]d) THEN
+			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', %[1]s.%[2]s::text, TG_TABLE_NAME);
+		END IF;`, row, o, k, rebalance.Exporting, rebalance.Moved, rebalance.Importing, pgRefusalState, pgRefusal, c)
+	}
+	record := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s_record() RETURNS trigger LANGUAGE plpgsql AS $f$
 DECLARE
 	st integer;
 BEGIN
-	IF TG_OP <> 'INSERT' THEN
-		SELECT state INTO st FROM rebalance_fence WHERE owner = OLD.%[2]s::text;
-		IF st = %[4]d THEN
-			INSERT INTO %[1]s (owner, row_key) VALUES (OLD.%[2]s::text, OLD.%[3]s);
-		ELSIF st IN (%[5]d, %[6]d) THEN
-			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', OLD.%[2]s::text, TG_TABLE_NAME);
-		END IF;
+	IF TG_OP <> 'INSERT' THEN%s
 	END IF;
-	IF TG_OP <> 'DELETE' THEN
-		SELECT state INTO st FROM rebalance_fence WHERE owner = NEW.%[2]s::text;
-		IF st = %[4]d THEN
-			INSERT INTO %[1]s (owner, row_key) VALUES (NEW.%[2]s::text, NEW.%[3]s);
-		ELSIF st IN (%[5]d, %[6]d) THEN
-			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', NEW.%[2]s::text, TG_TABLE_NAME);
-		END IF;
+	IF TG_OP <> 'DELETE' THEN%s
 	END IF;
 	RETURN NULL;
 END
-$f$`, c, o, k, rebalance.Exporting, rebalance.Moved, rebalance.Importing, pgRefusalState, pgRefusal)
+$f$`, c, check("OLD"), check("NEW"))
 	var exists bool
 	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2))", c, t).Scan(&exists); err != nil {
 		return err
