@@ -134,11 +134,6 @@ func (s *Store) allRows(ctx context.Context, t *table, owner string, shard int) 
 	}
 }
 
-// execer is a *sql.DB or a *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // insertRows writes rows of table t, many per statement, replacing rows of the same key
 // (insertTail: of the same owner, or of one this shard does not serve yet). A row whose key
 // a served owner's row holds is an error wrapping ErrKeyTaken.
@@ -180,10 +175,10 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]a
 	return nil
 }
 
-// keyTaken returns the error of a write of want rows of table t, of the keys that the SQL
-// list keys selects (with args), that wrote only wrote of them: ErrKeyTaken naming a key of
-// them that a row of an owner this shard serves holds, or if there is none (an application
-// trigger that skipped a row) an error saying how many were written.
+// keyTaken returns the error of a write of want rows of table t that wrote fewer (wrote);
+// keys is an SQL list or SELECT of the rows' keys, with args. It is ErrKeyTaken naming one
+// of the keys that a row of an owner this shard serves holds, or if there is none (an
+// application trigger that skipped a row) an error saying how many were written.
 func (s *Store) keyTaken(ctx context.Context, tx querier, t *table, keys string, args []any, wrote int64, want int) error {
 	var key string
 	var owner sql.NullString
