@@ -57,7 +57,7 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 		// Outside the mover's writes (writing 0) the trigger fires for an owner fenced in any
 		// state, at least importing; in them (1) only for one exporting, the greatest state.
 		when := func(row string) string {
-			return fmt.Sprintf("EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(%s.%s AS TEXT) AND state >= %d + %d * (SELECT writing FROM rebalance_mover))",
+			return fmt.Sprintf("EXISTS (SELECT 1 FROM rebalance_fence WHERE owner = CAST(%s.%s AS TEXT) AND state >= %d + %d * COALESCE((SELECT writing FROM rebalance_mover), 0))",
 				row, o, rebalance.Importing, rebalance.Exporting-rebalance.Importing)
 		}
 		refuse := func(row string) string {
