@@ -268,6 +268,12 @@ func (q *query) whole(t *table, cols string, owners []string, batch []int, limit
 	return nil
 }
 
+// chunkBytes bounds what a chunk read into the mover's memory holds (the rows through Go,
+// the tuples passed through on PostgreSQL): a chunk ends after the row that reaches it, so
+// that rows of megabytes, in chunks grown to IdleChunkRows, do not take gigabytes. The
+// attached SQLite copy holds nothing in Go.
+const chunkBytes = 32 << 20
+
 // armsPerStatement bounds the owners one statement of CopyChunk or DeleteChunk names.
 const armsPerStatement = 500
 
@@ -324,13 +330,15 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		}
 	}
 	rows := make([][][]any, len(s.tables)) // the rows read, by table
-	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
-		got, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit)
+	room := s.chunkBytes
+	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, bool, error) {
+		got, size, err := s.readArms(ctx, s.tables[ti], db, owners, batch, keys, limit, room)
 		if err != nil {
-			return 0, s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
+			return 0, false, s.wrap(from, fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table), err)
 		}
 		rows[ti] = append(rows[ti], got...)
-		return len(got), nil
+		room -= size
+		return len(got), room <= 0, nil
 	})
 	if err != nil {
 		return nil, 0, false, err
@@ -367,18 +375,19 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 // walkChunk walks a chunk of up to limit rows through the tables, parents first, each owner
 // from its cursor (in, keys): read handles up to limit rows of table ti of the owners at
 // positions batch (up to armsPerStatement of them), sets their keys to their last row's, and
-// returns how many rows it handled. An owner moves past a table once the table has no row of
+// returns how many rows it handled, and whether it cut them short at the chunk's bytes
+// (Store.chunkBytes), which ends the chunk. An owner moves past a table once the table has no row of
 // it left. walkChunk returns the rows handled and whether the chunk is full.
-func (s *Store) walkChunk(in []int, keys []string, limit int, read func(ti int, batch []int, limit int) (int, error)) (int, bool, error) {
+func (s *Store) walkChunk(in []int, keys []string, limit int, read func(ti int, batch []int, limit int) (int, bool, error)) (int, bool, error) {
 	n := 0
 	for ti := range s.tables {
 		at := atTable(in, ti) // the owners in table ti
 		for batch := range slices.Chunk(at, armsPerStatement) {
-			got, err := read(ti, batch, limit-n)
+			got, cut, err := read(ti, batch, limit-n)
 			if err != nil {
 				return 0, false, err
 			}
-			if n += got; n == limit {
+			if n += got; n == limit || cut {
 				return n, true, nil // table ti may have rows of these owners left
 			}
 		}
@@ -420,11 +429,12 @@ func cursors(in []int, keys []string) []rebalance.Cursor {
 
 // readArms reads, in one statement, up to limit rows of table t on db of the owners at
 // positions batch of owners, each owner's after its key in keys, in batch order then key
-// order, and sets keys[i] to the key of owner i's last row read.
-func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []string, batch []int, keys []string, limit int) ([][]any, error) {
+// order, and sets keys[i] to the key of owner i's last row read. It stops after the row
+// that brings what it read to room bytes (rowBytes), and returns that size too.
+func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []string, batch []int, keys []string, limit, room int) ([][]any, int, error) {
 	q := &query{sqlite: s.dialect == SQLite}
 	if err := q.arms(t, "", t.reads, owners, batch, keys, limit); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var from interface {
 		QueryContext(context.Context, string, ...any) (*sql.Rows, error)
@@ -432,17 +442,17 @@ func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []str
 	if s.dialect == PostgreSQL {
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer tx.Rollback() // it only read
 		if err := rangesOnly(ctx, tx); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		from = tx
 	}
 	rs, err := from.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rs.Close()
 	ncol := len(t.Columns)
@@ -450,6 +460,7 @@ func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []str
 	var arm int64
 	ptrs[0] = &arm
 	var rows [][]any
+	size := 0
 	var cells []any // the rows' values, allocated a few rows at a time
 	for rs.Next() {
 		if len(cells) < ncol {
@@ -461,17 +472,35 @@ func (s *Store) readArms(ctx context.Context, t *table, db *sql.DB, owners []str
 			ptrs[i+1] = &row[i]
 		}
 		if err := rs.Scan(ptrs...); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if arm < 0 || arm >= int64(len(batch)) {
-			return nil, fmt.Errorf("row of arm %d among %d", arm, len(batch))
+			return nil, 0, fmt.Errorf("row of arm %d among %d", arm, len(batch))
 		}
 		if keys[batch[arm]], err = encodeKey(row[t.key]); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		rows = append(rows, row)
+		if size += rowBytes(row); size >= room {
+			break // the rows after stay after the cursor
+		}
 	}
-	return rows, rs.Err()
+	return rows, size, rs.Err()
+}
+
+// rowBytes is about what a row read into Go holds.
+func rowBytes(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch v := v.(type) {
+		case []byte:
+			n += len(v)
+		case string:
+			n += len(v)
+		}
+		n += 16
+	}
+	return n
 }
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to

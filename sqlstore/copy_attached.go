@@ -99,27 +99,27 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 	if err := s.step(ctx, tx, migration, token, owners, to, rebalance.Importing); err != nil {
 		return 0, false, err
 	}
-	n, full, err = s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
+	n, full, err = s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, bool, error) {
 		t := s.tables[ti]
 		what := fmt.Sprintf("copy rows of %d owners in table %s", len(batch), t.Table)
 		if n, whole, err := s.copyWhole(ctx, tx, t, owners, batch, keys, limit); err != nil {
-			return 0, s.wrap(to, what, err)
+			return 0, false, s.wrap(to, what, err)
 		} else if whole {
 			for _, i := range batch { // done with t, even if they fill the chunk
 				in[i], keys[i] = ti+1, ""
 			}
-			return n, nil
+			return n, false, nil
 		}
 		// Where each owner's rows end, first: the last key read of each arm.
 		q := &query{sqlite: true}
 		q.b.WriteString("SELECT rebalance_arm, COUNT(*), MAX(" + t.Key + ") FROM (")
 		if err := q.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		q.b.WriteString(") GROUP BY rebalance_arm")
 		rs, err := tx.QueryContext(ctx, q.b.String(), q.args...)
 		if err != nil {
-			return 0, s.wrap(to, what, err)
+			return 0, false, s.wrap(to, what, err)
 		}
 		read := 0
 		ends := make([]string, len(batch))
@@ -128,23 +128,23 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 			var last any
 			if err := rs.Scan(&arm, &count, &last); err != nil {
 				rs.Close()
-				return 0, s.wrap(to, what, err)
+				return 0, false, s.wrap(to, what, err)
 			}
 			if arm < 0 || arm >= int64(len(batch)) {
 				rs.Close()
-				return 0, s.wrap(to, what, fmt.Errorf("rows of arm %d among %d", arm, len(batch)))
+				return 0, false, s.wrap(to, what, fmt.Errorf("rows of arm %d among %d", arm, len(batch)))
 			}
 			if ends[arm], err = encodeKey(last); err != nil {
 				rs.Close()
-				return 0, s.wrap(to, what, err)
+				return 0, false, s.wrap(to, what, err)
 			}
 			read += int(count)
 		}
 		if err := rs.Close(); err != nil {
-			return 0, s.wrap(to, what, err)
+			return 0, false, s.wrap(to, what, err)
 		}
 		if err := rs.Err(); err != nil {
-			return 0, s.wrap(to, what, err)
+			return 0, false, s.wrap(to, what, err)
 		}
 		if read > 0 {
 			// Then the same rows, from the same snapshot of src.
@@ -152,7 +152,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 			q := &query{sqlite: true}
 			fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols)
 			if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			q.b.WriteString(") WHERE true" + t.insertTail)
 			if err := s.insertSelected(ctx, tx, t, q, read, func(k *query) error {
@@ -163,7 +163,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 				k.b.WriteString(")")
 				return nil
 			}); err != nil {
-				return 0, s.wrap(to, what, err)
+				return 0, false, s.wrap(to, what, err)
 			}
 		}
 		for arm, i := range batch {
@@ -171,7 +171,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 				keys[i] = ends[arm]
 			}
 		}
-		return read, nil
+		return read, false, nil
 	})
 	if err != nil {
 		return 0, false, err

@@ -78,34 +78,37 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 			}
 		}
 	}()
-	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, error) {
+	room := s.chunkBytes
+	n, full, err := s.walkChunk(in, keys, limit, func(ti int, batch []int, limit int) (int, bool, error) {
 		if s.noRaw[ti].Load() {
-			return 0, errNoRaw
+			return 0, false, errNoRaw
 		}
 		what := fmt.Sprintf("read rows of %d owners in table %s", len(batch), s.tables[ti].Table)
+		mark := len(tuples[ti])
 		if !slices.ContainsFunc(batch, func(i int) bool { return keys[i] != "" }) {
 			// No cursor yet (as copyWhole on SQLite): all their rows, if they fit.
-			mark := len(tuples[ti])
-			got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, true, &tuples[ti])
+			got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, room, true, &tuples[ti])
 			switch {
 			case errors.Is(err, errNoRaw):
-				return 0, err
+				return 0, false, err
 			case err != nil:
-				return 0, s.wrap(from, what, err)
+				return 0, false, s.wrap(from, what, err)
 			}
 			if got <= limit {
 				for _, i := range batch { // done with the table, even if they fill the chunk
 					in[i] = ti + 1
 				}
-				return got, nil
+				room -= len(tuples[ti]) - mark
+				return got, room <= 0, nil
 			}
-			tuples[ti] = tuples[ti][:mark] // more: by ranges
+			tuples[ti] = tuples[ti][:mark] // more, or too many bytes: by ranges
 		}
-		got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, false, &tuples[ti])
+		got, err := s.readRaw(ctx, ti, db, owners, batch, keys, limit, room, false, &tuples[ti])
 		if err != nil && !errors.Is(err, errNoRaw) {
 			err = s.wrap(from, what, err)
 		}
-		return got, err
+		room -= len(tuples[ti]) - mark
+		return got, room <= 0, err
 	})
 	if err != nil {
 		return undo(err)
@@ -149,7 +152,7 @@ func (s *Store) copyRaw(ctx context.Context, migration string, token uint64, own
 // With whole, it reads up to limit+1 rows of those owners in no order, by one scan of the
 // (owner, key) index rather than a range per owner merged and sorted (a quarter cheaper),
 // and sets no key.
-func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string, batch []int, keys []string, limit int, whole bool, out *[]byte) (int, error) {
+func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string, batch []int, keys []string, limit, room int, whole bool, out *[]byte) (int, error) {
 	t := s.tables[ti]
 	q := &query{}
 	cols := strings.Join(t.Columns, ", ")
@@ -165,7 +168,7 @@ func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string
 		return 0, err
 	}
 	defer c.Close()
-	n := 0
+	n, start := 0, len(*out)
 	err = c.Raw(func(dc any) (err error) {
 		pc, ok := dc.(copyConn)
 		if !ok {
@@ -223,6 +226,12 @@ func (s *Store) readRaw(ctx context.Context, ti int, db *sql.DB, owners []string
 				*out = append(*out, v...)
 			}
 			n++
+			if len(*out)-start >= room {
+				if whole {
+					n = limit + 1 // not all of them: by ranges, which can stop in between
+				}
+				break
+			}
 		}
 		return rows.Err()
 	})

@@ -100,3 +100,6 @@ func (s *Store) HoldTurn(ctx context.Context, i int) (func(), error) { return s.
 
 // RowHash is the hash Sums gives a row's values on SQLite.
 func RowHash(row []any) uint64 { return rowHash(row) }
+
+// SetChunkBytes sets what a chunk read into memory may hold (see chunkBytes).
+func (s *Store) SetChunkBytes(n int) { s.chunkBytes = n }

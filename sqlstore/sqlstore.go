@@ -229,6 +229,7 @@ type Store struct {
 	exactDelete   []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
 	turns         map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
+	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
 	outsideKeys   string                    // PostgreSQL: outsideRefs' statement
 }
 
@@ -259,7 +260,8 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	case opts.ReplicaWrites && dialect == SQLite:
 		return nil, bad("ReplicaWrites on SQLite, which cannot turn triggers off for one connection")
 	}
-	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved, replicaWrites: opts.ReplicaWrites}
+	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved, replicaWrites: opts.ReplicaWrites,
+		chunkBytes: chunkBytes}
 	for i, spec := range tables {
 		t, err := newTable(spec, dialect, bad)
 		if err != nil {
