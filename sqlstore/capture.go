@@ -45,8 +45,8 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 		// own writes about half as much again as the write itself. The same trigger is the
 		// guard (see guard.go): outside the mover's writes it fires for an owner fenced in
 		// any state, and its program refuses one fenced moved or importing; in them, as
-		// before, only for an owner exporting. One trigger, not two: SQLite's cost of
-		// running a trigger at all was most of what the guard added to a write.
+		// before, only for an owner exporting. One trigger, not a second per operation: SQLite
+		// codes every trigger's program into each statement that writes the table.
 		fenced := func(row string, states ...rebalance.FenceState) string {
 			in := make([]string, len(states))
 			for i, st := range states {
