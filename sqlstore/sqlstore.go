@@ -72,15 +72,16 @@
 // reverse one, so the old copy is deleted children first. [Store.Init] refuses, before it
 // creates anything, tables listed against their foreign keys and a table outside the Store
 // that references one of them: deleting an owner's old copy would fail on it, or cascade
-// into its rows, which nothing copied. It refuses too an owner column that holds two owners
-// equal, by case or trailing spaces: a move of one would take the other's rows. Such a table created during a move stops it: the sums
+// into its rows, which nothing copied. Such a table created during a move stops it: the sums
 // before a new shard serves the owners look for one, and so does each deletion of old
-// copies, inside its transaction, where none can appear before it ends. Rows that reference
-// each other must belong to one owner: before a deletion of old copies deletes a table's
-// rows, it looks for another owner's row, in one of the tables, that references them (a
-// reaction by a user who stays, to a message of one who moves), and stops with ErrSchema
-// naming it rather than let a cascade take it. Tables that belong to an owner without a
-// foreign key are the caller's to list; the Store cannot see them.
+// copies, inside its transaction, where none can appear before it ends. Init refuses too an
+// owner column that holds two owners equal, by case or trailing spaces: a move of one would
+// take the other's rows. Rows that reference each other must belong to one owner: before a
+// deletion of old copies deletes a table's rows, it looks for another owner's row, in one of
+// the tables, that references them (a reaction by a user who stays, to a message of one who
+// moves), and stops with ErrSchema naming it rather than let a cascade take it. Tables that
+// belong to an owner without a foreign key are the caller's to list; the Store cannot see
+// them.
 //
 // The application's own triggers on a moved table fire for the mover's writes as for its
 // own, the copies and replays on the new shard and the deletions of old copies, unless they
