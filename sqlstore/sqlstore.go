@@ -456,13 +456,15 @@ $f$`}
 var ErrMissingTable = errors.New("data table missing")
 
 // Init checks every shard: each table exists, has its columns, a unique index on its key
-// and an index that leads with (owner, key), an owner column that compares owners exactly, tables that reference others come after them,
-// no table outside the Store references one of them (the deletion of an owner's old copy
-// would fail, or cascade into rows never copied), and the change capture's names are free.
-// Only then does it create, where missing, the fence, epoch and marks tables, the
-// PostgreSQL functions and the change capture. A table missing on a shard is an error
-// wrapping ErrMissingTable, any other misfit one wrapping ErrSchema. It is idempotent;
-// every process calls it once before use.
+// and an index that leads with (owner, key), an owner column that compares owners exactly,
+// tables that reference others come after them, no table outside the Store references one
+// of them (the deletion of an owner's old copy would fail, or cascade into rows never
+// copied), and the change capture's names are free. Only then does it create, where
+// missing, the fence, epoch and marks tables, the PostgreSQL functions and the change
+// capture, and last it checks the shards' identities against their recorded positions. A
+// table missing on a shard is an error wrapping ErrMissingTable, any other misfit one
+// wrapping ErrSchema, a shard list out of order ErrShardOrder. It is idempotent; every
+// process calls it once before use.
 //
 // Foreign keys among the tables are allowed. A chunk may copy a child row whose parent
 // changed after the parent's chunk was copied (its change is replayed later), so the
