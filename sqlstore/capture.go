@@ -472,9 +472,9 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		h      uint64
 	)
 	if s.dialect == PostgreSQL {
-		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, match string) string {
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s AND %s FROM %s WHERE %s GROUP BY %s",
-				t.Owner, t.rowHash, t.sameColumns, t.unreferenced, t.Table, match, t.Owner)
+		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s AND %s FROM %s WHERE %s IN (%s) GROUP BY %s",
+				t.Owner, t.rowHash, t.sameColumns, t.unreferenced, t.Table, t.Owner, in, t.Owner)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
 			return owner, rs.Scan(&owner, &n, &digest, &same)
 		}, func(t *table, i int) {
@@ -491,8 +491,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		}
 	} else {
 		scanners := map[*table]func(*sql.Rows) ([]any, error){} // each row hashed before the next is read
-		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, match string) string {
-			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s", t.Table, t.Owner, t.reads, t.Table, match)
+		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)
 		}, func(t *table, rs *sql.Rows) (any, error) {
 			if scanners[t] == nil {
 				scanners[t] = t.rowScanner(1)

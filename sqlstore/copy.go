@@ -616,8 +616,8 @@ func (s *Store) Count(ctx context.Context, owner string, shard int) (int64, erro
 func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64, error) {
 	out := make([]int64, len(owners))
 	var n int64
-	err := s.perOwner(ctx, owners, shard, "count rows", func(t *table, match string) string {
-		return fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s GROUP BY %s", t.Owner, t.Table, match, t.Owner)
+	err := s.perOwner(ctx, owners, shard, "count rows", func(t *table, in string) string {
+		return fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s", t.Owner, t.Table, t.Owner, in, t.Owner)
 	}, func(t *table, rs *sql.Rows) (owner any, err error) {
 		return owner, rs.Scan(&owner, &n)
 	}, func(t *table, i int) { out[i] += n })
@@ -629,7 +629,7 @@ func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64
 // and returns its owner column's value), then add for each position in owners of that
 // owner.
 func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what string,
-	query func(t *table, match string) string, scan func(t *table, rs *sql.Rows) (any, error), add func(t *table, i int)) error {
+	query func(t *table, in string) string, scan func(t *table, rs *sql.Rows) (any, error), add func(t *table, i int)) error {
 	db, err := s.shard(shard)
 	if err != nil {
 		return err
@@ -646,8 +646,7 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 			at[k] = append(at[k], i)
 		}
 		for batch := range slices.Chunk(args, armsPerStatement) {
-			match, params := s.ownerMatch(t, batch)
-			rs, err := db.QueryContext(ctx, query(t, match), params...)
+			rs, err := db.QueryContext(ctx, query(t, s.placeholders(1, len(batch))), batch...)
 			if err != nil {
 				return s.wrap(shard, fmt.Sprintf("%s of %d owners in table %s", what, len(batch), t.Table), err)
 			}
@@ -668,28 +667,6 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 		}
 	}
 	return nil
-}
-
-// ownerMatch returns a condition that the owner column of table t is one of args (the
-// column's values), and its parameters. On PostgreSQL it is one array, "= ANY($1)": one
-// statement text whatever the owners' number, which pgx prepares once, where an IN list of
-// each length was parsed and planned anew.
-func (s *Store) ownerMatch(t *table, args []any) (string, []any) {
-	if s.dialect == SQLite {
-		return t.Owner + " IN (" + s.placeholders(1, len(args)) + ")", args
-	}
-	if t.IntOwner {
-		ints := make([]int64, len(args))
-		for i, a := range args {
-			ints[i] = a.(int64)
-		}
-		return t.Owner + " = ANY($1)", []any{ints}
-	}
-	texts := make([]string, len(args))
-	for i, a := range args {
-		texts[i] = a.(string)
-	}
-	return t.Owner + " = ANY($1)", []any{texts}
 }
 
 // Delete removes every row of owner from shard, children first, in one transaction.
