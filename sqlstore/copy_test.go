@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
@@ -236,6 +237,85 @@ func TestRangesOnly(t *testing.T) {
 		}
 		require.NotZero(t, most, "%s: no row counts in the plan:\n%s", c.what, strings.Join(plan, "\n"))
 		require.LessOrEqual(t, most, 2*limit, "%s: a node of the plan handled more rows than two owners' ranges cut at the limit:\n%s", c.what, strings.Join(plan, "\n"))
+	}
+}
+
+// TestLookupsUseTheIndex: counting, summing and reading the fences and the marks of a batch
+// of owners reads only their entries of an index, where the tables have never been analyzed
+// (a new shard's table that a migration fills, the bookkeeping tables it grows): PostgreSQL
+// then takes "owner IN (500 owners)" to match nine rows in ten, reads the whole table for
+// each batch, and a migration's time grows with the square of its size.
+func TestLookupsUseTheIndex(t *testing.T) {
+	ctx := context.Background()
+	p, w := unanalyzed(t)
+	db := p.dbs[0] // shard 0 holds the control tables too
+	for _, table := range []string{"rebalance_fence", "rebalance_marks"} {
+		_, err := db.Exec("ALTER TABLE " + table + " SET (autovacuum_enabled = false)")
+		require.NoError(t, err)
+	}
+	const all, asked = 2000, 500
+	w.load(t, p, span(1, all), 5)
+	require.NoError(t, execAsMover(sqlstore.PostgreSQL, db, fmt.Sprintf(
+		"INSERT INTO rebalance_fence (owner, state, migration, token) SELECT g::text, %d, 'm', 1 FROM generate_series(1, %d) AS g", rebalance.Exporting, all)))
+	_, err := db.Exec(fmt.Sprintf("INSERT INTO rebalance_marks (migration, owner, mark) SELECT 'm', g::text, %d FROM generate_series(1, %d) AS g", rebalance.Copied, all))
+	require.NoError(t, err)
+
+	// scans reads the statistics of the tables: seq_scan, idx_scan and index entries read.
+	type counters struct{ seq, idx, entries int64 }
+	scans := func() map[string]counters {
+		rows, err := db.Query(`SELECT relname, COALESCE(seq_scan, 0), COALESCE(idx_scan, 0), COALESCE(idx_tup_fetch, 0)
+			FROM pg_stat_user_tables WHERE relname IN ('messages', 'rebalance_fence', 'rebalance_marks')`)
+		require.NoError(t, err)
+		defer rows.Close()
+		out := map[string]counters{}
+		for rows.Next() {
+			var name string
+			var c counters
+			require.NoError(t, rows.Scan(&name, &c.seq, &c.idx, &c.entries))
+			out[name] = c
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	// A server process reports its counts within a second or so of going idle: settled
+	// waits until they stop changing.
+	settled := func() map[string]counters {
+		for last := scans(); ; {
+			time.Sleep(1500 * time.Millisecond)
+			now := scans()
+			if maps.Equal(now, last) {
+				return now
+			}
+			last = now
+		}
+	}
+	before := settled()
+	owners := make([]string, 0, asked)
+	for i := 1; i <= all; i += all / asked {
+		owners = append(owners, strconv.Itoa(i))
+	}
+	n, err := p.store.Counts(ctx, owners, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n[asked-1])
+	sums, err := p.store.Sums(ctx, owners, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), sums[0].Rows)
+	fences, err := p.store.Fences(ctx, owners, 0)
+	require.NoError(t, err)
+	require.Equal(t, rebalance.Exporting, fences[asked-1].State)
+	marks, err := p.store.Marks(ctx, "m", owners)
+	require.NoError(t, err)
+	require.Equal(t, rebalance.Copied, marks[asked-1])
+
+	after := settled()
+	d := func(table string) int64 {
+		return after[table].seq + after[table].idx - before[table].seq - before[table].idx
+	}
+	require.True(t, d("messages") >= 2 && d("rebalance_fence") >= 1 && d("rebalance_marks") >= 1, "the statistics did not count the reads: %v, then %v", before, after)
+	held := map[string]int64{"messages": 2 * asked * 5, "rebalance_fence": asked, "rebalance_marks": asked} // counts and sums read messages
+	for table, c := range after {
+		require.Equal(t, before[table].seq, c.seq, "%s: read whole", table)
+		require.LessOrEqual(t, c.entries-before[table].entries, held[table], "%s: read more rows than the owners asked hold", table)
 	}
 }
 

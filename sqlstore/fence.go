@@ -254,31 +254,34 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 	for i, o := range owners {
 		at[o] = append(at[o], i)
 	}
-	for batch := range slices.Chunk(owners, 500) {
-		q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
-		rows, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, s.wrap(shard, "read fences", err)
-		}
-		for rows.Next() {
-			var o, m string
-			var f int64
-			if err := rows.Scan(&o, &f, &m); err != nil {
-				rows.Close()
-				return nil, s.wrap(shard, "read fences", err)
+	err = s.byIndex(ctx, db, shard, func(db querier) error {
+		for batch := range slices.Chunk(owners, 500) {
+			q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
+			rows, err := db.QueryContext(ctx, q, args...)
+			if err != nil {
+				return s.wrap(shard, "read fences", err)
 			}
-			for _, i := range at[o] {
-				out[i] = rebalance.Fence{State: rebalance.FenceState(f), Migration: m}
+			for rows.Next() {
+				var o, m string
+				var f int64
+				if err := rows.Scan(&o, &f, &m); err != nil {
+					rows.Close()
+					return s.wrap(shard, "read fences", err)
+				}
+				for _, i := range at[o] {
+					out[i] = rebalance.Fence{State: rebalance.FenceState(f), Migration: m}
+				}
+			}
+			if err := rows.Close(); err != nil {
+				return s.wrap(shard, "read fences", err)
+			}
+			if err := rows.Err(); err != nil {
+				return s.wrap(shard, "read fences", err)
 			}
 		}
-		if err := rows.Close(); err != nil {
-			return nil, s.wrap(shard, "read fences", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, s.wrap(shard, "read fences", err)
-		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // SetFence sets the fence of owners on shard, each owner held exclusive against Access,
