@@ -97,14 +97,17 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	}
 	// For the row OLD or NEW: record it if its owner is exporting, refuse it if moved or
 	// importing (see guard.go).
+	// The owner's stripe first, shared until the writer's transaction ends: a fence change
+	// waits for it, and this read, after the lock, sees every fence committed before.
 	check := func(row string) string {
 		return fmt.Sprintf(`
+		PERFORM pg_advisory_xact_lock_shared(%[10]d, %[11]s);
 		SELECT state INTO st FROM rebalance_fence WHERE owner = %[1]s.%[2]s::text;
 		IF st = %[4]d THEN
 			INSERT INTO %[9]s (owner, row_key) VALUES (%[1]s.%[2]s::text, %[1]s.%[3]s);
 		ELSIF st IN (%[5]d, %[6]d) THEN
 			RAISE EXCEPTION USING ERRCODE = '%[7]s', MESSAGE = format('%[8]s', %[1]s.%[2]s::text, TG_TABLE_NAME);
-		END IF;`, row, o, k, rebalance.Exporting, rebalance.Moved, rebalance.Importing, pgRefusalState, pgRefusal, c)
+		END IF;`, row, o, k, rebalance.Exporting, rebalance.Moved, rebalance.Importing, pgRefusalState, pgRefusal, c, stripeNS, stripeOf(row+"."+o+"::text"))
 	}
 	record := fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s_record() RETURNS trigger LANGUAGE plpgsql AS $f$
 DECLARE

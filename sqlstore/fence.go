@@ -371,6 +371,22 @@ var placementNS = namespace("shardkit/rebalance-placement")
 // it reads, so every Store must lock it alike.
 var fenceNS = namespace("shardkit/rebalance-fence")
 
+// stripeNS is the advisory lock namespace of the owners' stripes (PostgreSQL): a capture
+// trigger holds the stripe of each owner whose row it sees written shared, until the
+// writing transaction ends, and a fence change takes its owners' stripes exclusive, so it
+// waits for the writes under way that went around the library (see Init). Stripes rather
+// than owners bound what one transaction holds (a batch job that writes every owner takes
+// at most 256 locks, not one per owner, which could fill PostgreSQL's lock table).
+var stripeNS = namespace("shardkit/rebalance-stripe")
+
+// stripes is how many stripes the owners hash into (a power of two).
+const stripes = 256
+
+// stripeOf is the SQL expression of the stripe of the text owner, an integer.
+func stripeOf(owner string) string {
+	return fmt.Sprintf("(hashtext(%s) & %d)", owner, stripes-1)
+}
+
 func namespace(name string) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(name))
