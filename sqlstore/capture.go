@@ -98,10 +98,15 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	// For the row OLD or NEW: record it if its owner is exporting, refuse it if moved or
 	// importing (see guard.go).
 	// The owner's stripe first, shared until the writer's transaction ends: a fence change
-	// waits for it, and this read, after the lock, sees every fence committed before.
+	// waits for it, and this read, after the lock, sees every fence committed before; where
+	// the transaction reads by one snapshot, the stripe's row too, which fails if a fence
+	// change of the stripe committed after that snapshot (see pgStripes).
 	check := func(row string) string {
 		return fmt.Sprintf(`
 		PERFORM pg_advisory_xact_lock_shared(%[10]d, %[11]s);
+		IF current_setting('transaction_isolation') <> 'read committed' THEN
+			PERFORM 1 FROM rebalance_stripe WHERE stripe = %[11]s FOR SHARE;
+		END IF;
 		SELECT state INTO st FROM rebalance_fence WHERE owner = %[1]s.%[2]s::text;
 		IF st = %[4]d THEN
 			INSERT INTO %[9]s (owner, row_key) VALUES (%[1]s.%[2]s::text, %[1]s.%[3]s);

@@ -99,21 +99,29 @@ func execAsMover(dialect sqlstore.Dialect, db *sql.DB, q string, args ...any) er
 }
 
 // TestWriteThatSpansTheWindow: a writer around the library (a batch job's transaction)
-// writes a moving user's rows on the old shard, before the move fences the user or while it
-// copies the user, and commits only later. The move waits for it: the copy, the replay and
-// the window's sums see only committed rows, so without the wait the new shard served the
-// user without the write, and the deletion of the old copy took the write with it (an
-// update) or left it behind where nobody reads (an insert), while Run returned nil.
+// writes a moving user's rows on the old shard, before the move fences the user, while it
+// copies the user, or (its snapshot older than the fences) after the window, and commits
+// only later. Every write that commits reaches the new shard: the move waits for the writer
+// (the copy, the replay and the window's sums see only committed rows, so without the wait
+// the new shard served the user without the write, and the deletion of the old copy took
+// the write with it, an update, or left it behind where nobody reads, an insert, while Run
+// returned nil), or the writer fails and nothing was acknowledged.
 func TestWriteThatSpansTheWindow(t *testing.T) {
+	const insert, update = "INSERT INTO messages (id, user_id, time, message, sender) VALUES (900000001, $1, 0, 'late', 0)",
+		"UPDATE messages SET message = 'late' WHERE user_id = $1"
 	for _, tc := range []struct {
 		name, write string
-		during      bool // while the mover copies: else before it starts
-		rows, late  int  // the user's rows on the new shard at the end, and of them written late
+		when        string // "before" the move, "during" the copy, "after" the window
+		snapshot    bool   // the writer reads first (REPEATABLE READ on PostgreSQL), so its snapshot predates the fences
+		rows, late  int    // the user's rows on the new shard at the end if the write commits, and of them written late
 	}{
-		{name: "insert before the fence", write: "INSERT INTO messages (id, user_id, time, message, sender) VALUES (900000001, $1, 0, 'late', 0)", rows: 21, late: 1},
-		{name: "update before the fence", write: "UPDATE messages SET message = 'late' WHERE user_id = $1", rows: 20, late: 20},
-		{name: "insert during the copy", during: true, write: "INSERT INTO messages (id, user_id, time, message, sender) VALUES (900000001, $1, 0, 'late', 0)", rows: 21, late: 1},
-		{name: "update during the copy", during: true, write: "UPDATE messages SET message = 'late' WHERE user_id = $1", rows: 20, late: 20},
+		{name: "insert before the fence", write: insert, when: "before", rows: 21, late: 1},
+		{name: "update before the fence", write: update, when: "before", rows: 20, late: 20},
+		{name: "insert during the copy", write: insert, when: "during", rows: 21, late: 1},
+		{name: "update during the copy", write: update, when: "during", rows: 20, late: 20},
+		{name: "insert during the copy, older snapshot", write: insert, when: "during", snapshot: true, rows: 21, late: 1},
+		{name: "insert after the window, older snapshot", write: insert, when: "after", snapshot: true, rows: 21, late: 1},
+		{name: "update after the window, older snapshot", write: update, when: "after", snapshot: true, rows: 20, late: 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
@@ -123,55 +131,66 @@ func TestWriteThatSpansTheWindow(t *testing.T) {
 				w.load(t, admin, w.moving(1, 1), 20)
 				u := w.users[0]
 				a, b := w.before.Locate(u), w.after.Locate(u)
-				writer := make(chan *sql.Tx, 1)
-				begin := func() {
-					tx, err := admin.dbs[a].Begin()
-					if err == nil {
-						if _, err = tx.Exec(tc.write, u); err != nil {
-							tx.Rollback()
-						}
-					}
-					if err != nil {
-						t.Errorf("the writer: %v", err)
-						tx = nil
-					}
-					writer <- tx
+				var opts *sql.TxOptions
+				if tc.snapshot && e.dialect == sqlstore.PostgreSQL {
+					opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+				}
+				tx, err := admin.dbs[a].BeginTx(ctx, opts)
+				require.NoError(t, err)
+				defer tx.Rollback()
+				if tc.snapshot {
+					var n int
+					require.NoError(t, tx.QueryRow("SELECT COUNT(*) FROM messages").Scan(&n))
+				}
+				wrote := make(chan error, 1)
+				write := func() {
+					_, err := tx.Exec(tc.write, u)
+					wrote <- err
 				}
 				var st rebalance.SharedStore[*sql.Tx] = e.open(t, 2).store
-				if tc.during {
-					st = &lateChange{SharedStore: st, between: begin}
-				} else {
-					begin()
+				switch tc.when {
+				case "before":
+					write()
+				case "during":
+					st = &lateChange{SharedStore: st, between: write}
+				case "after":
+					st = &beforeDeletion{SharedStore: st, before: write}
 				}
 				m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
 				require.NoError(t, err)
 				done := make(chan error, 1)
 				go func() { done <- m.Run(ctx, slices.Values(w.users)) }()
-				var tx *sql.Tx
+				var werr error
 				select {
-				case tx = <-writer:
+				case werr = <-wrote:
 				case err := <-done:
 					t.Fatalf("Run returned %v before the writer wrote", err)
-				}
-				if tx == nil {
-					t.FailNow()
 				}
 				// The writer commits once Run has returned, or has waited a second (for it).
 				var runErr error
 				returned := false
-				select {
-				case runErr = <-done:
-					returned = true
-				case <-time.After(time.Second):
+				if werr == nil {
+					select {
+					case runErr = <-done:
+						returned = true
+					case <-time.After(time.Second):
+					}
+					werr = tx.Commit()
+				} else {
+					tx.Rollback()
 				}
-				require.NoError(t, tx.Commit())
 				if !returned {
 					runErr = <-done
 				}
 				require.NoError(t, runErr)
+				want := [2]int{20, 0}
+				if werr == nil {
+					want = [2]int{tc.rows, tc.late}
+				}
+				t.Logf("the writer: %v", werr)
 				var rows, late int
 				require.NoError(t, admin.dbs[b].QueryRow("SELECT COUNT(*), COALESCE(SUM(CASE WHEN message = 'late' THEN 1 ELSE 0 END), 0) FROM messages WHERE user_id = $1", u).Scan(&rows, &late))
-				require.Equal(t, [2]int{tc.rows, tc.late}, [2]int{rows, late}, "the new shard's rows of the user, and of them written late")
+				require.Equal(t, want, [2]int{rows, late}, "the new shard's rows of the user, and of them written late (the writer: %v)", werr)
 				n, err := admin.store.Count(ctx, u, a)
 				require.NoError(t, err)
 				require.Zero(t, n, "rows of the user left on the old shard")

@@ -369,6 +369,16 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 	finished  INTEGER NOT NULL
 )`
 
+// pgStripes is the table of the owners' stripes on a PostgreSQL shard, one row each (see
+// stripeNS): a fence change updates its owners' stripes, and a capture trigger in a
+// transaction that reads by one snapshot (REPEATABLE READ, SERIALIZABLE) locks its owner's
+// stripe FOR SHARE, which fails if a fence change committed after that snapshot, which the
+// trigger's read of the fence would not see.
+var pgStripes = []string{
+	"CREATE TABLE IF NOT EXISTS rebalance_stripe (stripe INTEGER PRIMARY KEY, changes BIGINT NOT NULL)",
+	fmt.Sprintf("INSERT INTO rebalance_stripe (stripe, changes) SELECT s, 0 FROM generate_series(0, %d) AS s ON CONFLICT (stripe) DO NOTHING", stripes-1),
+}
+
 // pgFunctions are the PostgreSQL functions of a shard: each does in one round trip what
 // would otherwise take several, which matters in the exclusive window of a move and in every
 // access. A plpgsql function declared VOLATILE runs each of its statements on a snapshot
@@ -449,6 +459,9 @@ BEGIN
 		END;
 	END LOOP;
 	PERFORM set_config('lock_timeout', patience, true);
+	IF st <> 0 THEN
+		UPDATE rebalance_stripe SET changes = changes + 1 WHERE stripe IN (SELECT ` + stripeOf("o") + ` FROM unnest(owners) AS o);
+	END IF;
 	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
 	IF newest IS NULL OR newest < tok THEN
 		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
@@ -547,6 +560,9 @@ func (s *Store) Init(ctx context.Context) error {
 			}
 		}
 		if s.dialect == PostgreSQL {
+			if err := s.execAll(ctx, db, pgStripes); err != nil {
+				return s.wrap(i, "create the stripes", err)
+			}
 			if err := s.execAll(ctx, db, pgFunctions); err != nil {
 				return s.wrap(i, "create fence functions", err)
 			}
