@@ -27,6 +27,15 @@ import (
 //
 // TestWriteOutsideAnAccess writes so on both engines, on the old shard after the window and
 // on the new one during the copy.
+//
+// A write such a writer made before a fence change, in a transaction still open, is seen
+// by no copy, replay or sum until it commits. On PostgreSQL the capture's function holds
+// the owner's stripe (stripeNS) shared until the writer's transaction ends, and a fence
+// change takes its owners' stripes exclusive, so it waits for those transactions; one that
+// reads by a single snapshot fails instead where a fence change committed after it
+// (pgStripes). SQLite runs one write transaction at a time, and a transaction that read
+// before another's commit cannot write (SQLITE_BUSY_SNAPSHOT). TestWriteThatSpansTheWindow
+// writes so before the fence, during the copy and after the window.
 
 // pgRefusalState is the SQLSTATE of a refused write on PostgreSQL.
 const pgRefusalState = "RB001"

@@ -7,8 +7,9 @@
 // # What holds across processes, and why
 //
 // Each shard holds a table rebalance_fence (owner, state, migration, token), rebalance_epoch
-// (migration, newest token), rebalance_placement (the placement it serves, one row) and
-// rebalance_identity (an ID of its own); the control database holds rebalance_marks
+// (migration, newest token), rebalance_placement (the placement it serves, one row),
+// rebalance_identity (an ID of its own) and on PostgreSQL rebalance_stripe (the owners'
+// stripes, which fence changes update: see guard.go); the control database holds rebalance_marks
 // (migration, owner, mark), the table examples/rebalance already uses, rebalance_claim
 // (migration, election epoch, token, mover, lease end: [Store.Claim] decides there, in one
 // transaction), its own rebalance_epoch, and rebalance_shards, the shards' IDs by position:
