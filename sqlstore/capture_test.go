@@ -749,11 +749,7 @@ func TestSchemaChangedDuringTheMove(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
 				ctx := context.Background()
-				admin := e.open(t, 2)
-				w := newWorld(t, e, 1, 2)
-				w.load(t, admin, w.moving(1, 1), 20)
-				u := w.users[0]
-				a, b := w.before.Locate(u), w.after.Locate(u)
+				admin, w, u, a, b := oneMovingUser(t, e)
 				err := moveWithLateWrite(t, e, w, u, tc.write, func() {
 					for _, db := range admin.dbs {
 						if _, err := db.Exec(tc.change); err != nil {
@@ -814,11 +810,7 @@ func TestApplicationTriggers(t *testing.T) {
 				}
 				e.opts.ReplicaWrites = replica
 				ctx := context.Background()
-				admin := e.open(t, 2)
-				w := newWorld(t, e, 1, 2)
-				w.load(t, admin, w.moving(1, 1), 20)
-				u := w.users[0]
-				a, b := w.before.Locate(u), w.after.Locate(u)
+				admin, w, u, a, b := oneMovingUser(t, e)
 				triggers := []string{
 					"CREATE TABLE deleted_log (id BIGINT NOT NULL)",
 					"CREATE TRIGGER touch AFTER UPDATE OF message ON messages BEGIN UPDATE messages SET time = time + 1 WHERE id = NEW.id; END",
@@ -900,11 +892,7 @@ func (d *beforeDeletion) DeleteOwners(ctx context.Context, migration string, tok
 func TestTableAddedBeforeTheDeletion(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 1, 2)
-		w.load(t, admin, w.moving(1, 1), 20)
-		u := w.users[0]
-		a := w.before.Locate(u)
+		admin, w, u, a, _ := oneMovingUser(t, e)
 		st := &beforeDeletion{SharedStore: e.open(t, 2).store, before: func() {
 			for _, q := range []string{
 				"CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)",

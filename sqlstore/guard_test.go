@@ -35,11 +35,7 @@ func TestWriteOutsideAnAccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
 				ctx := context.Background()
-				admin := e.open(t, 2)
-				w := newWorld(t, e, 1, 2)
-				w.load(t, admin, w.moving(1, 1), 20)
-				u := w.users[0]
-				a, b := w.before.Locate(u), w.after.Locate(u)
+				admin, w, u, a, b := oneMovingUser(t, e)
 				var werr error
 				write := func(shard int) func() {
 					return func() {
@@ -126,11 +122,7 @@ func TestWriteThatSpansTheWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
 				ctx := context.Background()
-				admin := e.open(t, 2)
-				w := newWorld(t, e, 1, 2)
-				w.load(t, admin, w.moving(1, 1), 20)
-				u := w.users[0]
-				a, b := w.before.Locate(u), w.after.Locate(u)
+				admin, w, u, a, b := oneMovingUser(t, e)
 				var opts *sql.TxOptions
 				if tc.snapshot && e.dialect == sqlstore.PostgreSQL {
 					opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}

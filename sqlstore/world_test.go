@@ -277,4 +277,14 @@ func (w *world) requireClean(t testing.TB, p *proc, s shard.Sharder) verdict {
 	return v
 }
 
+// oneMovingUser loads one user of 20 rows, whom the grow from one shard to two moves, and
+// returns a process, the world, the user and its old and new shards.
+func oneMovingUser(t testing.TB, e *engine) (admin *proc, w *world, u string, a, b int) {
+	admin = e.open(t, 2)
+	w = newWorld(t, e, 1, 2)
+	w.load(t, admin, w.moving(1, 1), 20)
+	u = w.users[0]
+	return admin, w, u, w.before.Locate(u), w.after.Locate(u)
+}
+
 func isFenced(err error) bool { return errors.Is(err, rebalance.ErrFenced) }
