@@ -356,7 +356,51 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
 	}
-	return nil
+	if state == rebalance.Serving {
+		return nil // a return to serving: nothing the mover reads next depends on writes before it
+	}
+	return s.wrap(shard, "wait for the writes under way", s.waitForWriters(ctx, db, owners))
+}
+
+// waitForWriters waits, after a fence change of owners on a PostgreSQL shard, for the
+// transactions that hold one of the owners' stripes (stripeNS): each wrote a row of an owner
+// of that stripe after taking its stripe, then read its fence, perhaps before the change, and
+// no copy, replay or sum sees what it wrote until it commits. A writer that takes a stripe
+// after this looks reads the changed fence. (Waiting rather than taking the stripes
+// exclusive: movers' fence changes whose owners share a stripe would wait for each other.)
+func (s *Store) waitForWriters(ctx context.Context, db *sql.DB, owners []string) error {
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND classid::bigint = $1 AND objsubid = 2 AND granted
+			AND objid::bigint IN (SELECT `+stripeOf("o")+` FROM unnest($2::text[]) AS o)`, int64(uint32(stripeNS)), owners)
+	if err != nil {
+		return err
+	}
+	var writers []string
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			rows.Close()
+			return err
+		}
+		writers = append(writers, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(writers) == 0 {
+		return err
+	}
+	// A transaction holds the lock of its own virtual ID until it ends.
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		var running bool
+		if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1::text[]))", writers).Scan(&running); err != nil || !running {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).
@@ -373,9 +417,9 @@ var fenceNS = namespace("shardkit/rebalance-fence")
 
 // stripeNS is the advisory lock namespace of the owners' stripes (PostgreSQL): a capture
 // trigger holds the stripe of each owner whose row it sees written shared, until the
-// writing transaction ends, and a fence change takes its owners' stripes exclusive, so it
-// waits for the writes under way that went around the library (see Init). Stripes rather
-// than owners bound what one transaction holds (a batch job that writes every owner takes
+// writing transaction ends, and after a fence change the mover waits for the transactions
+// that hold its owners' stripes (waitForWriters): the writes under way that went around the
+// library (see guard.go). Stripes rather than owners bound what one transaction holds (a batch job that writes every owner takes
 // at most 256 locks, not one per owner, which could fill PostgreSQL's lock table).
 var stripeNS = namespace("shardkit/rebalance-stripe")
 

@@ -30,10 +30,10 @@ import (
 //
 // A write such a writer made before a fence change, in a transaction still open, is seen
 // by no copy, replay or sum until it commits. On PostgreSQL the capture's function holds
-// the owner's stripe (stripeNS) shared until the writer's transaction ends, and a fence
-// change takes its owners' stripes exclusive, so it waits for those transactions; one that
-// reads by a single snapshot fails instead where a fence change committed after it
-// (pgStripes). SQLite runs one write transaction at a time, and a transaction that read
+// the owner's stripe (stripeNS) shared until the writer's transaction ends, and after a
+// fence change the mover waits for the transactions that hold its owners' stripes
+// (waitForWriters); one that reads by a single snapshot fails instead where a fence change
+// committed after it (pgStripes). SQLite runs one write transaction at a time, and a transaction that read
 // before another's commit cannot write (SQLITE_BUSY_SNAPSHOT). TestWriteThatSpansTheWindow
 // writes so before the fence, during the copy and after the window.
 

@@ -436,30 +436,13 @@ CREATE OR REPLACE FUNCTION rebalance_set_fence(ns integer, epoch_ns integer, mke
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
 	newest bigint;
-	patience text := current_setting('lock_timeout');
 BEGIN
 	-- The migration's token lock shared (a claim takes it exclusive), then the owners
 	-- exclusive in the order of keys (sorted by the caller: no deadlock between two changes),
-	-- one statement for all: unnest yields them in that order. Then, but for a return to
-	-- serving, the owners' stripes exclusive, in order: this waits for every transaction
-	-- that wrote a row of an owner of those stripes, its capture trigger holding the stripe
-	-- shared, and whose writes the copy, the replay or the sums would otherwise not see.
-	-- Such a transaction may be waiting for a stripe taken here: rather than deadlock with
-	-- it, all these locks go after a tenth of a second and are taken again.
+	-- one statement for all: unnest yields them in that order.
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
-	LOOP
-		BEGIN
-			PERFORM set_config('lock_timeout', '100ms', true);
-			PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
-			IF st <> 0 THEN
-				PERFORM pg_advisory_xact_lock(` + fmt.Sprint(stripeNS) + `, s) FROM (SELECT DISTINCT ` + stripeOf("o") + ` AS s FROM unnest(owners) AS o ORDER BY 1) AS x;
-			END IF;
-			EXIT;
-		EXCEPTION WHEN lock_not_available THEN
-			NULL;
-		END;
-	END LOOP;
-	PERFORM set_config('lock_timeout', patience, true);
+	PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
+	-- A writer whose snapshot is older than this change fails on its stripe's row (pgStripes).
 	IF st <> 0 THEN
 		UPDATE rebalance_stripe SET changes = changes + 1 WHERE stripe IN (SELECT ` + stripeOf("o") + ` FROM unnest(owners) AS o);
 	END IF;
