@@ -369,30 +369,34 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 // after this looks reads the changed fence. (Waiting rather than taking the stripes
 // exclusive: movers' fence changes whose owners share a stripe would wait for each other.)
 func (s *Store) waitForWriters(ctx context.Context, db *sql.DB, owners []string) error {
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT virtualtransaction FROM pg_locks
+	// The transactions holding the stripes now, then those of them that still hold one: a
+	// transaction, prepared ones too, keeps its advisory locks until it ends, and one that
+	// starts later has another virtual ID.
+	holders := `SELECT DISTINCT virtualtransaction FROM pg_locks
 		WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND classid::bigint = $1 AND objsubid = 2 AND granted
-			AND objid::bigint IN (SELECT `+stripeOf("o")+` FROM unnest($2::text[]) AS o)`, int64(uint32(stripeNS)), owners)
-	if err != nil {
-		return err
-	}
+			AND objid::bigint IN (SELECT ` + stripeOf("o") + ` FROM unnest($2::text[]) AS o)`
 	var writers []string
-	for rows.Next() {
-		var w string
-		if err := rows.Scan(&w); err != nil {
-			rows.Close()
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		q, args := holders, []any{int64(uint32(stripeNS)), owners}
+		if writers != nil {
+			q, args = holders+" AND virtualtransaction = ANY($3::text[])", append(args, writers)
+		}
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
 			return err
 		}
-		writers = append(writers, w)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(writers) == 0 {
-		return err
-	}
-	// A transaction holds the lock of its own virtual ID until it ends.
-	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
-		var running bool
-		if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1::text[]))", writers).Scan(&running); err != nil || !running {
+		writers = writers[:0:0]
+		for rows.Next() {
+			var w string
+			if err := rows.Scan(&w); err != nil {
+				rows.Close()
+				return err
+			}
+			writers = append(writers, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(writers) == 0 {
 			return err
 		}
 		select {
