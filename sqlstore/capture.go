@@ -97,8 +97,8 @@ func (s *Store) createCapture(ctx context.Context, db *sql.DB, tb *table) error 
 	}
 	// For the row OLD or NEW: record it if its owner is exporting, refuse it if moved or
 	// importing (see guard.go).
-	// The owner's stripe first, shared until the writer's transaction ends: a fence change
-	// waits for it, and this read, after the lock, sees every fence committed before; where
+	// The owner's stripe first, shared until the writer's transaction ends: after a fence
+	// change the mover waits for it (waitForWriters), and this read, after the lock, sees every fence committed before; where
 	// the transaction reads by one snapshot, the stripe's row too, which fails if a fence
 	// change of the stripe committed after that snapshot (see pgStripes).
 	check := func(row string) string {

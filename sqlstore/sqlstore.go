@@ -442,10 +442,6 @@ BEGIN
 	-- one statement for all: unnest yields them in that order.
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
 	PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
-	-- A writer whose snapshot is older than this change fails on its stripe's row (pgStripes).
-	IF st <> 0 THEN
-		UPDATE rebalance_stripe SET changes = changes + 1 WHERE stripe IN (SELECT ` + stripeOf("o") + ` FROM unnest(owners) AS o);
-	END IF;
 	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
 	IF newest IS NULL OR newest < tok THEN
 		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
@@ -461,6 +457,8 @@ BEGIN
 		INSERT INTO rebalance_fence (owner, state, migration, token)
 			SELECT o, st, m, tok FROM unnest(owners) AS o
 			ON CONFLICT (owner) DO UPDATE SET state = excluded.state, migration = excluded.migration, token = excluded.token;
+		-- A writer whose snapshot is older than this change fails on its stripe's row (pgStripes).
+		UPDATE rebalance_stripe SET changes = changes + 1 WHERE stripe IN (SELECT ` + stripeOf("o") + ` FROM unnest(owners) AS o);
 	END IF;
 	RETURN newest;
 END
