@@ -423,8 +423,9 @@ var fenceNS = namespace("shardkit/rebalance-fence")
 // trigger holds the stripe of each owner whose row it sees written shared, until the
 // writing transaction ends, and after a fence change the mover waits for the transactions
 // that hold its owners' stripes (waitForWriters): the writes under way that went around the
-// library (see guard.go). Stripes rather than owners bound what one transaction holds (a batch job that writes every owner takes
-// at most 256 locks, not one per owner, which could fill PostgreSQL's lock table).
+// library (see guard.go). Stripes rather than owners bound what one transaction holds: a
+// batch job that writes every owner takes at most 256 locks, not one per owner, which could
+// fill PostgreSQL's lock table.
 var stripeNS = namespace("shardkit/rebalance-stripe")
 
 // stripes is how many stripes the owners hash into (a power of two).
