@@ -103,6 +103,9 @@ func (s *Store) Accessing(ctx context.Context, shard int) (bool, error) {
 // be called more than once, and must return its statements' errors (wrapped with %w or as
 // they are): a busy error it hides is not retried, though its write did not happen.
 func (s *Store) Access(ctx context.Context, p rebalance.Placement, owner string, shard int, fn func(tx *sql.Tx) error) error {
+	if err := s.checkOwners(owner); err != nil {
+		return err
+	}
 	switch s.dialect {
 	case PostgreSQL:
 		return s.access(ctx, p, owner, shard, fn, sharedLock)
@@ -289,6 +292,9 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 func (s *Store) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
 	if state > rebalance.Exporting {
 		return fmt.Errorf("sqlstore: set fence to %v: %w", state, rebalance.ErrConfig)
+	}
+	if err := s.checkOwners(owners...); err != nil {
+		return err
 	}
 	if s.dialect == PostgreSQL {
 		return s.setFencePG(ctx, migration, owners, shard, state, token)

@@ -134,6 +134,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -177,7 +178,9 @@ func (d Dialect) String() string {
 type TableSpec struct {
 	// Table is the table's name.
 	Table string
-	// Owner is the column that holds the owner.
+	// Owner is the column that holds the owner: text, an integer, or (PostgreSQL) a uuid.
+	// Owners are given to the Store as the column prints them: 7, not "007"; a uuid in
+	// lowercase (ErrOwnerForm).
 	Owner string
 	// Key is a column unique on the table (its primary key) that orders an owner's rows. It
 	// may be Owner itself, in a table of one row per owner (users, keyed by user ID). A move
@@ -496,6 +499,7 @@ func (s *Store) Init(ctx context.Context) error {
 			integer[ti][ci] = s.dialect == PostgreSQL
 		}
 	}
+	forms := make([]ownerForm, len(s.tables))
 	// Every shard checked before anything is created on any.
 	for i, db := range s.shards {
 		for ti, t := range s.tables {
@@ -509,6 +513,14 @@ func (s *Store) Init(ctx context.Context) error {
 			if err := s.checkTable(ctx, db, t); err != nil {
 				return s.wrap(i, "check table "+t.Table, err)
 			}
+			form, err := s.checkOwnerColumn(ctx, db, t)
+			if err == nil && i > 0 && !form.sameAs(forms[ti]) {
+				err = fmt.Errorf("the owner column %s is %s here and %s on %s: owners cannot print alike on both: %w", t.Owner, form.typ, forms[ti].typ, s.names[0], ErrSchema)
+			}
+			if err != nil {
+				return s.wrap(i, "check table "+t.Table, err)
+			}
+			forms[ti] = form
 			if s.dialect == PostgreSQL {
 				ints, err := queryStrings(ctx, db, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1)
 					AND attnum > 0 AND NOT attisdropped AND atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)`, t.Table)
@@ -531,6 +543,7 @@ func (s *Store) Init(ctx context.Context) error {
 	}
 	for ti, t := range s.tables {
 		t.setRowHash(integer[ti])
+		t.form = forms[ti]
 	}
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
@@ -566,6 +579,28 @@ func (s *Store) Init(ctx context.Context) error {
 // contradict, a table outside the Store references one of them, or a name the change
 // capture needs is taken.
 var ErrSchema = errors.New("tables do not fit the TableSpecs")
+
+// ErrOwnerForm reports an owner not given as its owner column prints the owner's value ("007"
+// or "+7" for the integer 7, a uuid in capitals): the column's equality would select the
+// owner's rows by it, but no fence, change capture or guard would find them under it. It
+// wraps rebalance.ErrConfig.
+var ErrOwnerForm = fmt.Errorf("owner not as its column prints it (%w)", rebalance.ErrConfig)
+
+// checkOwners returns an error wrapping ErrOwnerForm if an owner is not as every table's
+// owner column prints it.
+func (s *Store) checkOwners(owners ...string) error {
+	for _, t := range s.tables {
+		if t.form == (ownerForm{}) {
+			continue
+		}
+		for _, o := range owners {
+			if err := t.form.check(o); err != nil {
+				return fmt.Errorf("sqlstore: table %s: %w", t.Table, err)
+			}
+		}
+	}
+	return nil
+}
 
 // ErrKeyTaken reports a row of a moving owner whose key a row of another owner holds on the
 // new shard: keys repeat across the shards (each numbers its rows by a sequence of its own,
@@ -639,18 +674,21 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	if len(taken) > 0 {
 		return fmt.Errorf("a trigger named %s... exists on table %s: the change capture of %s needs the name: %w", t.changes(), taken[0], n, ErrSchema)
 	}
-	return s.checkOwnerEquality(ctx, db, t)
+	return nil
 }
 
-// checkOwnerEquality refuses an owner column whose equality holds two distinct owners equal:
-// the sharder places "ann" and "ANN" apart, but a move of one would select, copy and delete
-// the other's rows too, and its shard would serve it without them. On PostgreSQL that is a
-// nondeterministic collation, citext, or character(n) (blind to trailing spaces), from the
-// catalog; on SQLite, which keeps no column's collation in a catalog, the column's own
-// comparison is tried on a value of it (a subquery's column keeps its collation) against
-// texts that differ only by case or a trailing space.
-func (s *Store) checkOwnerEquality(ctx context.Context, db *sql.DB, t *table) error {
+// checkOwnerColumn refuses an owner column whose equality holds two distinct owners equal,
+// and returns the form its values print in. The sharder places "ann" and "ANN" apart, but a
+// move of one would select, copy and delete the other's rows too, and its shard would serve
+// it without them. On PostgreSQL that is a nondeterministic collation, citext, or
+// character(n) (blind to trailing spaces), from the catalog; on SQLite, which keeps no
+// column's collation in a catalog, the column's own comparison is tried on a value of it (a
+// subquery's column keeps its collation) against texts that differ only by case or a
+// trailing space. The form is what ownerForm says; a column of another type, whose text
+// form need not be the owner that selects its rows, is refused.
+func (s *Store) checkOwnerColumn(ctx context.Context, db *sql.DB, t *table) (ownerForm, error) {
 	var loose string
+	var form ownerForm
 	if s.dialect == PostgreSQL {
 		var base string
 		var deterministic bool
@@ -660,8 +698,9 @@ func (s *Store) checkOwnerEquality(ctx context.Context, db *sql.DB, t *table) er
 			LEFT JOIN pg_collation c ON c.oid = a.attcollation
 			WHERE a.attrelid = to_regclass($1) AND a.attname = $2`, t.Table, t.Owner).Scan(&base, &deterministic)
 		if err != nil {
-			return fmt.Errorf("read the type of the owner column %s: %w", t.Owner, err)
+			return form, fmt.Errorf("read the type of the owner column %s: %w", t.Owner, err)
 		}
+		form.typ = base
 		switch {
 		case !deterministic:
 			loose = "by a nondeterministic collation"
@@ -669,24 +708,43 @@ func (s *Store) checkOwnerEquality(ctx context.Context, db *sql.DB, t *table) er
 			loose = "as citext, ignoring case"
 		case base == "bpchar":
 			loose = "as character(n), ignoring trailing spaces"
+		case base == "int2":
+			form.bits = 16
+		case base == "int4":
+			form.bits = 32
+		case base == "int8":
+			form.bits = 64
+		case base == "uuid":
+			form.uuid = true
+		case base != "text" && base != "varchar":
+			return form, fmt.Errorf("the owner column %s is of type %s, whose values need not print as the owners that select them (1.0 and 1 are one numeric; a bytea prints in hex); make it text, varchar, an integer or uuid: %w", t.Owner, base, ErrSchema)
 		}
 	} else {
+		var declared string
 		var caseBlind, spaceBlind bool
-		err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT x = 'A', x = 'a ' FROM (SELECT %s AS x FROM %s WHERE 0 UNION ALL SELECT 'a')", t.Owner, t.Table)).Scan(&caseBlind, &spaceBlind)
+		err := db.QueryRowContext(ctx, fmt.Sprintf(`SELECT (SELECT upper(type) FROM pragma_table_info($1) WHERE name = $2 COLLATE NOCASE), x = 'A', x = 'a '
+			FROM (SELECT %s AS x FROM %s WHERE 0 UNION ALL SELECT 'a')`, t.Owner, t.Table), t.Table, t.Owner).Scan(&declared, &caseBlind, &spaceBlind)
 		if err != nil {
-			return fmt.Errorf("compare values of the owner column %s: %w", t.Owner, err)
+			return form, fmt.Errorf("compare values of the owner column %s: %w", t.Owner, err)
 		}
+		// SQLite's affinity rules, in their order (https://sqlite.org/datatype3.html, 3.1).
+		form.typ = cmp.Or(declared, "of no declared type")
 		switch {
 		case caseBlind:
 			loose = "ignoring case (COLLATE NOCASE)"
 		case spaceBlind:
 			loose = "ignoring trailing spaces (COLLATE RTRIM)"
+		case strings.Contains(declared, "INT"):
+			form.bits = 64
+		case strings.Contains(declared, "CHAR"), strings.Contains(declared, "CLOB"), strings.Contains(declared, "TEXT"):
+		default:
+			return form, fmt.Errorf("the owner column %s is %s: a value that is not text need not print as the owner that selects it (1.0 and 1 compare equal, a blob never equals a text); declare it TEXT or INTEGER: %w", t.Owner, form.typ, ErrSchema)
 		}
 	}
 	if loose != "" {
-		return fmt.Errorf("the owner column %s compares %s: owners the sharder places apart (\"ann\" and \"ANN\") would be one to a move, which would take both owners' rows; make it compare exactly (text of a deterministic collation, an integer, bytes): %w", t.Owner, loose, ErrSchema)
+		return form, fmt.Errorf("the owner column %s compares %s: owners the sharder places apart (\"ann\" and \"ANN\") would be one to a move, which would take both owners' rows; make it compare exactly (text of a deterministic collation, an integer, a uuid): %w", t.Owner, loose, ErrSchema)
 	}
-	return nil
+	return form, nil
 }
 
 // pgCopiedColumns selects, in pg_attribute, the columns a copy carries: every column but

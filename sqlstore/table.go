@@ -18,6 +18,8 @@ type table struct {
 	selectAfter, selectFirst, count, insertHead, insertTail string
 	// fences is the fence table of the shard a statement writes.
 	fences string
+	// form is how the owner column prints its values (Init reads it).
+	form ownerForm
 
 	// rowHash is PostgreSQL's hash of a row's content for Sums (setRowHash).
 	rowHash string
@@ -100,8 +102,52 @@ func (t *table) importing(row string) string {
 	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s WHERE owner = CAST(%s.%s AS TEXT) AND state = %d)", t.fences, row, t.Owner, rebalance.Importing)
 }
 
+// ownerForm is how an owner column prints its values, which is how the fences, the change
+// capture and the guard find a row's owner (CAST(owner AS TEXT)), while the copy and the
+// deletion select the owner's rows by the column's own equality. The two agree only for an
+// owner given as its value prints: an integer column selects the row of 7 by "007" too,
+// whose fence a write of the row would never find (the guard would let a stale writer's
+// write land on an old copy about to be deleted). So every owner the Store is given must be
+// in this form.
+type ownerForm struct {
+	typ  string // the column's type, for errors
+	bits int    // an integer column's width: owners are its values in decimal
+	uuid bool   // a uuid column: owners are lowercase, hyphenated (8-4-4-4-12)
+}
+
+// sameAs says whether f and g take the same owners.
+func (f ownerForm) sameAs(g ownerForm) bool { return f.bits == g.bits && f.uuid == g.uuid }
+
+// check returns an error if owner is not in form f.
+func (f ownerForm) check(owner string) error {
+	want := ""
+	switch {
+	case f.bits > 0:
+		n, err := strconv.ParseInt(owner, 10, f.bits)
+		if err != nil {
+			return fmt.Errorf("owner %q is not a %d-bit integer, which the owner column (%s) holds: %w", excerpt(owner), f.bits, f.typ, ErrOwnerForm)
+		}
+		want = strconv.FormatInt(n, 10)
+	case f.uuid:
+		want = strings.ToLower(owner)
+		if len(owner) != 36 || strings.Trim(want, "0123456789abcdef-") != "" ||
+			strings.Count(want, "-") != 4 || want[8] != '-' || want[13] != '-' || want[18] != '-' || want[23] != '-' {
+			return fmt.Errorf("owner %q is not a uuid as the owner column prints one (lowercase, 8-4-4-4-12 hex digits): %w", excerpt(owner), ErrOwnerForm)
+		}
+	default:
+		return nil
+	}
+	if owner != want {
+		return fmt.Errorf("owner %q is not as the owner column (%s) prints it (%q): a write of its rows would not find its fence: %w", excerpt(owner), f.typ, want, ErrOwnerForm)
+	}
+	return nil
+}
+
 // ownerArg is owner as the owner column's value.
 func (t *table) ownerArg(owner string) (any, error) {
+	if err := t.form.check(owner); err != nil {
+		return nil, fmt.Errorf("sqlstore: table %s: %w", t.Table, err)
+	}
 	if !t.IntOwner {
 		return owner, nil
 	}
