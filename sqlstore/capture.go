@@ -125,11 +125,17 @@ BEGIN
 	RETURN NULL;
 END
 $f$`, c, check("OLD"), check("NEW"))
-	var exists bool
-	if err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2))", c, t).Scan(&exists); err != nil {
+	// The trigger fires ALWAYS, as replica too: a logical replication's apply, or a session
+	// with session_replication_role = replica, writes around the library like any other
+	// writer, and a write of a moved owner's row that no guard refused was deleted with the
+	// old copy. The mover's own writes skip it by rebalance.mover, as replicas or not.
+	always := fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", t, c)
+	var enabled string // pg_trigger.tgenabled: A always, O origin, R replica, D disabled
+	err = tx.QueryRowContext(ctx, "SELECT tgenabled FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2)", c, t).Scan(&enabled)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	if exists {
+	if exists := err == nil; exists {
 		// A function of an older version is replaced: every write calls the one or the other.
 		var same bool
 		if err := tx.QueryRowContext(ctx, "SELECT COALESCE((SELECT prosrc = $1 FROM pg_proc WHERE oid = to_regproc($2)), false)",
@@ -138,6 +144,11 @@ $f$`, c, check("OLD"), check("NEW"))
 		}
 		if !same {
 			if _, err := tx.ExecContext(ctx, record); err != nil {
+				return err
+			}
+		}
+		if enabled != "A" { // an older version's, or switched off by hand
+			if _, err := tx.ExecContext(ctx, always); err != nil {
 				return err
 			}
 		}
@@ -153,6 +164,7 @@ $f$`, c, check("OLD"), check("NEW"))
 		fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_owner ON %s (owner, seq)", c, c),
 		record,
 		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW WHEN (current_setting('rebalance.mover', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION %[1]s_record()", c, t),
+		always,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err
@@ -470,6 +482,10 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		if err := s.outsideRefs(ctx, db, shard); err != nil {
 			return nil, s.wrap(shard, "check the tables that reference the moved ones", err)
 		}
+	}
+	// Writes that no change capture saw, or no guard refused, would not be in the copy.
+	if err := s.checkCapture(ctx, db, shard); err != nil {
+		return nil, err
 	}
 	changed := make([]bool, len(s.tables)) // PostgreSQL: by table
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }

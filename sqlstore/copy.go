@@ -593,13 +593,15 @@ func (s *Store) deleteOwner(ctx context.Context, tx *sql.Tx, owner string, shard
 // sameReferences checks, at the end of a deletion of old copies in tx on shard, that no
 // table outside the Store references its tables (see outsideRefs) and that the foreign
 // keys among them are still refs, which the deletion went by (PostgreSQL: one created
-// meanwhile would have cascaded unchecked; none can be created until tx ends).
+// meanwhile would have cascaded unchecked; none can be created until tx ends); and that
+// the change capture is whole (checkCapture): without it the guard refused no write of a
+// moved owner's rows there, which the deletion would take.
 func (s *Store) sameReferences(ctx context.Context, tx *sql.Tx, shard int, refs []reference) error {
 	now, err := s.references(ctx, tx, shard)
 	if err == nil && !slices.Equal(now, refs) {
 		err = fmt.Errorf("the foreign keys among the tables changed during the deletion: %w", ErrSchema)
 	}
-	return s.wrap(shard, "check the tables that reference the moved ones", err)
+	return cmp.Or(s.wrap(shard, "check the tables that reference the moved ones", err), s.checkCapture(ctx, tx, shard))
 }
 
 // Count returns how many rows owner has on shard, in all its tables.

@@ -3,6 +3,8 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -186,6 +188,98 @@ func TestWriteThatSpansTheWindow(t *testing.T) {
 				n, err := admin.store.Count(ctx, u, a)
 				require.NoError(t, err)
 				require.Zero(t, n, "rows of the user left on the old shard")
+			})
+		})
+	}
+}
+
+// TestCaptureSwitchedOff: the guard and the change capture are the triggers of each moved
+// table, and a write that does not fire them goes unseen by the replay and unrefused by a
+// moved owner's fence, so the deletion of the old copy takes it. A writer as a replica (a
+// logical replication's apply, a session with session_replication_role = replica) fired
+// none on PostgreSQL: the triggers fire ALWAYS now. A table whose triggers are gone
+// (dropped, or the table created again) or disabled stops the move: in its window, the old
+// shard serving the owner again; after it, before the deletion takes a row the guard let
+// through.
+func TestCaptureSwitchedOff(t *testing.T) {
+	off := func(e *engine) string {
+		if e.dialect == sqlstore.PostgreSQL {
+			return "ALTER TABLE messages DISABLE TRIGGER rebalance_changes_messages"
+		}
+		return "DROP TRIGGER rebalance_changes_messages_update"
+	}
+	for _, tc := range []struct {
+		name   string
+		pgOnly bool
+	}{{name: "replica writer after the window", pgOnly: true}, {name: "off during the copy"}, {name: "off after the window"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				if tc.pgOnly && e.dialect == sqlstore.SQLite {
+					t.Skip("SQLite has no replica role")
+				}
+				ctx := context.Background()
+				admin, w, u, a, _ := oneMovingUser(t, e)
+				var late error
+				write := func() {
+					tx, err := admin.dbs[a].Begin()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer tx.Rollback()
+					if tc.pgOnly {
+						if _, err := tx.Exec("SET LOCAL session_replication_role = replica"); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if _, late = tx.Exec("UPDATE messages SET message = 'late' WHERE user_id = $1", u); late == nil {
+						late = tx.Commit()
+					}
+				}
+				var st rebalance.SharedStore[*sql.Tx]
+				switch tc.name {
+				case "replica writer after the window":
+					st = &beforeDeletion{SharedStore: e.open(t, 2).store, before: write}
+				case "off during the copy":
+					st = &lateChange{SharedStore: e.open(t, 2).store, between: func() { mustExec(t, admin.dbs[a], off(e)) }}
+				default:
+					st = &beforeDeletion{SharedStore: e.open(t, 2).store, before: func() { mustExec(t, admin.dbs[a], off(e)); write() }}
+				}
+				m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = m.Run(ctx, slices.Values(w.users))
+				if tc.pgOnly {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if late == nil || !strings.Contains(late.Error(), "not served here") {
+						t.Errorf("the replica's write after the window: %v, want refused: ...not served here...", late)
+					}
+					w.requireClean(t, admin, w.after)
+					return
+				}
+				if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "change capture of table messages is missing or switched off") {
+					t.Fatalf("Run: %v, want ErrSchema: ...change capture of table messages is missing or switched off...", err)
+				}
+				fences, ferr := admin.store.Fences(ctx, []string{u}, a)
+				if ferr != nil {
+					t.Fatal(ferr)
+				}
+				if tc.name == "off during the copy" {
+					if fences[0].State != rebalance.Serving {
+						t.Errorf("the old shard's fence: %v, want serving again", fences[0].State)
+					}
+				} else if late != nil {
+					t.Errorf("the write after the window with the guard off: %v", late)
+				}
+				// The old copy is whole, with the late write if any.
+				if n, err := admin.store.Count(ctx, u, a); err != nil || n != 20 {
+					t.Errorf("old shard holds %d of the user's 20 rows (%v)", n, err)
+				}
+				if n := len(texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s AND message = 'late'", u))); tc.name == "off after the window" && n != 20 {
+					t.Errorf("old shard holds %d rows of the late write, want 20", n)
+				}
 			})
 		})
 	}

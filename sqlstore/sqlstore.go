@@ -110,7 +110,10 @@
 // pt-online-schema-change follows a table it copies; PostgreSQL's logical decoding would
 // need wal_level=logical, a replication slot per shard and a decoder, and has no SQLite
 // counterpart. While no owner of a shard is moving, the triggers only look up the owner's
-// fence (an index probe that finds nothing) and record nothing.
+// fence (an index probe that finds nothing) and record nothing. On PostgreSQL they fire
+// ALWAYS, for a writer as a replica too (a logical replication's apply); a table whose
+// triggers are gone or disabled stops a move, in its window and before each deletion of old
+// copies, with ErrSchema.
 //
 // # Connections
 //
@@ -236,6 +239,7 @@ type Store struct {
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
 	outsideKeys   string                    // PostgreSQL: outsideRefs' statement
+	uncaptured    string                    // checkCapture's statement
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -291,6 +295,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	for _, t := range s.tables {
 		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)", outside, t.Table)
 	}
+	s.uncaptured = uncaptured(dialect, s.tables)
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
 	s.exactDelete = make([]atomic.Bool, len(s.tables))
@@ -877,6 +882,44 @@ func (s *Store) references(ctx context.Context, q querier, shard int) ([]referen
 type knownRefs struct {
 	version int64
 	refs    []reference
+}
+
+// checkCapture returns an error wrapping ErrSchema if a table's change capture on shard is
+// missing (the table dropped and created again since Init) or, on PostgreSQL, not enabled
+// ALWAYS (ALTER TABLE ... DISABLE TRIGGER): writes of a moving owner's rows there would go
+// unseen by the replay and unrefused by the guard.
+func (s *Store) checkCapture(ctx context.Context, q querier, shard int) error {
+	var t string
+	err := q.QueryRowContext(ctx, s.uncaptured).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("the change capture of table %s is missing or switched off (triggers rebalance_changes_%s...: the table created again, or its triggers disabled): no write of a moving owner's rows there is replayed or refused; Init creates it again (where a deletion of old copies stopped on this, compare the owners' rows on both shards first): %w", t, t, ErrSchema)
+	}
+	return s.wrap(shard, "check the change capture", err)
+}
+
+// uncaptured is the statement that names a table of tables whose change capture is missing
+// or off (see checkCapture): on PostgreSQL its trigger, which a partition of it has a copy
+// of, must be there and enabled ALWAYS, here and on every partition; on SQLite its three.
+func uncaptured(dialect Dialect, tables []*table) string {
+	var arms []string
+	for _, t := range tables {
+		triggers := []string{t.changes()}
+		if dialect == SQLite {
+			triggers = []string{t.changes() + "_insert", t.changes() + "_update", t.changes() + "_delete"}
+		}
+		for _, c := range triggers {
+			arms = append(arms, fmt.Sprintf("SELECT '%s' AS n, '%s' AS c", t.Table, c))
+		}
+	}
+	missing := "NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = x.c AND tbl_name = x.n)"
+	if dialect == PostgreSQL {
+		missing = `NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(x.n) AND tgname = x.c)
+			OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = x.c AND tgenabled <> 'A')`
+	}
+	return fmt.Sprintf("SELECT x.n FROM (%s) AS x WHERE %s LIMIT 1", strings.Join(arms, " UNION ALL "), missing)
 }
 
 // querier is what outsideRefs and checkReferences read through: a *sql.DB or a *sql.Tx.
