@@ -135,7 +135,9 @@ type SharedStore[Tx any] interface {
 	// SetFence sets the fence of owners on shard to state, set by migration (Serving
 	// removes the fence), in one transaction that holds each owner exclusive against Access
 	// on that shard, so that no access that read the old fence is still running when the
-	// new one is visible. It refuses a stale token.
+	// new one is visible. It refuses a stale token. A store that waits after its commit
+	// for writes under way around its accesses (sqlstore on PostgreSQL) may return an error
+	// with the fence changed.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
 	// CopyChunk copies rows of owners from shard from to shard to in one short transaction
 	// on to; a row of the same key on to is replaced. It takes each owner's rows after its

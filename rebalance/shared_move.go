@@ -338,8 +338,10 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	// window holds a few statements whatever the group's size: the fence, the changes
 	// recorded since the catch-up, a sum on each shard, the commit.
 	start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
-	if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token)); err != nil {
-		return moved, err
+	if err := m.store.SetFence(ctx, m.id, fresh, a, Moved, m.token); err != nil {
+		// The fence may have changed before the error (a store that gave up waiting for the
+		// writes under way): a serves the owners again rather than nobody.
+		return moved, step("fence old shard moved", m.reopen(ctx, fresh, a, err))
 	}
 	commit, rows, mismatch, err := m.verify(wctx, fresh, a, b)
 	if err != nil {
@@ -453,8 +455,8 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		}
 		// From the fence on A to the commit on B, no shard serves the owner: Do waits.
 		start, wctx := time.Now(), context.WithValue(ctx, inWindow{}, true)
-		if err := step("fence old shard moved", m.store.SetFence(ctx, m.id, one, a, Moved, m.token)); err != nil {
-			return err
+		if err := m.store.SetFence(ctx, m.id, one, a, Moved, m.token); err != nil {
+			return step("fence old shard moved", m.reopen(ctx, one, a, err))
 		}
 		if !servingA {
 			// Stopped in the window: copy the owner again from its fenced old shard (the

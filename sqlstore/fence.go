@@ -383,6 +383,7 @@ func (s *Store) waitForWriters(ctx context.Context, db *sql.DB, owners []string)
 			AND classid::bigint = $1 AND objsubid = 2 AND granted
 			AND objid::bigint IN (SELECT ` + stripeOf("o") + ` FROM unnest($2::text[]) AS o)`
 	var writers []string
+	deadline := time.Now().Add(s.writerWait)
 	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
 		q, args := holders, []any{int64(uint32(stripeNS)), owners}
 		if writers != nil {
@@ -405,12 +406,48 @@ func (s *Store) waitForWriters(ctx context.Context, db *sql.DB, owners []string)
 		if err := rows.Err(); err != nil || len(writers) == 0 {
 			return err
 		}
+		if time.Now().After(deadline) {
+			return s.openWriters(ctx, db, writers)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(pause):
 		}
 	}
+}
+
+// openWriters is waitForWriters' error when it gives up: ErrWritersOpen, naming up to three
+// of the transactions (virtual IDs) writers by what pg_stat_activity says of their sessions
+// (not their statements, which may quote the application's data).
+func (s *Store) openWriters(ctx context.Context, db *sql.DB, writers []string) error {
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT ON (l.virtualtransaction) COALESCE(a.pid, 0), COALESCE(a.application_name, ''),
+			COALESCE(a.state, ''), COALESCE(extract(epoch FROM now() - a.xact_start)::float8, 0)
+		FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.virtualtransaction = ANY($1::text[]) ORDER BY l.virtualtransaction LIMIT 3`, writers)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var named []string
+	for rows.Next() {
+		var pid int64
+		var app, state string
+		var open float64
+		if err := rows.Scan(&pid, &app, &state, &open); err != nil {
+			return err
+		}
+		if pid == 0 {
+			named = append(named, "a prepared transaction (pg_prepared_xacts)")
+			continue
+		}
+		named = append(named, fmt.Sprintf("pid %d (application %q, %s, open %.1fs)", pid, app, state, open))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("waited %v for %d open transaction(s) that wrote rows of these owners' stripes around the library: %s; end them or wait for them, then run the move again: %w",
+		s.writerWait, len(writers), strings.Join(named, ", "), ErrWritersOpen)
 }
 
 // epochNS is the advisory lock namespace of the migrations' tokens (PostgreSQL).

@@ -284,3 +284,60 @@ func TestCaptureSwitchedOff(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterLeftOpen (PostgreSQL): a session that wrote a moving user's rows around the
+// library and stays idle in its transaction holds the user's stripe, and the mover's window
+// waited for it for as long as it stayed open, the user served by no shard. The wait now
+// ends after Options.WriterWait with ErrWritersOpen naming the session, and the old shard
+// serves the user again; once the session commits, the next Run moves the user with its
+// write.
+func TestWriterLeftOpen(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	ctx := context.Background()
+	e := newPostgres(t, 2)
+	e.opts.WriterWait = 300 * time.Millisecond
+	admin, w, u, a, b := oneMovingUser(t, e)
+	var writer *sql.Tx
+	var pid int
+	t.Cleanup(func() {
+		if writer != nil {
+			writer.Rollback()
+		}
+	})
+	st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+		var err error
+		if writer, err = admin.dbs[a].Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := writer.Exec("UPDATE messages SET message = 'open' WHERE user_id = $1", u); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Run(ctx, slices.Values(w.users))
+	if !errors.Is(err, sqlstore.ErrWritersOpen) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (", pid)) ||
+		!strings.Contains(err.Error(), "idle in transaction") || !strings.Contains(err.Error(), "serves the owners again") {
+		t.Fatalf("Run: %v, want ErrWritersOpen naming pid %d, idle in transaction, the old shard serving again", err, pid)
+	}
+	fences, err := admin.store.Fences(ctx, []string{u}, a)
+	if err != nil || fences[0].State != rebalance.Serving {
+		t.Fatalf("the old shard's fence: %v (%v), want serving", fences, err)
+	}
+	require.NoError(t, writer.Commit())
+	writer = nil
+	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+		t.Fatal(err)
+	}
+	w.requireClean(t, admin, w.after)
+	if got := texts(t, admin.dbs[b], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s AND message = 'open'", u)); len(got) != 20 {
+		t.Errorf("the new shard holds %d of the session's 20 updated rows", len(got))
+	}
+}

@@ -148,6 +148,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardkit/shard/rebalance"
 )
@@ -214,7 +215,22 @@ type Options struct {
 	// and the move stops. Tables that reference one another are imported so whatever it
 	// says. SQLite cannot turn triggers off for one connection: New refuses it there.
 	ReplicaWrites bool
+	// WriterWait (PostgreSQL) bounds how long a fence change waits, after its commit, for
+	// the transactions under way that wrote a row of one of its owners around the library
+	// (or of another owner of the same stripe: see guard.go) and are still open. Past it the
+	// change fails with ErrWritersOpen naming them; in a move's window the old shard then
+	// serves the owners again, and the next Run tries again. Zero means 5 s; at most
+	// MaxWriterWait.
+	WriterWait time.Duration
 }
+
+// MaxWriterWait bounds Options.WriterWait.
+const MaxWriterWait = time.Hour
+
+// ErrWritersOpen reports a fence change that gave up waiting for open transactions that
+// wrote rows of its owners' stripes (see Options.WriterWait): a session idle in a
+// transaction, or a long batch job.
+var ErrWritersOpen = errors.New("transactions that wrote the owners' rows still open")
 
 // Store implements rebalance.SharedStore[*sql.Tx] over one *sql.DB per shard and a control
 // *sql.DB (which may be one of the shards). It is safe for concurrent use, and any number of
@@ -229,6 +245,7 @@ type Store struct {
 	// writes on the new shard then skip the checks (see Init).
 	foreignKeys   bool
 	replicaWrites bool                      // Options.ReplicaWrites
+	writerWait    time.Duration             // Options.WriterWait
 	unmoved       []string                  // Options.Unmoved
 	files         sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
 	plainCopies   bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
@@ -268,9 +285,11 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 		return nil, bad("%d tables: want 1 to %d", len(tables), MaxTables)
 	case opts.ReplicaWrites && dialect == SQLite:
 		return nil, bad("ReplicaWrites on SQLite, which cannot turn triggers off for one connection")
+	case opts.WriterWait < 0 || opts.WriterWait > MaxWriterWait:
+		return nil, bad("WriterWait %v: want 0 to %v", opts.WriterWait, MaxWriterWait)
 	}
 	s := &Store{dialect: dialect, shards: shards, control: control, names: opts.ShardNames, unmoved: opts.Unmoved, replicaWrites: opts.ReplicaWrites,
-		chunkBytes: chunkBytes}
+		writerWait: cmp.Or(opts.WriterWait, 5*time.Second), chunkBytes: chunkBytes}
 	for i, spec := range tables {
 		t, err := newTable(spec, dialect, bad)
 		if err != nil {

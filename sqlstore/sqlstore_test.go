@@ -338,6 +338,11 @@ func TestInitRefusesLostShard(t *testing.T) {
 	if _, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, []sqlstore.TableSpec{messages}, sqlstore.Options{ShardNames: []string{"a", "b"}}); !errors.Is(err, rebalance.ErrConfig) {
 		t.Errorf("names: got %v", err)
 	}
+	for _, wait := range []time.Duration{-time.Second, sqlstore.MaxWriterWait + 1} {
+		if _, err := sqlstore.New(sqlstore.PostgreSQL, []*sql.DB{db}, db, []sqlstore.TableSpec{messages}, sqlstore.Options{WriterWait: wait}); !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), "WriterWait") {
+			t.Errorf("WriterWait %v: got %v", wait, err)
+		}
+	}
 	s, err := sqlstore.New(sqlstore.SQLite, []*sql.DB{db}, db, []sqlstore.TableSpec{messages}, sqlstore.Options{ShardNames: []string{"shard 0 (x.db)"}})
 	if err != nil {
 		t.Fatal(err)
