@@ -129,13 +129,15 @@ $f$`, c, check("OLD"), check("NEW"))
 	// with session_replication_role = replica, writes around the library like any other
 	// writer, and a write of a moved owner's row that no guard refused was deleted with the
 	// old copy. The mover's own writes skip it by rebalance.mover, as replicas or not.
-	always := fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", t, c)
-	var enabled string // pg_trigger.tgenabled: A always, O origin, R replica, D disabled
-	err = tx.QueryRowContext(ctx, "SELECT tgenabled FROM pg_trigger WHERE tgname = $1 AND tgrelid = to_regclass($2)", c, t).Scan(&enabled)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	enableAlways := fmt.Sprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s", t, c)
+	// The trigger on t, and whether it and its copies on t's partitions all fire ALWAYS
+	// (pg_trigger.tgenabled 'A'; 'O' is the default, 'D' disabled).
+	var exists, always bool
+	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(bool_or(tgrelid = to_regclass($2)), false), COALESCE(bool_and(tgenabled = 'A'), false) FROM pg_trigger WHERE tgname = $1",
+		c, t).Scan(&exists, &always); err != nil {
 		return err
 	}
-	if exists := err == nil; exists {
+	if exists {
 		// A function of an older version is replaced: every write calls the one or the other.
 		var same bool
 		if err := tx.QueryRowContext(ctx, "SELECT COALESCE((SELECT prosrc = $1 FROM pg_proc WHERE oid = to_regproc($2)), false)",
@@ -147,8 +149,8 @@ $f$`, c, check("OLD"), check("NEW"))
 				return err
 			}
 		}
-		if enabled != "A" { // an older version's, or switched off by hand
-			if _, err := tx.ExecContext(ctx, always); err != nil {
+		if !always { // an older version's, or switched off by hand
+			if _, err := tx.ExecContext(ctx, enableAlways); err != nil {
 				return err
 			}
 		}
@@ -164,7 +166,7 @@ $f$`, c, check("OLD"), check("NEW"))
 		fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_owner ON %s (owner, seq)", c, c),
 		record,
 		fmt.Sprintf("CREATE TRIGGER %[1]s AFTER INSERT OR UPDATE OR DELETE ON %[2]s FOR EACH ROW WHEN (current_setting('rebalance.mover', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION %[1]s_record()", c, t),
-		always,
+		enableAlways,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return err

@@ -123,7 +123,7 @@ func startPostgres() (*pgServer, error) {
 		// fsync off unless SQLSTORE_PG_FSYNC=on: the tests need no durability, the benchmarks
 		// may want it.
 		fsync := cmp.Or(os.Getenv("SQLSTORE_PG_FSYNC"), "off")
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=400 -c shared_buffers=256MB", p.port, dir, fsync)
+		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=%s -c max_connections=400 -c shared_buffers=256MB -c max_prepared_transactions=8", p.port, dir, fsync)
 		if os.Getenv("SQLSTORE_BENCH_STATEMENTS") != "" {
 			opts += " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on" // see statementStats
 		}

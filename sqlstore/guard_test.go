@@ -280,6 +280,16 @@ func TestCaptureSwitchedOff(t *testing.T) {
 				if n := len(texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s AND message = 'late'", u))); tc.name == "off after the window" && n != 20 {
 					t.Errorf("old shard holds %d rows of the late write, want 20", n)
 				}
+				// Init puts the capture back as it was.
+				e.open(t, 1)
+				q := "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rebalance_changes_messages%' ORDER BY 1"
+				want := []string{"rebalance_changes_messages_delete", "rebalance_changes_messages_insert", "rebalance_changes_messages_update"}
+				if e.dialect == sqlstore.PostgreSQL {
+					q, want = "SELECT tgname::text || ' ' || tgenabled::text FROM pg_trigger WHERE tgname LIKE 'rebalance_changes_messages%'", []string{"rebalance_changes_messages A"}
+				}
+				if got := texts(t, admin.dbs[a], q); !slices.Equal(got, want) {
+					t.Errorf("after Init the old shard's capture triggers are %q, want %q", got, want)
+				}
 			})
 		})
 	}
@@ -287,57 +297,75 @@ func TestCaptureSwitchedOff(t *testing.T) {
 
 // TestWriterLeftOpen (PostgreSQL): a session that wrote a moving user's rows around the
 // library and stays idle in its transaction holds the user's stripe, and the mover's window
-// waited for it for as long as it stayed open, the user served by no shard. The wait now
+// waited for it for as long as it stayed open, the user served by no shard; a prepared
+// transaction (PREPARE TRANSACTION) keeps the stripe after its session ends. The wait now
 // ends after Options.WriterWait with ErrWritersOpen naming the session, and the old shard
-// serves the user again; once the session commits, the next Run moves the user with its
+// serves the user again; once the transaction commits, the next Run moves the user with its
 // write.
 func TestWriterLeftOpen(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
 	}
-	ctx := context.Background()
-	e := newPostgres(t, 2)
-	e.opts.WriterWait = 300 * time.Millisecond
-	admin, w, u, a, b := oneMovingUser(t, e)
-	var writer *sql.Tx
-	var pid int
-	t.Cleanup(func() {
-		if writer != nil {
-			writer.Rollback()
-		}
-	})
-	st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
-		var err error
-		if writer, err = admin.dbs[a].Begin(); err != nil {
-			t.Fatal(err)
-		}
-		if err := writer.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := writer.Exec("UPDATE messages SET message = 'open' WHERE user_id = $1", u); err != nil {
-			t.Fatal(err)
-		}
-	}}
-	m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = m.Run(ctx, slices.Values(w.users))
-	if !errors.Is(err, sqlstore.ErrWritersOpen) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (", pid)) ||
-		!strings.Contains(err.Error(), "idle in transaction") || !strings.Contains(err.Error(), "serves the owners again") {
-		t.Fatalf("Run: %v, want ErrWritersOpen naming pid %d, idle in transaction, the old shard serving again", err, pid)
-	}
-	fences, err := admin.store.Fences(ctx, []string{u}, a)
-	if err != nil || fences[0].State != rebalance.Serving {
-		t.Fatalf("the old shard's fence: %v (%v), want serving", fences, err)
-	}
-	require.NoError(t, writer.Commit())
-	writer = nil
-	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-		t.Fatal(err)
-	}
-	w.requireClean(t, admin, w.after)
-	if got := texts(t, admin.dbs[b], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s AND message = 'open'", u)); len(got) != 20 {
-		t.Errorf("the new shard holds %d of the session's 20 updated rows", len(got))
+	for _, prepared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "idle in transaction", true: "prepared"}[prepared], func(t *testing.T) {
+			ctx := context.Background()
+			e := newPostgres(t, 2)
+			e.opts.WriterWait = 300 * time.Millisecond
+			admin, w, u, a, b := oneMovingUser(t, e)
+			var writer *sql.Conn
+			var pid int
+			end := func(how string) { // COMMIT or ROLLBACK
+				if writer == nil {
+					return
+				}
+				var err error
+				if prepared {
+					_, err = admin.dbs[a].Exec(how + " PREPARED 'left-open'")
+				} else {
+					_, err = writer.ExecContext(ctx, how)
+				}
+				writer.Close()
+				writer = nil
+				require.NoError(t, err)
+			}
+			t.Cleanup(func() { end("ROLLBACK") })
+			st := &lateChange{SharedStore: e.open(t, 2).store, between: func() {
+				var err error
+				writer, err = admin.dbs[a].Conn(ctx)
+				require.NoError(t, err)
+				require.NoError(t, writer.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+				for _, q := range []string{"BEGIN", fmt.Sprintf("UPDATE messages SET message = 'open' WHERE user_id = %s", u)} {
+					_, err := writer.ExecContext(ctx, q)
+					require.NoError(t, err)
+				}
+				if prepared {
+					_, err := writer.ExecContext(ctx, "PREPARE TRANSACTION 'left-open'")
+					require.NoError(t, err)
+				}
+			}}
+			m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
+			require.NoError(t, err)
+			err = m.Run(ctx, slices.Values(w.users))
+			named := fmt.Sprintf("pid %d (", pid)
+			if prepared {
+				named = "a prepared transaction"
+			}
+			if !errors.Is(err, sqlstore.ErrWritersOpen) || !strings.Contains(err.Error(), named) || !strings.Contains(err.Error(), "serves the owners again") {
+				t.Fatalf("Run: %v, want ErrWritersOpen naming %s, the old shard serving again", err, named)
+			}
+			if !prepared && !strings.Contains(err.Error(), "idle in transaction") {
+				t.Errorf("Run: %v, want the session's state: idle in transaction", err)
+			}
+			fences, err := admin.store.Fences(ctx, []string{u}, a)
+			if err != nil || fences[0].State != rebalance.Serving {
+				t.Fatalf("the old shard's fence: %v (%v), want serving", fences, err)
+			}
+			end("COMMIT")
+			require.NoError(t, m.Run(ctx, slices.Values(w.users)))
+			w.requireClean(t, admin, w.after)
+			if got := texts(t, admin.dbs[b], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s AND message = 'open'", u)); len(got) != 20 {
+				t.Errorf("the new shard holds %d of the transaction's 20 updated rows", len(got))
+			}
+		})
 	}
 }
