@@ -614,9 +614,6 @@ var ErrOwnerForm = fmt.Errorf("owner not as its column prints it (%w)", rebalanc
 // owner column prints it.
 func (s *Store) checkOwners(owners ...string) error {
 	for _, t := range s.tables {
-		if t.form == (ownerForm{}) {
-			continue
-		}
 		for _, o := range owners {
 			if err := t.form.check(o); err != nil {
 				return fmt.Errorf("sqlstore: table %s: %w", t.Table, err)
@@ -933,7 +930,7 @@ func uncaptured(dialect Dialect, tables []*table) string {
 			arms = append(arms, fmt.Sprintf("SELECT '%s' AS n, '%s' AS c", t.Table, c))
 		}
 	}
-	missing := "NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = x.c AND tbl_name = x.n)"
+	missing := "NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = x.c AND tbl_name = x.n COLLATE NOCASE)"
 	if dialect == PostgreSQL {
 		missing = `NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(x.n) AND tgname = x.c)
 			OR EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = x.c AND tgenabled <> 'A')`
