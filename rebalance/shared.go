@@ -215,7 +215,9 @@ type AccessMeter interface {
 type OwnersDeleter interface {
 	// DeleteOwners deletes every row of owners on shard in one short transaction, with
 	// DeleteChunk's checks, if there are at most most of them, and returns how many it
-	// deleted; if there are more, it deletes none and returns whole false.
+	// deleted; if there are more, it deletes none and returns whole false. Run gives as
+	// most the rows the window's sums counted there: more is a write that went around the
+	// fence after the window, and Run stops with ErrCopyMismatch rather than delete it.
 	DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (n int, whole bool, err error)
 }
 

@@ -67,9 +67,10 @@ func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int, rows 
 }
 
 // deleteAll deletes owners' rows on shard s, on a shard that does not serve them (nothing
-// adds rows there). Where rows gives their counts and the store is an OwnersDeleter, owners
-// that fit in DeleteRows together go whole, a run at a time; the rest, and a run that did
-// not fit after all, go DeleteRows rows a chunk: a chunk short of the limit was the last.
+// adds rows there). Where rows gives their counts (the window's sums) and the store is an
+// OwnersDeleter, owners that fit in DeleteRows together go whole, a run at a time, and a run
+// that holds more rows than counted stops the deletion; the rest go DeleteRows rows a chunk:
+// a chunk short of the limit was the last.
 func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows []int64) error {
 	if od, ok := m.store.(OwnersDeleter); ok && len(rows) == len(owners) {
 		limit := int64(m.opts.DeleteRows)
@@ -92,12 +93,15 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 				}
 			}
 			began = time.Now()
-			_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, m.opts.DeleteRows)
+			// At most the rows the window counted: the old copy has been frozen since, and a
+			// row more is a write that went around the fence, which the deletion would take.
+			_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
 			switch {
 			case err != nil:
 				return err
 			case !whole:
-				left = append(left, run...)
+				return fmt.Errorf("shard %d holds more rows of %d owners (%s) than the window counted (%d): a write reached the old copy after the window, around its fence; nothing deleted here, but a Run deletes the old copy whole: compare it with the new shard first: %w",
+					s, len(run), someOwners(run), n, ErrCopyMismatch)
 			}
 		}
 		if owners = left; len(owners) == 0 {
@@ -114,6 +118,14 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 			return err
 		}
 	}
+}
+
+// someOwners names up to three of owners, for an error.
+func someOwners(owners []string) string {
+	if len(owners) > 3 {
+		return fmt.Sprintf("%q and %d more", owners[:3], len(owners)-3)
+	}
+	return fmt.Sprintf("%q", owners)
 }
 
 // Report is what Verify found.

@@ -795,7 +795,7 @@ func (s *Store) deleteChunk(ctx context.Context, migration string, token uint64,
 // DeleteChunk's cut at its limit finds each twice: in the key order, then by its address.
 // A deletion that finds more than most rows is rolled back.
 func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
-	if most <= 0 {
+	if most < 0 {
 		return 0, false, fmt.Errorf("sqlstore: delete owners of at most %d rows: %w", most, rebalance.ErrConfig)
 	}
 	release, err := s.writeTurn(ctx, shard)
