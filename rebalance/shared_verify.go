@@ -67,45 +67,28 @@ func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int, rows 
 }
 
 // deleteAll deletes owners' rows on shard s, on a shard that does not serve them (nothing
-// adds rows there). Where rows gives their counts (the window's sums) and the store is an
-// OwnersDeleter, owners that fit in DeleteRows together go whole, a run at a time, and a run
-// that holds more rows than counted stops the deletion; the rest go DeleteRows rows a chunk:
+// adds rows there). rows, if not nil, are their counts as the window's sums found them: the
+// old copies have been frozen since, and a row more is a write that went around the fence,
+// which the deletion would take, so each deletion is bounded by them. Where the store is an
+// OwnersDeleter, owners that fit in DeleteRows together go whole, a run at a time, each
+// bounded in its own transaction; the rest, counted again first, go DeleteRows rows a chunk:
 // a chunk short of the limit was the last.
 func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows []int64) error {
-	if od, ok := m.store.(OwnersDeleter); ok && len(rows) == len(owners) {
-		limit := int64(m.opts.DeleteRows)
-		var left []string
-		var began time.Time
-		for first := 0; first < len(owners); {
-			last, n := first+1, rows[first]
-			for ; last < len(owners) && n+rows[last] <= limit; last++ {
-				n += rows[last]
-			}
-			run := owners[first:last]
-			first = last
-			if n > limit { // one owner bigger than a deletion
-				left = append(left, run...)
-				continue
-			}
-			if !began.IsZero() {
-				if err := m.yield(ctx, began); err != nil {
-					return err
-				}
-			}
-			began = time.Now()
-			// At most the rows the window counted: the old copy has been frozen since, and a
-			// row more is a write that went around the fence, which the deletion would take.
-			_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
-			switch {
-			case err != nil:
+	if len(rows) == len(owners) {
+		if od, ok := m.store.(OwnersDeleter); ok {
+			var err error
+			if owners, rows, err = m.deleteWhole(ctx, od, owners, s, rows); err != nil || len(owners) == 0 {
 				return err
-			case !whole:
-				return fmt.Errorf("shard %d holds more rows of %d owners (%s) than the window counted (%d): a write reached the old copy after the window, around its fence; nothing deleted here, but a Run deletes the old copy whole: compare it with the new shard first: %w",
-					s, len(run), someOwners(run), n, ErrCopyMismatch)
 			}
 		}
-		if owners = left; len(owners) == 0 {
-			return nil
+		now, err := m.store.Counts(ctx, owners, s)
+		if err := countsErr(now, owners, err); err != nil {
+			return fmt.Errorf("count rows on shard %d: %w", s, err)
+		}
+		for i, o := range owners {
+			if now[i] > rows[i] {
+				return aroundTheFence(s, []string{o}, rows[i])
+			}
 		}
 	}
 	for {
@@ -118,6 +101,47 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 			return err
 		}
 	}
+}
+
+// deleteWhole deletes the owners that fit in DeleteRows together, a run of them at a time,
+// each run at most the rows counted, and returns those left: owners bigger than a deletion,
+// with their counts.
+func (m *mover[Tx]) deleteWhole(ctx context.Context, od OwnersDeleter, owners []string, s int, rows []int64) (left []string, leftRows []int64, err error) {
+	limit := int64(m.opts.DeleteRows)
+	var began time.Time
+	for first := 0; first < len(owners); {
+		last, n := first+1, rows[first]
+		for ; last < len(owners) && n+rows[last] <= limit; last++ {
+			n += rows[last]
+		}
+		run := owners[first:last]
+		first = last
+		if n > limit { // one owner bigger than a deletion
+			left, leftRows = append(left, run...), append(leftRows, n)
+			continue
+		}
+		if !began.IsZero() {
+			if err := m.yield(ctx, began); err != nil {
+				return nil, nil, err
+			}
+		}
+		began = time.Now()
+		_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case !whole:
+			return nil, nil, aroundTheFence(s, run, n)
+		}
+	}
+	return left, leftRows, nil
+}
+
+// aroundTheFence is the error of a deletion that found more rows of owners on shard s than
+// the window counted (n): a write went around the old copy's fence after the window.
+func aroundTheFence(s int, owners []string, n int64) error {
+	return fmt.Errorf("shard %d holds more rows of %d owners (%s) than the window counted (%d): a write reached the old copy after the window, around its fence; nothing deleted here, but a Run deletes the old copy whole: compare it with the new shard first: %w",
+		s, len(owners), someOwners(owners), n, ErrCopyMismatch)
 }
 
 // someOwners names up to three of owners, for an error.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -374,24 +375,51 @@ func TestWriterLeftOpen(t *testing.T) {
 // guard bypassed as the mover bypasses it for its own writes; a trigger disabled and enabled
 // again) lands on an old copy that the window's sums counted and no replay will look at. The
 // deletion of the old copy took it with the rest, and Run returned nil. Now a deletion that
-// finds more rows than the window counted deletes nothing and stops with ErrCopyMismatch.
+// finds more rows than the window counted (whole, in its transaction; in chunks, by a count
+// before the first) deletes nothing and stops with ErrCopyMismatch.
 func TestWriteAroundTheFence(t *testing.T) {
-	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin, w, u, a, _ := oneMovingUser(t, e)
-		var werr error
-		st := &beforeDeletion{SharedStore: e.open(t, 2).store, before: func() {
-			werr = execAsMover(e.dialect, admin.dbs[a], fmt.Sprintf("INSERT INTO messages (id, user_id, time, message, sender) SELECT MAX(id) + 1000000, %s, 0, 'around', 0 FROM messages", u))
-		}}
-		m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{})
-		require.NoError(t, err)
-		err = m.Run(ctx, slices.Values(w.users))
-		require.NoError(t, werr)
-		if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), "than the window counted (20)") {
-			t.Fatalf("Run: %v, want ErrCopyMismatch: ...than the window counted (20)...", err)
-		}
-		if n, err := admin.store.Count(ctx, u, a); err != nil || n != 21 {
-			t.Errorf("the old shard holds %d of the user's 20 rows and the write around the fence (%v), want 21", n, err)
-		}
-	})
+	// Deleted whole (20 rows fit in a deletion), or in chunks of 5 after a count.
+	for _, deleteRows := range []int{0, 5} {
+		t.Run(fmt.Sprintf("delete=%d", deleteRows), func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				ctx := context.Background()
+				admin, w, u, a, b := oneMovingUser(t, e)
+				var werr error
+				st := &afterCommit{SharedStore: e.open(t, 2).store, shard: b, after: func() {
+					werr = execAsMover(e.dialect, admin.dbs[a], fmt.Sprintf("INSERT INTO messages (id, user_id, time, message, sender) SELECT MAX(id) + 1000000, %s, 0, 'around', 0 FROM messages", u))
+				}}
+				m, err := rebalance.NewShared("grow", w.before, w.after, st, rebalance.SharedOptions{DeleteRows: deleteRows})
+				require.NoError(t, err)
+				err = m.Run(ctx, slices.Values(w.users))
+				require.NoError(t, werr)
+				if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), "than the window counted (20)") {
+					t.Fatalf("Run: %v, want ErrCopyMismatch: ...than the window counted (20)...", err)
+				}
+				if n, err := admin.store.Count(ctx, u, a); err != nil || n != 21 {
+					t.Errorf("the old shard holds %d of the user's 20 rows and the write around the fence (%v), want 21", n, err)
+				}
+			})
+		})
+	}
+}
+
+// afterCommit runs after once the first time a fence on shard is set serving: the commit
+// of a move to it.
+type afterCommit struct {
+	rebalance.SharedStore[*sql.Tx]
+	shard int
+	once  sync.Once
+	after func()
+}
+
+func (c *afterCommit) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	err := c.SharedStore.SetFence(ctx, migration, owners, shard, state, token)
+	if err == nil && shard == c.shard && state == rebalance.Serving {
+		c.once.Do(c.after)
+	}
+	return err
+}
+
+func (c *afterCommit) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	return c.SharedStore.(rebalance.OwnersDeleter).DeleteOwners(ctx, migration, token, owners, shard, most)
 }
