@@ -221,6 +221,24 @@ type OwnersDeleter interface {
 	DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (n int, whole bool, err error)
 }
 
+// SumKeeper is a SharedStore that keeps the sums the window found of owners on their old
+// shard, durably, until their old copies are deleted: a deletion that a later Run resumes
+// (after a stop between the commit and the deletion) first checks that the old copy is
+// still what the window compared, by content, and stops with ErrCopyMismatch, deleting
+// nothing, if a write went around its fence since.
+type SumKeeper interface {
+	// KeepSums records sums of owners on their old shard, in one transaction that refuses a
+	// stale token, replacing what it kept of them before.
+	KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error
+	// KeptSums returns, for each of owners in order, the sums KeepSums recorded of it on
+	// shard for migration and not forgotten since, and whether there are any.
+	KeptSums(ctx context.Context, migration string, owners []string, shard int) ([]Sum, []bool, error)
+	// ForgetSums deletes what KeepSums recorded of owners, in one transaction that refuses
+	// a stale token: Run calls it before it deletes an old copy in chunks (a part of it is
+	// not the copy the sums describe). SetMarks forgets the sums of owners it marks Done.
+	ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error
+}
+
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their
 // content (SharedStore.Sums).
 type Sum struct {

@@ -32,7 +32,10 @@ import (
 //     ErrCopyMismatch naming the first key that differs, deleting nothing;
 //  6. fence B serving: the commit point, B serves the owner from now on;
 //  7. delete the owner's rows on A in chunks, or with others whole where the window counted
-//     that they fit in one (OwnersDeleter; A stays fenced moved), and its changes;
+//     that they fit in one (OwnersDeleter; A stays fenced moved), and its changes; never more
+//     rows than the window counted, and where a later Run resumes the deletion, only an old
+//     copy equal by content to the sums the window kept (SumKeeper), else stop with
+//     ErrCopyMismatch;
 //  8. mark the owner Done, in a batch with others.
 //
 // Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election
@@ -422,7 +425,13 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		// Committed by an earlier Run: only the old copy is left to delete. B has served the
 		// owner since its rows were found equal to A's by content, so B is the owner's data:
 		// the application may have deleted rows there since, and fewer rows on B than in the
-		// old copy is no sign of a loss.
+		// old copy is no sign of a loss. The old copy is checked against the window's kept
+		// sums instead, where the store kept them.
+		counted, err := m.keptRows(ctx, owner, a)
+		if err := step(fmt.Sprintf("check the old copy on shard %d", a), err); err != nil {
+			return err
+		}
+		rows = counted
 	case servingA && (fb.State != Importing || mine(fb)), fa.State == Moved && mine(fa) && fb.State == Importing && mine(fb):
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.

@@ -16,7 +16,7 @@ import (
 // the changes of owners left recorded on a, then compares the owners' sums on both shards
 // and returns those whose copies match, with their rows on a. An owner whose copy does not
 // match stays on a, served again, its copy on b kept importing; mismatch says which key
-// differs first (ErrCopyMismatch).
+// differs first (ErrCopyMismatch). A SumKeeper keeps the sums on a.
 func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (commit []string, rows []int64, mismatch, err error) {
 	if err := m.replay(ctx, owners, a, b); err != nil {
 		return nil, nil, nil, err
@@ -25,7 +25,16 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 	var sa []Sum
 	var errA error
 	var summed sync.WaitGroup
-	summed.Go(func() { sa, errA = m.store.Sums(ctx, owners, a) })
+	summed.Go(func() {
+		sa, errA = m.store.Sums(ctx, owners, a)
+		if sk, ok := m.store.(SumKeeper); ok && errA == nil && len(sa) == len(owners) {
+			// Kept whatever b's sums, while they run: the sums kept of an old copy that a
+			// later Run deletes are those of the window that committed it.
+			if err := sk.KeepSums(ctx, m.id, m.token, owners, a, sa); err != nil {
+				errA = fmt.Errorf("keep them: %w", err)
+			}
+		}
+	})
 	sb, err := m.store.Sums(ctx, owners, b)
 	summed.Wait()
 	switch {
@@ -54,6 +63,40 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 		mismatch = cmp.Or(mismatch, e)
 	}
 	return commit, rows, mismatch, nil
+}
+
+// keptRows checks the old copy of owner on shard a, moved and committed on its new shard by
+// an earlier Run, against the sums the window kept of it, if the store kept them (a
+// SumKeeper, unless a deletion in chunks began), and returns its rows as the window counted
+// them; nil if none were kept.
+func (m *mover[Tx]) keptRows(ctx context.Context, owner string, a int) ([]int64, error) {
+	sk, ok := m.store.(SumKeeper)
+	if !ok {
+		return nil, nil
+	}
+	one := []string{owner}
+	kept, found, err := sk.KeptSums(ctx, m.id, one, a)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(kept) != 1 || len(found) != 1:
+		return nil, fmt.Errorf("store returned %d kept sums for 1 owner", len(kept))
+	case !found[0]:
+		return nil, nil
+	}
+	now, err := m.store.Sums(ctx, one, a)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(now) != 1:
+		return nil, fmt.Errorf("store returned %d sums for 1 owner", len(now))
+	case now[0].Rows == 0:
+		// Deleted whole by the earlier Run, which stopped before marking the owner done.
+	case now[0] != kept[0]:
+		return nil, fmt.Errorf("shard %d holds %d rows of the old copy, which the window compared at %d rows, and their content differs: a write reached the old copy after the window, around its fence; nothing deleted: compare it with the new shard and settle the difference before a Run deletes it: %w",
+			a, now[0].Rows, kept[0].Rows, ErrCopyMismatch)
+	}
+	return []int64{kept[0].Rows}, nil
 }
 
 // deleteOld deletes the old copies of owners on shard s, moved away from it, and the changes
@@ -88,6 +131,11 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 		for i, o := range owners {
 			if now[i] > rows[i] {
 				return aroundTheFence(s, []string{o}, rows[i])
+			}
+		}
+		if sk, ok := m.store.(SumKeeper); ok {
+			if err := sk.ForgetSums(ctx, m.id, m.token, owners); err != nil {
+				return fmt.Errorf("forget the kept sums: %w", err)
 			}
 		}
 	}
@@ -140,7 +188,7 @@ func (m *mover[Tx]) deleteWhole(ctx context.Context, od OwnersDeleter, owners []
 // aroundTheFence is the error of a deletion that found more rows of owners on shard s than
 // the window counted (n): a write went around the old copy's fence after the window.
 func aroundTheFence(s int, owners []string, n int64) error {
-	return fmt.Errorf("shard %d holds more rows of %d owners (%s) than the window counted (%d): a write reached the old copy after the window, around its fence; nothing deleted here, but a Run deletes the old copy whole: compare it with the new shard first: %w",
+	return fmt.Errorf("shard %d holds more rows of %d owners (%s) than the window counted (%d): a write reached the old copy after the window, around its fence; nothing deleted: compare it with the new shard and settle the difference before a Run deletes it: %w",
 		s, len(owners), someOwners(owners), n, ErrCopyMismatch)
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -422,4 +423,116 @@ func (c *afterCommit) SetFence(ctx context.Context, migration string, owners []s
 
 func (c *afterCommit) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
 	return c.SharedStore.(rebalance.OwnersDeleter).DeleteOwners(ctx, migration, token, owners, shard, most)
+}
+
+// TestWriteAroundTheFenceResumed: a Run stops between the commit on the new shard and the
+// deletion of the old copy, and a write goes around the old copy's fence before the next
+// Run: an UPDATE, which leaves the count as the window found it. The next Run deleted the old
+// copy with the write while it returned nil. Now the window keeps its sums on the old shard
+// (rebalance.SumKeeper) and a resumed deletion compares them first: the Run stops with
+// ErrCopyMismatch, deleting nothing, until the kept sums are deleted by hand. Untouched, the
+// old copy goes as before, also where the first Run stopped after a chunk of it (the
+// chunks' deletion forgets the kept sums first: the rest is not the copy they describe).
+func TestWriteAroundTheFenceResumed(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		around      bool
+		deleteRows  int // 5: the user's 20 rows in chunks
+		callsBefore int // deletions (chunks: the kept sums forgotten, then each chunk) done before the stop
+	}{
+		{"untouched", false, 0, 0},
+		{"around", true, 0, 0},
+		{"chunked", true, 5, 0},
+		{"stopped-mid-deletion", false, 5, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				ctx := context.Background()
+				admin, w, u, a, b := oneMovingUser(t, e)
+				mover := e.open(t, 2)
+				stopped := errors.New("stopped in the deletion")
+				opts := rebalance.SharedOptions{DeleteRows: c.deleteRows}
+				m, err := rebalance.NewShared("grow", w.before, w.after, &failDeletion{SharedStore: mover.store, err: stopped, after: c.callsBefore}, opts)
+				require.NoError(t, err)
+				require.ErrorIs(t, m.Run(ctx, slices.Values(w.users)), stopped)
+				if fences, err := admin.store.Fences(ctx, []string{u}, b); err != nil || fences[0].State != rebalance.Serving {
+					t.Fatalf("the new shard's fence: %v (%v), want serving", fences, err)
+				}
+				if c.around {
+					require.NoError(t, execAsMover(e.dialect, admin.dbs[a], fmt.Sprintf("UPDATE messages SET message = 'around' WHERE id = (SELECT MIN(id) FROM messages WHERE user_id = %s)", u)))
+				}
+				m, err = rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](mover.store), opts)
+				require.NoError(t, err)
+				err = m.Run(ctx, slices.Values(w.users))
+				// The Done marks forget the kept sums: none is left after the migration.
+				noneKept := func() {
+					if got := texts(t, admin.ctl, "SELECT owner FROM rebalance_kept"); len(got) != 0 {
+						t.Errorf("sums still kept of %q", got)
+					}
+				}
+				if !c.around {
+					require.NoError(t, err)
+					w.requireClean(t, admin, w.after)
+					noneKept()
+					return
+				}
+				if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), "content differs") {
+					t.Fatalf("Run: %v, want ErrCopyMismatch: ...content differs...", err)
+				}
+				if got := texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s", u)); len(got) != 20 || !slices.Contains(got, "around") {
+					t.Fatalf("the old shard holds %d rows of the user (the write around the fence among them: %v), want 20 with it", len(got), slices.Contains(got, "around"))
+				}
+				// Settled by hand: the kept sums deleted, the next Run deletes the old copy.
+				mustExec(t, admin.ctl, "DELETE FROM rebalance_kept WHERE owner = '"+u+"'")
+				require.NoError(t, m.Run(ctx, slices.Values(w.users)))
+				w.requireClean(t, admin, w.after)
+				noneKept()
+			})
+		})
+	}
+}
+
+// failDeletion fails the deletion (of rows, or of the kept sums) that follows after of them,
+// with err.
+type failDeletion struct {
+	rebalance.SharedStore[*sql.Tx]
+	err   error
+	after int
+	calls atomic.Int64
+}
+
+func (f *failDeletion) fail() error {
+	if f.calls.Add(1) == int64(f.after)+1 {
+		return f.err
+	}
+	return nil
+}
+
+func (f *failDeletion) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	if err := f.fail(); err != nil {
+		return 0, err
+	}
+	return f.SharedStore.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+func (f *failDeletion) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	if err := f.fail(); err != nil {
+		return 0, false, err
+	}
+	return f.SharedStore.(rebalance.OwnersDeleter).DeleteOwners(ctx, migration, token, owners, shard, most)
+}
+
+func (f *failDeletion) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []rebalance.Sum) error {
+	return f.SharedStore.(rebalance.SumKeeper).KeepSums(ctx, migration, token, owners, shard, sums)
+}
+
+func (f *failDeletion) KeptSums(ctx context.Context, migration string, owners []string, shard int) ([]rebalance.Sum, []bool, error) {
+	return f.SharedStore.(rebalance.SumKeeper).KeptSums(ctx, migration, owners, shard)
+}
+
+func (f *failDeletion) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.SharedStore.(rebalance.SumKeeper).ForgetSums(ctx, migration, token, owners)
 }

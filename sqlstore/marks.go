@@ -129,6 +129,11 @@ func (s *Store) SetMarks(ctx context.Context, migration string, owners []string,
 			return fmt.Errorf("sqlstore: control database: mark %d owners %v: %w", len(batch), mark, err)
 		}
 	}
+	if mark == rebalance.Done { // their old copies are deleted
+		if err := s.forgetSums(ctx, tx, migration, owners); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlstore: control database: commit marks: %w", err)
 	}

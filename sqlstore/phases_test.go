@@ -58,6 +58,23 @@ func (s *phaseStore) CopyChunk(ctx context.Context, m string, tok uint64, o []st
 	return s.SharedStore.CopyChunk(ctx, m, tok, o, from, to, after, limit)
 }
 
+// KeepSums, KeptSums and ForgetSums pass on the store's kept sums (rebalance.SumKeeper);
+// keeping them is part of the window.
+func (s *phaseStore) KeepSums(ctx context.Context, m string, tok uint64, o []string, shard int, sums []rebalance.Sum) error {
+	defer s.add(phaseVerify, time.Now())
+	return s.SharedStore.(rebalance.SumKeeper).KeepSums(ctx, m, tok, o, shard, sums)
+}
+
+func (s *phaseStore) KeptSums(ctx context.Context, m string, o []string, shard int) ([]rebalance.Sum, []bool, error) {
+	defer s.add(phaseRest, time.Now())
+	return s.SharedStore.(rebalance.SumKeeper).KeptSums(ctx, m, o, shard)
+}
+
+func (s *phaseStore) ForgetSums(ctx context.Context, m string, tok uint64, o []string) error {
+	defer s.add(phaseDelete, time.Now())
+	return s.SharedStore.(rebalance.SumKeeper).ForgetSums(ctx, m, tok, o)
+}
+
 // DeleteRows passes on what the store says of its deletions (rebalance.DeleteSizer), which
 // the wrapper would otherwise hide from NewShared.
 func (s *phaseStore) DeleteRows(chunkRows int) int {

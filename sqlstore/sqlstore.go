@@ -10,7 +10,8 @@
 // (migration, newest token), rebalance_placement (the placement it serves, one row),
 // rebalance_identity (an ID of its own) and on PostgreSQL rebalance_stripe (the owners'
 // stripes, which fence changes update: see guard.go); the control database holds rebalance_marks
-// (migration, owner, mark), the table examples/rebalance already uses, rebalance_claim
+// (migration, owner, mark), the table examples/rebalance already uses, rebalance_kept (the
+// window's sums of old copies not yet deleted: see kept.go), rebalance_claim
 // (migration, election epoch, token, mover, lease end: [Store.Claim] decides there, in one
 // transaction), its own rebalance_epoch, and rebalance_shards, the shards' IDs by position:
 // [Store.Init] refuses shards listed in another order than before, or a database listed
@@ -382,6 +383,13 @@ CREATE TABLE IF NOT EXISTS rebalance_epoch (
 	migration TEXT PRIMARY KEY,
 	token     BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rebalance_kept (
+	migration TEXT NOT NULL,
+	owner     TEXT NOT NULL,
+	row_count BIGINT NOT NULL,
+	digest    TEXT NOT NULL,
+	PRIMARY KEY (migration, owner)
+);
 CREATE TABLE IF NOT EXISTS rebalance_claim (
 	migration TEXT PRIMARY KEY,
 	election  BIGINT NOT NULL,
@@ -491,6 +499,31 @@ BEGIN
 END
 $f$`}
 
+// pgControlFunctions are the PostgreSQL functions of the control database, as pgFunctions.
+var pgControlFunctions = []string{`
+CREATE OR REPLACE FUNCTION rebalance_keep_sums(epoch_ns integer, mkey integer, m text, tok bigint,
+	owners text[], row_counts bigint[], digests text[]) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $f$
+DECLARE
+	newest bigint;
+BEGIN
+	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
+	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
+	IF newest IS NULL OR newest < tok THEN
+		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
+			ON CONFLICT (migration) DO UPDATE SET token = GREATEST(rebalance_epoch.token, excluded.token)
+			RETURNING token INTO newest;
+	END IF;
+	IF newest > tok THEN
+		RETURN newest; -- a newer mover claimed the migration: nothing changes
+	END IF;
+	INSERT INTO rebalance_kept (migration, owner, row_count, digest)
+		SELECT DISTINCT ON (o) m, o, r, d FROM unnest(owners, row_counts, digests) AS x(o, r, d)
+		ON CONFLICT (migration, owner) DO UPDATE SET row_count = excluded.row_count, digest = excluded.digest;
+	RETURN newest;
+END
+$f$`}
+
 // ErrMissingTable reports a shard without the data table: a shard lost and recreated empty,
 // or a wrong database. Init refuses to use it rather than take it for an empty shard.
 var ErrMissingTable = errors.New("data table missing")
@@ -594,6 +627,11 @@ func (s *Store) Init(ctx context.Context) error {
 	}
 	if err := s.execAll(ctx, s.control, strings.Split(controlSchema, ";")); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
+	}
+	if s.dialect == PostgreSQL {
+		if err := s.execAll(ctx, s.control, pgControlFunctions); err != nil {
+			return fmt.Errorf("sqlstore: control database: create functions: %w", err)
+		}
 	}
 	return s.checkIdentities(ctx)
 }

@@ -129,6 +129,17 @@ func TestStaleMoverRefused(t *testing.T) {
 		if !isFenced(err) {
 			t.Fatalf("SetMarks with a stale token: got %v", err)
 		}
+		err = admin.store.KeepSums(ctx, "m", tok-1, []string{w.users[0]}, 0, []rebalance.Sum{{Rows: 1, Digest: "x"}})
+		if !isFenced(err) {
+			t.Fatalf("KeepSums with a stale token: got %v", err)
+		}
+		if _, kept, err := admin.store.KeptSums(ctx, "m", []string{w.users[0]}, 0); err != nil || kept[0] {
+			t.Fatalf("a refused KeepSums kept sums (%v)", err)
+		}
+		err = admin.store.ForgetSums(ctx, "m", tok-1, []string{w.users[0]})
+		if !isFenced(err) {
+			t.Fatalf("ForgetSums with a stale token: got %v", err)
+		}
 		if f, _ := admin.store.Fences(ctx, []string{w.users[0]}, 0); f[0].State != rebalance.Serving {
 			t.Fatalf("a refused fence change left %v", f[0])
 		}
@@ -215,6 +226,16 @@ func (s *stopAt) DeleteOwners(ctx context.Context, migration string, token uint6
 		return err
 	})
 	return
+}
+
+func (s *stopAt) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []rebalance.Sum) error {
+	return s.do(ctx, "keep sums", func(ctx context.Context) error {
+		return s.Store.KeepSums(ctx, migration, token, owners, shard, sums)
+	})
+}
+
+func (s *stopAt) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
+	return s.do(ctx, "forget sums", func(ctx context.Context) error { return s.Store.ForgetSums(ctx, migration, token, owners) })
 }
 
 func (s *stopAt) SetMarks(ctx context.Context, migration string, owners []string, m rebalance.Mark, token uint64) error {
