@@ -17,9 +17,9 @@ import (
 // window takes no turn to write behind a deletion of other owners on that shard (on SQLite
 // that lengthened the windows' p99 by a fifth to a half). A row holds the old copy's sums
 // as the last window found them, the window that committed the owner if any; a Run that
-// resumes its deletion compares the old copy with them first. To let a Run delete an old copy that no longer matches (a write went
-// around its fence, and the new shard holds what should stay), delete the owner's row by
-// hand once the difference is settled.
+// resumes its deletion compares the old copy with them first. To let a Run delete an old
+// copy that no longer matches (a write went around its fence, and the new shard holds what
+// should stay), delete the owner's row by hand once the difference is settled.
 
 // KeepSums records the window's sums of owners; see rebalance.SumKeeper. The owners' old
 // shard is checked by the window's own steps, the token here.

@@ -111,31 +111,15 @@ func (s *Store) SetMarks(ctx context.Context, migration string, owners []string,
 	if mark > rebalance.Done {
 		return fmt.Errorf("sqlstore: set marks to %v: %w", mark, rebalance.ErrConfig)
 	}
-	release, err := s.writeTurn(ctx, -1)
-	if err != nil {
-		return err
-	}
-	defer release()
-	tx, err := s.control.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlstore: control database: begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := s.checkToken(ctx, tx, migration, token, -1, tokenShared); err != nil {
-		return err
-	}
-	for batch := range slices.Chunk(owners, 1000) {
-		if _, err := tx.ExecContext(ctx, s.upsertMarks(len(batch), mark), markArgs(migration, batch)...); err != nil {
-			return fmt.Errorf("sqlstore: control database: mark %d owners %v: %w", len(batch), mark, err)
+	return s.controlTx(ctx, migration, token, func(tx *sql.Tx) error {
+		for batch := range slices.Chunk(owners, 1000) {
+			if _, err := tx.ExecContext(ctx, s.upsertMarks(len(batch), mark), markArgs(migration, batch)...); err != nil {
+				return fmt.Errorf("sqlstore: control database: mark %d owners %v: %w", len(batch), mark, err)
+			}
 		}
-	}
-	if mark == rebalance.Done { // their old copies are deleted
-		if err := s.forgetSums(ctx, tx, migration, owners); err != nil {
-			return err
+		if mark == rebalance.Done { // their old copies are deleted
+			return s.forgetSums(ctx, tx, migration, owners)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlstore: control database: commit marks: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
