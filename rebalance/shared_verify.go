@@ -212,7 +212,8 @@ type Report struct {
 	// yet (Run deletes it when run again), or a copy stopped part way on a new shard.
 	Stray int64
 	// Problems lists what must not be, up to MaxProblems: copies that differ, an owner
-	// served by both shards, old copies left after the owner was done.
+	// served by both shards, old copies left after the owner was done, an old copy changed
+	// since its window (SumKeeper).
 	Problems []Problem
 	// More counts the problems past MaxProblems.
 	More int64
@@ -285,6 +286,17 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 	if err != nil {
 		return fail(fmt.Sprintf("sum rows on shard %d", b), err)
 	}
+	var kept []Sum
+	var found []bool
+	if sk, ok := m.store.(SumKeeper); ok {
+		kept, found, err = sk.KeptSums(ctx, m.id, owners, a)
+		if err == nil && (len(kept) != len(owners) || len(found) != len(owners)) {
+			err = fmt.Errorf("store returned %d kept sums for %d owners", len(kept), len(owners))
+		}
+		if err != nil {
+			return fail(fmt.Sprintf("read the kept sums of shard %d", a), err)
+		}
+	}
 	problem := func(o string, s int, what string) {
 		if len(r.Problems) == MaxProblems {
 			r.More++
@@ -306,6 +318,9 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 			r.Stray += sa[i].Rows
 			if sa[i].Rows > 0 && fa.Migration == m.id && m.finished.Load() {
 				problem(o, a, fmt.Sprintf("%d rows left on the old shard after the migration finished", sa[i].Rows))
+			}
+			if sa[i].Rows > 0 && fa.Migration == m.id && found != nil && found[i] && sa[i] != kept[i] {
+				problem(o, a, fmt.Sprintf("the old copy differs from the sums its window kept (%d rows then, %d now): a write went around its fence, and Run will not delete it", kept[i].Rows, sa[i].Rows))
 			}
 		case servesA && fb.State == Serving && sb[i].Rows > 0 && sa[i].Rows > 0:
 			r.Rows += sa[i].Rows + sb[i].Rows

@@ -482,6 +482,12 @@ func TestWriteAroundTheFenceResumed(t *testing.T) {
 				if got := texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s", u)); len(got) != 20 || !slices.Contains(got, "around") {
 					t.Fatalf("the old shard holds %d rows of the user (the write around the fence among them: %v), want 20 with it", len(got), slices.Contains(got, "around"))
 				}
+				// Verify names it too.
+				r, err := m.Verify(ctx, slices.Values(w.users))
+				require.NoError(t, err)
+				if len(r.Problems) != 1 || r.Problems[0].Owner != u || !strings.Contains(r.Problems[0].What, "differs from the sums its window kept (20 rows then, 20 now)") {
+					t.Errorf("Verify: %+v, want the old copy changed since its window", r.Problems)
+				}
 				// Settled by hand: the kept sums deleted, the next Run deletes the old copy.
 				mustExec(t, admin.ctl, "DELETE FROM rebalance_kept WHERE owner = '"+u+"'")
 				require.NoError(t, m.Run(ctx, slices.Values(w.users)))
