@@ -26,6 +26,7 @@ type MemShared struct {
 	fences []map[string]Fence          // shard -> owner -> fence (absent: Serving)
 	tokens []map[string]uint64         // shard -> migration -> newest token; the last is the control's
 	marks  map[[2]string]Mark          // {migration, owner}
+	kept   map[[2]string]Sum           // {migration, owner}: the window's sums of the old copy
 	locks  []map[string]*sync.RWMutex  // shard -> owner -> fence lock
 	lost   []bool                      // a shard that is gone answers every call with an error
 	claims map[string]memClaim         // the control's claims, by migration
@@ -57,7 +58,7 @@ type memServes struct {
 
 // NewMemShared returns a MemShared of n empty shards.
 func NewMemShared(n int) *MemShared {
-	s := &MemShared{marks: map[[2]string]Mark{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n), logs: make([][]memChange, n)}
+	s := &MemShared{marks: map[[2]string]Mark{}, kept: map[[2]string]Sum{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n), logs: make([][]memChange, n)}
 	for range n {
 		s.rows = append(s.rows, map[string]map[int]string{})
 		s.fences = append(s.fences, map[string]Fence{})
@@ -562,6 +563,51 @@ func (s *MemShared) SetMarks(_ context.Context, migration string, owners []strin
 	for _, o := range owners {
 		k := [2]string{migration, o}
 		s.marks[k] = max(s.marks[k], m)
+		if m == Done {
+			delete(s.kept, k)
+		}
+	}
+	return nil
+}
+
+// KeepSums, KeptSums and ForgetSums keep the window's sums in the control's memory
+// (SumKeeper), as the sqlstore module keeps them in its control database.
+func (s *MemShared) KeepSums(_ context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error {
+	if err := s.check(shard); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.token(migration, token, len(s.rows)); err != nil {
+		return err
+	}
+	for i, o := range owners {
+		s.kept[[2]string{migration, o}] = sums[i]
+	}
+	return nil
+}
+
+func (s *MemShared) KeptSums(_ context.Context, migration string, owners []string, shard int) ([]Sum, []bool, error) {
+	if err := s.check(shard); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sums, found := make([]Sum, len(owners)), make([]bool, len(owners))
+	for i, o := range owners {
+		sums[i], found[i] = s.kept[[2]string{migration, o}]
+	}
+	return sums, found, nil
+}
+
+func (s *MemShared) ForgetSums(_ context.Context, migration string, token uint64, owners []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.token(migration, token, len(s.rows)); err != nil {
+		return err
+	}
+	for _, o := range owners {
+		delete(s.kept, [2]string{migration, o})
 	}
 	return nil
 }
@@ -648,6 +694,14 @@ func (c *crashShared) Replay(ctx context.Context, migration string, token uint64
 		return err
 	})
 	return
+}
+
+func (c *crashShared) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error {
+	return c.do("keep sums", func() error { return c.MemShared.KeepSums(ctx, migration, token, owners, shard, sums) })
+}
+
+func (c *crashShared) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
+	return c.do("forget sums", func() error { return c.MemShared.ForgetSums(ctx, migration, token, owners) })
 }
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
