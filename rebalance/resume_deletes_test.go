@@ -22,14 +22,7 @@ func TestSharedResumeAfterDeletesOnTheNewShard(t *testing.T) {
 	ctx := context.Background()
 	first := w.shared(t, "grow", noDelete{w.store}, SharedOptions{Token: 1})
 	require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-	var committed string
-	for _, o := range w.owners {
-		if f, _ := w.store.Fences(ctx, []string{o}, w.before.Locate(o)); f[0].State == Moved {
-			committed = o
-			break
-		}
-	}
-	require.NotEmpty(t, committed, "no owner committed before the stop")
+	committed := committedOwner(t, w)
 	app := w.shared(t, "grow", w.store, SharedOptions{FenceWait: time.Millisecond})
 	require.NoError(t, app.Do(ctx, committed, func(tx *MemTx, shard int) error {
 		require.Equal(t, w.after.Locate(committed), shard, "the new shard serves the owner")
@@ -54,16 +47,7 @@ func TestSharedResumedDeletionChecksKeptSums(t *testing.T) {
 	ctx := context.Background()
 	first := w.shared(t, "grow", noForget{w.store}, SharedOptions{Token: 1})
 	require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-	var committed string
-	for _, o := range w.owners {
-		fa, _ := w.store.Fences(ctx, []string{o}, w.before.Locate(o))
-		fb, _ := w.store.Fences(ctx, []string{o}, w.after.Locate(o))
-		if fa[0].State == Moved && fb[0].State == Serving {
-			committed = o
-			break
-		}
-	}
-	require.NotEmpty(t, committed, "no owner committed before the stop")
+	committed := committedOwner(t, w)
 	a := w.before.Locate(committed)
 	w.store.mu.Lock()
 	var key int
@@ -92,3 +76,17 @@ func TestSharedResumedDeletionChecksKeptSums(t *testing.T) {
 type noForget struct{ *MemShared }
 
 func (noForget) ForgetSums(context.Context, string, uint64, []string) error { return errCrash }
+
+// committedOwner returns an owner whose new shard serves it while its old copy is not deleted.
+func committedOwner(t *testing.T, w *sharedWorld) string {
+	ctx := context.Background()
+	for _, o := range w.owners {
+		fa, _ := w.store.Fences(ctx, []string{o}, w.before.Locate(o))
+		fb, _ := w.store.Fences(ctx, []string{o}, w.after.Locate(o))
+		if fa[0].State == Moved && fb[0].State == Serving && len(w.store.where()[o]) == 2 {
+			return o
+		}
+	}
+	t.Fatal("no owner committed before the stop")
+	return ""
+}

@@ -477,15 +477,7 @@ BEGIN
 	-- one statement for all: unnest yields them in that order.
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
 	PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
-	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
-	IF newest IS NULL OR newest < tok THEN
-		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
-			ON CONFLICT (migration) DO UPDATE SET token = GREATEST(rebalance_epoch.token, excluded.token)
-			RETURNING token INTO newest;
-	END IF;
-	IF newest > tok THEN
-		RETURN newest; -- a newer mover claimed the migration: nothing changes
-	END IF;
+` + pgNewestToken + `
 	IF st = 0 THEN
 		DELETE FROM rebalance_fence WHERE owner = ANY(owners);
 	ELSE
@@ -499,6 +491,18 @@ BEGIN
 END
 $f$`}
 
+// pgNewestToken is the part of a plpgsql function (with newest, m and tok) that records tok
+// as the migration's newest token, or returns the newer one it finds, changing nothing.
+const pgNewestToken = `	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
+	IF newest IS NULL OR newest < tok THEN
+		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
+			ON CONFLICT (migration) DO UPDATE SET token = GREATEST(rebalance_epoch.token, excluded.token)
+			RETURNING token INTO newest;
+	END IF;
+	IF newest > tok THEN
+		RETURN newest; -- a newer mover claimed the migration: nothing changes
+	END IF;`
+
 // pgControlFunctions are the PostgreSQL functions of the control database, as pgFunctions.
 var pgControlFunctions = []string{`
 CREATE OR REPLACE FUNCTION rebalance_keep_sums(epoch_ns integer, mkey integer, m text, tok bigint,
@@ -508,15 +512,7 @@ DECLARE
 	newest bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
-	SELECT token INTO newest FROM rebalance_epoch WHERE migration = m;
-	IF newest IS NULL OR newest < tok THEN
-		INSERT INTO rebalance_epoch (migration, token) VALUES (m, tok)
-			ON CONFLICT (migration) DO UPDATE SET token = GREATEST(rebalance_epoch.token, excluded.token)
-			RETURNING token INTO newest;
-	END IF;
-	IF newest > tok THEN
-		RETURN newest; -- a newer mover claimed the migration: nothing changes
-	END IF;
+` + pgNewestToken + `
 	INSERT INTO rebalance_kept (migration, owner, row_count, digest)
 		SELECT DISTINCT ON (o) m, o, r, d FROM unnest(owners, row_counts, digests) AS x(o, r, d)
 		ON CONFLICT (migration, owner) DO UPDATE SET row_count = excluded.row_count, digest = excluded.digest;
