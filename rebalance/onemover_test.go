@@ -446,11 +446,6 @@ func (s *interloper) KeepSums(ctx context.Context, migration string, token uint6
 	return s.MemShared.KeepSums(ctx, migration, token, owners, shard, sums)
 }
 
-func (s *interloper) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
-	s.hit("forget sums")
-	return s.MemShared.ForgetSums(ctx, migration, token, owners)
-}
-
 func (s *interloper) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
 	s.hit("marks")
 	return s.MemShared.SetMarks(ctx, migration, owners, m, token)

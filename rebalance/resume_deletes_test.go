@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,45 +38,150 @@ func TestSharedResumeAfterDeletesOnTheNewShard(t *testing.T) {
 }
 
 // TestSharedResumedDeletionChecksKeptSums: a mover stops after it committed owners on their
-// new shard, before it deleted their old copies (at ForgetSums, before the first chunk of
-// the store's chunked deletions), and a write goes around an old copy's fence
-// (a row's content changed, the count unchanged). The next mover finds the old copy unlike
-// the sums its window kept (SumKeeper) and stops with ErrCopyMismatch, deleting nothing of
-// it; Verify names it. Untouched old copies are deleted as before.
+// new shard, before it deleted their old copies (at the deletion of a run of them, or before
+// the first chunk of a bigger one, where it would replace the kept sums with a count), and a
+// write goes around an old copy's fence (a row's content changed, the count unchanged). The
+// next mover finds the old copy unlike the sums its window kept (SumKeeper) and stops with
+// ErrCopyMismatch, deleting nothing of it; Verify names it. Untouched old copies are deleted
+// as before.
 func TestSharedResumedDeletionChecksKeptSums(t *testing.T) {
-	w := newSharedWorld(t, 60, 7, 3, 4)
-	ctx := context.Background()
-	first := w.shared(t, "grow", noForget{w.store}, SharedOptions{Token: 1})
-	require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-	committed := committedOwner(t, w)
-	a := w.before.Locate(committed)
-	w.store.mu.Lock()
-	var key int
-	for key = range w.store.rows[a][committed] {
-		break
+	for _, deleteRows := range []int{0, 3} { // the owners' 7 rows in one deletion, or chunks
+		w := newSharedWorld(t, 60, 7, 3, 4)
+		ctx := context.Background()
+		var stop SharedStore[*MemTx] = noDelete{w.store}
+		if deleteRows > 0 {
+			stop = beforeChunks{w.store}
+		}
+		first := w.shared(t, "grow", stop, SharedOptions{Token: 1, DeleteRows: deleteRows})
+		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
+		committed := committedOwner(t, w)
+		a := w.before.Locate(committed)
+		w.store.mu.Lock()
+		var key int
+		for key = range w.store.rows[a][committed] {
+			break
+		}
+		w.store.rows[a][committed][key] = "around the fence"
+		w.store.mu.Unlock()
+		second := w.shared(t, "grow", w.store, SharedOptions{Token: 2, DeleteRows: deleteRows})
+		err := second.Run(ctx, slices.Values(w.owners))
+		require.ErrorIs(t, err, ErrCopyMismatch)
+		require.ErrorContains(t, err, "content differs")
+		require.ErrorContains(t, err, committed)
+		n, err := w.store.Count(ctx, committed, a)
+		require.NoError(t, err)
+		require.Equal(t, int64(7), n, "the old copy with the write around its fence is kept")
+		r, err := second.Verify(ctx, slices.Values(w.owners))
+		require.NoError(t, err)
+		require.Len(t, r.Problems, 1)
+		require.Equal(t, committed, r.Problems[0].Owner)
+		require.Contains(t, r.Problems[0].What, "differs from the sums kept of it")
 	}
-	w.store.rows[a][committed][key] = "around the fence"
-	w.store.mu.Unlock()
-	second := w.shared(t, "grow", w.store, SharedOptions{Token: 2})
-	err := second.Run(ctx, slices.Values(w.owners))
-	require.ErrorIs(t, err, ErrCopyMismatch)
-	require.ErrorContains(t, err, "content differs")
-	require.ErrorContains(t, err, committed)
-	n, err := w.store.Count(ctx, committed, a)
-	require.NoError(t, err)
-	require.Positive(t, n, "the old copy with the write around its fence is kept")
-	r, err := second.Verify(ctx, slices.Values(w.owners))
-	require.NoError(t, err)
-	require.Len(t, r.Problems, 1)
-	require.Equal(t, committed, r.Problems[0].Owner)
-	require.Contains(t, r.Problems[0].What, "differs from the sums its window kept")
 }
 
-// noForget stops a mover before its first chunk of old copies, where it would forget their
-// kept sums.
-type noForget struct{ *MemShared }
+// TestSharedResumedChunksBoundedByTheCount: a mover stops part way through the deletion of an
+// old copy in chunks, and a write around its fence adds a row to what is left of it. The next
+// mover finds more rows than were left when the deletion last counted them and stops with
+// ErrCopyMismatch, deleting none of them; Verify names the old copy. Without the write, the
+// next mover deletes the rest and finishes.
+func TestSharedResumedChunksBoundedByTheCount(t *testing.T) {
+	for _, around := range []bool{false, true} {
+		w := newSharedWorld(t, 60, 7, 3, 4)
+		ctx := context.Background()
+		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
+		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
+		committed := committedOwner(t, w)
+		a := w.before.Locate(committed)
+		n, err := w.store.Count(ctx, committed, a)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), n, "one chunk of 3 rows deleted, 4 left")
+		if around {
+			w.store.mu.Lock()
+			w.store.rows[a][committed][100] = "around the fence"
+			w.store.mu.Unlock()
+		}
+		second := w.shared(t, "grow", w.store, SharedOptions{Token: 2, DeleteRows: 3})
+		err = second.Run(ctx, slices.Values(w.owners))
+		if !around {
+			require.NoError(t, err)
+			require.NoError(t, second.Finish(ctx, slices.Values(w.owners)))
+			w.check(t, true)
+			continue
+		}
+		require.ErrorIs(t, err, ErrCopyMismatch)
+		require.ErrorContains(t, err, committed)
+		n, err = w.store.Count(ctx, committed, a)
+		require.NoError(t, err)
+		require.Equal(t, int64(5), n, "what is left of the old copy, with the write around its fence, is kept")
+		r, err := second.Verify(ctx, slices.Values(w.owners))
+		require.NoError(t, err)
+		require.Len(t, r.Problems, 1)
+		require.Equal(t, committed, r.Problems[0].Owner)
+		require.Contains(t, r.Problems[0].What, "(4 rows then, 5 now)")
+	}
+}
 
-func (noForget) ForgetSums(context.Context, string, uint64, []string) error { return errCrash }
+// TestSharedChunksStopAtARowMore: a write around the fence adds a row to an old copy while
+// its deletion in chunks runs. The deletion takes no more rows than the window counted, finds
+// a row left and stops with ErrCopyMismatch rather than end as if the copy were all gone.
+func TestSharedChunksStopAtARowMore(t *testing.T) {
+	w := newSharedWorld(t, 60, 7, 3, 4)
+	ctx := context.Background()
+	d := &aroundAChunk{MemShared: w.store}
+	m := w.shared(t, "grow", d, SharedOptions{Token: 1, DeleteRows: 3})
+	err := m.Run(ctx, slices.Values(w.owners))
+	require.ErrorIs(t, err, ErrCopyMismatch)
+	require.ErrorContains(t, err, "still holds 1 rows of owner "+strconv.Quote(d.owner))
+	n, err := w.store.Count(ctx, d.owner, d.shard)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}
+
+// beforeChunks stops a mover before the first chunk of an old copy's deletion, where it
+// would replace the window's kept sums with the count of the rows left.
+type beforeChunks struct{ *MemShared }
+
+func (s beforeChunks) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error {
+	if len(sums) == 1 && sums[0].Digest == "" {
+		return errCrash
+	}
+	return s.MemShared.KeepSums(ctx, migration, token, owners, shard, sums)
+}
+
+// afterChunks stops a mover at the chunk of a deletion that follows the first n.
+type afterChunks struct {
+	*MemShared
+	n int
+}
+
+func (s *afterChunks) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	if s.n == 0 {
+		return 0, errCrash
+	}
+	s.n--
+	return s.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+// aroundAChunk adds a row to the first old copy it deletes in chunks, after its first chunk,
+// as a write around its fence would.
+type aroundAChunk struct {
+	*MemShared
+	owner string
+	shard int
+}
+
+func (s *aroundAChunk) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	n, err := s.MemShared.DeleteChunk(ctx, migration, token, owners, shard, limit)
+	if err == nil && s.owner == "" && len(owners) == 1 {
+		if f, _ := s.Fences(ctx, owners, shard); f[0].State == Moved {
+			s.owner, s.shard = owners[0], shard
+			s.mu.Lock()
+			s.rows[shard][owners[0]][100] = "around the fence"
+			s.mu.Unlock()
+		}
+	}
+	return n, err
+}
 
 // committedOwner returns an owner whose new shard serves it while its old copy is not deleted.
 func committedOwner(t *testing.T, w *sharedWorld) string {

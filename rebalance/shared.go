@@ -225,18 +225,18 @@ type OwnersDeleter interface {
 // shard, durably, until their old copies are deleted: a deletion that a later Run resumes
 // (after a stop between the commit and the deletion) first checks that the old copy is
 // still what the window compared, by content, and stops with ErrCopyMismatch, deleting
-// nothing, if a write went around its fence since.
+// nothing, if a write went around its fence since. A deletion in chunks replaces them
+// before each chunk with the count of the rows left (a Sum whose Digest is empty: a part
+// of a copy is not the copy the window's sums describe), so that one resumed part way
+// stops where the old copy holds a row more than that.
 type SumKeeper interface {
 	// KeepSums records sums of owners on their old shard, in one transaction that refuses a
-	// stale token, replacing what it kept of them before.
+	// stale token, replacing what it kept of them before. SetMarks deletes the sums of
+	// owners it marks Done.
 	KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error
 	// KeptSums returns, for each of owners in order, the sums KeepSums recorded of it on
-	// shard for migration and not forgotten since, and whether there are any.
+	// shard for migration and not deleted since, and whether there are any.
 	KeptSums(ctx context.Context, migration string, owners []string, shard int) ([]Sum, []bool, error)
-	// ForgetSums deletes what KeepSums recorded of owners, in one transaction that refuses
-	// a stale token: Run calls it before it deletes an old copy in chunks (a part of it is
-	// not the copy the sums describe). SetMarks forgets the sums of owners it marks Done.
-	ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error
 }
 
 // Sum is what a shard holds of one owner: its rows and an order-independent digest of their

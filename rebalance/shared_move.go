@@ -34,8 +34,8 @@ import (
 //  7. delete the owner's rows on A in chunks, or with others whole where the window counted
 //     that they fit in one (OwnersDeleter; A stays fenced moved), and its changes; never more
 //     rows than the window counted, and where a later Run resumes the deletion, only an old
-//     copy equal by content to the sums the window kept (SumKeeper), else stop with
-//     ErrCopyMismatch;
+//     copy equal by content to the sums the window kept, or no bigger than the rows left
+//     when a chunk of it was last deleted (SumKeeper), else stop with ErrCopyMismatch;
 //  8. mark the owner Done, in a batch with others.
 //
 // Run first claims the migration (MoverLock.Claim, with SharedOptions.Token as the election

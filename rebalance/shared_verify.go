@@ -66,9 +66,9 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 }
 
 // keptRows checks the old copy of owner on shard a, moved and committed on its new shard by
-// an earlier Run, against the sums the window kept of it, if the store kept them (a
-// SumKeeper, unless a deletion in chunks began), and returns its rows as the window counted
-// them; nil if none were kept.
+// an earlier Run, against the sums the store kept of it (a SumKeeper): by content where the
+// window's sums are kept, by its count where a deletion in chunks began. It returns the rows
+// the old copy may hold, or nil if nothing is kept.
 func (m *mover[Tx]) keptRows(ctx context.Context, owner string, a int) ([]int64, error) {
 	sk, ok := m.store.(SumKeeper)
 	if !ok {
@@ -90,13 +90,24 @@ func (m *mover[Tx]) keptRows(ctx context.Context, owner string, a int) ([]int64,
 		return nil, err
 	case len(now) != 1:
 		return nil, fmt.Errorf("store returned %d sums for 1 owner", len(now))
-	case now[0].Rows == 0:
-		// Deleted whole by the earlier Run, which stopped before marking the owner done.
-	case now[0] != kept[0]:
+	case kept[0].Digest == "" && now[0].Rows > kept[0].Rows:
+		return nil, fmt.Errorf("shard %d holds %d rows of the old copy, whose deletion in chunks left %d: a write reached it after the window, around its fence; nothing deleted: compare it with the new shard and settle the difference before a Run deletes it: %w",
+			a, now[0].Rows, kept[0].Rows, ErrCopyMismatch)
+	case oldCopyChanged(now[0], kept[0]):
 		return nil, fmt.Errorf("shard %d holds %d rows of the old copy, which the window compared at %d rows, and their content differs: a write reached the old copy after the window, around its fence; nothing deleted: compare it with the new shard and settle the difference before a Run deletes it: %w",
 			a, now[0].Rows, kept[0].Rows, ErrCopyMismatch)
 	}
 	return []int64{kept[0].Rows}, nil
+}
+
+// oldCopyChanged reports whether an old copy whose sums are now differs from the sums kept of
+// it: by content from the window's, unless deleted whole since; by a row more than the count
+// kept while its deletion in chunks runs (an empty Digest).
+func oldCopyChanged(now, kept Sum) bool {
+	if kept.Digest == "" {
+		return now.Rows > kept.Rows
+	}
+	return now.Rows > 0 && now != kept
 }
 
 // deleteOld deletes the old copies of owners on shard s, moved away from it, and the changes
@@ -112,49 +123,25 @@ func (m *mover[Tx]) deleteOld(ctx context.Context, owners []string, s int, rows 
 // deleteAll deletes owners' rows on shard s, on a shard that does not serve them (nothing
 // adds rows there). rows, if not nil, are their counts as the window's sums found them: the
 // old copies have been frozen since, and a row more is a write that went around the fence,
-// which the deletion would take, so each deletion is bounded by them. Where the store is an
-// OwnersDeleter, owners that fit in DeleteRows together go whole, a run at a time, each
-// bounded in its own transaction; the rest, counted again first, go DeleteRows rows a chunk:
-// a chunk short of the limit was the last.
+// which the deletion would take, so each deletion is bounded by them. Owners that fit in
+// DeleteRows together go in one deletion, a run at a time: whole where the store is an
+// OwnersDeleter (bounded in its own transaction), else counted first; a bigger owner goes
+// on its own in chunks of DeleteRows rows (deleteCounted).
 func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows []int64) error {
-	if len(rows) == len(owners) {
-		if od, ok := m.store.(OwnersDeleter); ok {
-			var err error
-			if owners, rows, err = m.deleteWhole(ctx, od, owners, s, rows); err != nil || len(owners) == 0 {
+	if len(rows) != len(owners) {
+		// A stopped copy on a new shard, or what a move away left there: nothing to bound.
+		for {
+			began := time.Now()
+			n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.DeleteRows)
+			if err != nil || n < m.opts.DeleteRows {
+				return err
+			}
+			if err := m.yield(ctx, began); err != nil {
 				return err
 			}
 		}
-		now, err := m.store.Counts(ctx, owners, s)
-		if err := countsErr(now, owners, err); err != nil {
-			return fmt.Errorf("count rows on shard %d: %w", s, err)
-		}
-		for i, o := range owners {
-			if now[i] > rows[i] {
-				return aroundTheFence(s, []string{o}, rows[i])
-			}
-		}
-		if sk, ok := m.store.(SumKeeper); ok {
-			if err := sk.ForgetSums(ctx, m.id, m.token, owners); err != nil {
-				return fmt.Errorf("forget the kept sums: %w", err)
-			}
-		}
 	}
-	for {
-		began := time.Now()
-		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, m.opts.DeleteRows)
-		if err != nil || n < m.opts.DeleteRows {
-			return err
-		}
-		if err := m.yield(ctx, began); err != nil {
-			return err
-		}
-	}
-}
-
-// deleteWhole deletes the owners that fit in DeleteRows together, a run of them at a time,
-// each run at most the rows counted, and returns those left: owners bigger than a deletion,
-// with their counts.
-func (m *mover[Tx]) deleteWhole(ctx context.Context, od OwnersDeleter, owners []string, s int, rows []int64) (left []string, leftRows []int64, err error) {
+	od, whole := m.store.(OwnersDeleter)
 	limit := int64(m.opts.DeleteRows)
 	var began time.Time
 	for first := 0; first < len(owners); {
@@ -162,27 +149,85 @@ func (m *mover[Tx]) deleteWhole(ctx context.Context, od OwnersDeleter, owners []
 		for ; last < len(owners) && n+rows[last] <= limit; last++ {
 			n += rows[last]
 		}
-		run := owners[first:last]
+		run, runRows := owners[first:last], rows[first:last]
 		first = last
-		if n > limit { // one owner bigger than a deletion
-			left, leftRows = append(left, run...), append(leftRows, n)
-			continue
-		}
 		if !began.IsZero() {
 			if err := m.yield(ctx, began); err != nil {
-				return nil, nil, err
+				return err
 			}
 		}
 		began = time.Now()
-		_, whole, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
-		switch {
-		case err != nil:
-			return nil, nil, err
-		case !whole:
-			return nil, nil, aroundTheFence(s, run, n)
+		if whole && n <= limit {
+			_, ok, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
+			if err == nil && !ok {
+				err = aroundTheFence(s, run, n)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := m.deleteCounted(ctx, run, s, runRows); err != nil {
+			return err
 		}
 	}
-	return left, leftRows, nil
+	return nil
+}
+
+// deleteCounted deletes the old copies of owners on shard s, of at most rows each as the
+// window counted them, counted again first: one deletion where they fit in DeleteRows, else
+// (one owner) chunks of DeleteRows rows that take no more rows than counted in all; and it
+// stops with ErrCopyMismatch if a row is left after them. Before each chunk a SumKeeper
+// keeps the rows left, in place of the window's sums (a part of a copy is not the copy they
+// describe), so that a Run that resumes the deletion stops where the old copy holds more.
+func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, rows []int64) error {
+	now, err := m.store.Counts(ctx, owners, s)
+	if err := countsErr(now, owners, err); err != nil {
+		return fmt.Errorf("count rows on shard %d: %w", s, err)
+	}
+	var left int64
+	for i, o := range owners {
+		if now[i] > rows[i] {
+			return aroundTheFence(s, []string{o}, rows[i])
+		}
+		left += now[i]
+	}
+	sk, keeps := m.store.(SumKeeper)
+	keeps = keeps && len(owners) == 1 && left > int64(m.opts.DeleteRows)
+	for {
+		if keeps {
+			if err := sk.KeepSums(ctx, m.id, m.token, owners, s, []Sum{{Rows: left}}); err != nil {
+				return fmt.Errorf("keep the count of the rows left: %w", err)
+			}
+		}
+		if left == 0 {
+			break
+		}
+		began := time.Now()
+		limit := int(min(left, int64(m.opts.DeleteRows)))
+		n, err := m.store.DeleteChunk(ctx, m.id, m.token, owners, s, limit)
+		if err != nil {
+			return err
+		}
+		if n < limit { // fewer than counted: none left
+			return nil
+		}
+		if left -= int64(n); left > 0 {
+			if err := m.yield(ctx, began); err != nil {
+				return err
+			}
+		}
+	}
+	now, err = m.store.Counts(ctx, owners, s)
+	if err := countsErr(now, owners, err); err != nil {
+		return fmt.Errorf("count rows on shard %d: %w", s, err)
+	}
+	for i, o := range owners {
+		if now[i] > 0 {
+			return fmt.Errorf("shard %d still holds %d rows of owner %q once the rows the window counted are deleted: a write reached the old copy after the window, around its fence (the deletion goes in the key order, and may have taken such a row in place of one counted); the rows left are kept: compare them with the new shard: %w", s, now[i], o, ErrCopyMismatch)
+		}
+	}
+	return nil
 }
 
 // aroundTheFence is the error of a deletion that found more rows of owners on shard s than
@@ -319,8 +364,8 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 			if sa[i].Rows > 0 && fa.Migration == m.id && m.finished.Load() {
 				problem(o, a, fmt.Sprintf("%d rows left on the old shard after the migration finished", sa[i].Rows))
 			}
-			if sa[i].Rows > 0 && fa.Migration == m.id && found != nil && found[i] && sa[i] != kept[i] {
-				problem(o, a, fmt.Sprintf("the old copy differs from the sums its window kept (%d rows then, %d now): a write went around its fence, and Run will not delete it", kept[i].Rows, sa[i].Rows))
+			if fa.Migration == m.id && found != nil && found[i] && oldCopyChanged(sa[i], kept[i]) {
+				problem(o, a, fmt.Sprintf("the old copy differs from the sums kept of it (%d rows then, %d now): a write went around its fence, and Run will not delete it", kept[i].Rows, sa[i].Rows))
 			}
 		case servesA && fb.State == Serving && sb[i].Rows > 0 && sa[i].Rows > 0:
 			r.Rows += sa[i].Rows + sb[i].Rows

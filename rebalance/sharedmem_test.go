@@ -570,7 +570,7 @@ func (s *MemShared) SetMarks(_ context.Context, migration string, owners []strin
 	return nil
 }
 
-// KeepSums, KeptSums and ForgetSums keep the window's sums in the control's memory
+// KeepSums and KeptSums keep the window's sums in the control's memory
 // (SumKeeper), as the sqlstore module keeps them in its control database.
 func (s *MemShared) KeepSums(_ context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error {
 	if err := s.check(shard); err != nil {
@@ -598,18 +598,6 @@ func (s *MemShared) KeptSums(_ context.Context, migration string, owners []strin
 		sums[i], found[i] = s.kept[[2]string{migration, o}]
 	}
 	return sums, found, nil
-}
-
-func (s *MemShared) ForgetSums(_ context.Context, migration string, token uint64, owners []string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.token(migration, token, len(s.rows)); err != nil {
-		return err
-	}
-	for _, o := range owners {
-		delete(s.kept, [2]string{migration, o})
-	}
-	return nil
 }
 
 // where returns, for each owner with rows, the shards that hold them (a test helper).
@@ -698,10 +686,6 @@ func (c *crashShared) Replay(ctx context.Context, migration string, token uint64
 
 func (c *crashShared) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []Sum) error {
 	return c.do("keep sums", func() error { return c.MemShared.KeepSums(ctx, migration, token, owners, shard, sums) })
-}
-
-func (c *crashShared) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
-	return c.do("forget sums", func() error { return c.MemShared.ForgetSums(ctx, migration, token, owners) })
 }
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {

@@ -426,24 +426,30 @@ func (c *afterCommit) DeleteOwners(ctx context.Context, migration string, token 
 }
 
 // TestWriteAroundTheFenceResumed: a Run stops between the commit on the new shard and the
-// deletion of the old copy, and a write goes around the old copy's fence before the next
-// Run: an UPDATE, which leaves the count as the window found it. The next Run deleted the old
-// copy with the write while it returned nil. Now the window keeps its sums on the old shard
-// (rebalance.SumKeeper) and a resumed deletion compares them first: the Run stops with
+// deletion of the old copy, or part way through its deletion in chunks, and a write goes
+// around the old copy's fence before the next Run: an UPDATE, which leaves the count as the
+// window found it, or an INSERT into what the chunks left. The next Run deleted the old copy
+// with the write while it returned nil. Now the window keeps its sums on the old shard
+// (rebalance.SumKeeper), replaced by the count of the rows left before each chunk, and a
+// resumed deletion compares the old copy with them first: the Run stops with
 // ErrCopyMismatch, deleting nothing, until the kept sums are deleted by hand. Untouched, the
-// old copy goes as before, also where the first Run stopped after a chunk of it (the
-// chunks' deletion forgets the kept sums first: the rest is not the copy they describe).
+// old copy goes as before, also where the first Run stopped after a chunk of it.
 func TestWriteAroundTheFenceResumed(t *testing.T) {
+	const update = "UPDATE messages SET message = 'around' WHERE id = (SELECT MIN(id) FROM messages WHERE user_id = %s)"
+	const insert = "INSERT INTO messages (id, user_id, time, message, sender) SELECT MAX(id) + 1000000, %s, 0, 'around', 0 FROM messages"
 	for _, c := range []struct {
 		name        string
-		around      bool
-		deleteRows  int // 5: the user's 20 rows in chunks
-		callsBefore int // deletions (chunks: the kept sums forgotten, then each chunk) done before the stop
+		around      string // the write, if any
+		deleteRows  int    // 5: the user's 20 rows in chunks
+		callsBefore int    // steps of the deletion (the count of the rows left kept, then a chunk, ...) done before the stop
+		want        string // the error, and Verify's rows then and now
+		left        int    // rows on the old shard after the refusal
 	}{
-		{"untouched", false, 0, 0},
-		{"around", true, 0, 0},
-		{"chunked", true, 5, 0},
-		{"stopped-mid-deletion", false, 5, 2},
+		{name: "untouched"},
+		{name: "around", around: update, want: "content differs", left: 20},
+		{name: "around-before-the-chunks", around: update, deleteRows: 5, want: "content differs", left: 20},
+		{name: "stopped-mid-deletion", deleteRows: 5, callsBefore: 2},
+		{name: "around-mid-deletion", around: insert, deleteRows: 5, callsBefore: 3, want: "deletion in chunks left 15", left: 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
@@ -458,35 +464,36 @@ func TestWriteAroundTheFenceResumed(t *testing.T) {
 				if fences, err := admin.store.Fences(ctx, []string{u}, b); err != nil || fences[0].State != rebalance.Serving {
 					t.Fatalf("the new shard's fence: %v (%v), want serving", fences, err)
 				}
-				if c.around {
-					require.NoError(t, execAsMover(e.dialect, admin.dbs[a], fmt.Sprintf("UPDATE messages SET message = 'around' WHERE id = (SELECT MIN(id) FROM messages WHERE user_id = %s)", u)))
+				if c.around != "" {
+					require.NoError(t, execAsMover(e.dialect, admin.dbs[a], fmt.Sprintf(c.around, u)))
 				}
 				m, err = rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](mover.store), opts)
 				require.NoError(t, err)
 				err = m.Run(ctx, slices.Values(w.users))
-				// The Done marks forget the kept sums: none is left after the migration.
+				// The Done marks delete the kept sums: none is left after the migration.
 				noneKept := func() {
 					if got := texts(t, admin.ctl, "SELECT owner FROM rebalance_kept"); len(got) != 0 {
 						t.Errorf("sums still kept of %q", got)
 					}
 				}
-				if !c.around {
+				if c.around == "" {
 					require.NoError(t, err)
 					w.requireClean(t, admin, w.after)
 					noneKept()
 					return
 				}
-				if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), "content differs") {
-					t.Fatalf("Run: %v, want ErrCopyMismatch: ...content differs...", err)
+				if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("Run: %v, want ErrCopyMismatch: ...%s...", err, c.want)
 				}
-				if got := texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s", u)); len(got) != 20 || !slices.Contains(got, "around") {
-					t.Fatalf("the old shard holds %d rows of the user (the write around the fence among them: %v), want 20 with it", len(got), slices.Contains(got, "around"))
+				if got := texts(t, admin.dbs[a], fmt.Sprintf("SELECT message FROM messages WHERE user_id = %s", u)); len(got) != c.left || !slices.Contains(got, "around") {
+					t.Fatalf("the old shard holds %d rows of the user (the write around the fence among them: %v), want %d with it", len(got), slices.Contains(got, "around"), c.left)
 				}
 				// Verify names it too.
 				r, err := m.Verify(ctx, slices.Values(w.users))
 				require.NoError(t, err)
-				if len(r.Problems) != 1 || r.Problems[0].Owner != u || !strings.Contains(r.Problems[0].What, "differs from the sums its window kept (20 rows then, 20 now)") {
-					t.Errorf("Verify: %+v, want the old copy changed since its window", r.Problems)
+				then := fmt.Sprintf("(%d rows then, %d now)", min(c.left, 20-5*(c.callsBefore/2)), c.left)
+				if len(r.Problems) != 1 || r.Problems[0].Owner != u || !strings.Contains(r.Problems[0].What, "differs from the sums kept of it "+then) {
+					t.Errorf("Verify: %+v, want the old copy changed since its sums were kept %s", r.Problems, then)
 				}
 				// Settled by hand: the kept sums deleted, the next Run deletes the old copy.
 				mustExec(t, admin.ctl, "DELETE FROM rebalance_kept WHERE owner = '"+u+"'")
@@ -498,8 +505,8 @@ func TestWriteAroundTheFenceResumed(t *testing.T) {
 	}
 }
 
-// failDeletion fails the deletion (of rows, or of the kept sums) that follows after of them,
-// with err.
+// failDeletion fails the step of a deletion (of rows, or the count of the rows left kept
+// before a chunk) that follows after of them, with err.
 type failDeletion struct {
 	rebalance.SharedStore[*sql.Tx]
 	err   error
@@ -529,16 +536,14 @@ func (f *failDeletion) DeleteOwners(ctx context.Context, migration string, token
 }
 
 func (f *failDeletion) KeepSums(ctx context.Context, migration string, token uint64, owners []string, shard int, sums []rebalance.Sum) error {
+	if len(sums) == 1 && sums[0].Digest == "" { // the rows left, kept before each chunk
+		if err := f.fail(); err != nil {
+			return err
+		}
+	}
 	return f.SharedStore.(rebalance.SumKeeper).KeepSums(ctx, migration, token, owners, shard, sums)
 }
 
 func (f *failDeletion) KeptSums(ctx context.Context, migration string, owners []string, shard int) ([]rebalance.Sum, []bool, error) {
 	return f.SharedStore.(rebalance.SumKeeper).KeptSums(ctx, migration, owners, shard)
-}
-
-func (f *failDeletion) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	return f.SharedStore.(rebalance.SumKeeper).ForgetSums(ctx, migration, token, owners)
 }

@@ -13,13 +13,14 @@ import (
 
 // The window's sums of old copies (rebalance.SumKeeper), kept in the control database in
 // the table rebalance_kept (migration, owner, row_count, digest) until the owner is marked
-// done or its deletion in chunks begins: there, not on the shard, so that keeping them in the
-// window takes no turn to write behind a deletion of other owners on that shard (on SQLite
-// that lengthened the windows' p99 by a fifth to a half). A row holds the old copy's sums
-// as the last window found them, the window that committed the owner if any; a Run that
-// resumes its deletion compares the old copy with them first. To let a Run delete an old
-// copy that no longer matches (a write went around its fence, and the new shard holds what
-// should stay), delete the owner's row by hand once the difference is settled.
+// done: there, not on the shard, so that keeping them in the window takes no turn to write
+// behind a deletion of other owners on that shard (on SQLite that lengthened the windows'
+// p99 by a fifth to a half). A row holds the old copy's sums as the last window found them,
+// the window that committed the owner if any, or, once its deletion in chunks began, the
+// rows left of it and an empty digest; a Run that resumes its deletion compares the old copy
+// with them first. To let a Run delete an old copy that no longer matches (a write went
+// around its fence, and the new shard holds what should stay), delete the owner's row by
+// hand once the difference is settled.
 
 // KeepSums records the window's sums of owners; see rebalance.SumKeeper. The owners' old
 // shard is checked by the window's own steps, the token here.
@@ -69,11 +70,6 @@ func (s *Store) KeepSums(ctx context.Context, migration string, token uint64, ow
 		}
 		return nil
 	})
-}
-
-// ForgetSums deletes the kept sums of owners; see rebalance.SumKeeper.
-func (s *Store) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
-	return s.controlTx(ctx, migration, token, func(tx *sql.Tx) error { return s.forgetSums(ctx, tx, migration, owners) })
 }
 
 // controlTx runs fn in a transaction on the control database that refuses a stale token.

@@ -58,21 +58,20 @@ func (s *phaseStore) CopyChunk(ctx context.Context, m string, tok uint64, o []st
 	return s.SharedStore.CopyChunk(ctx, m, tok, o, from, to, after, limit)
 }
 
-// KeepSums, KeptSums and ForgetSums pass on the store's kept sums (rebalance.SumKeeper);
-// keeping them is part of the window.
+// KeepSums and KeptSums pass on the store's kept sums (rebalance.SumKeeper);
+// keeping the window's is part of it, keeping the rows left of a deletion part of that.
 func (s *phaseStore) KeepSums(ctx context.Context, m string, tok uint64, o []string, shard int, sums []rebalance.Sum) error {
-	defer s.add(phaseVerify, time.Now())
+	phase := phaseVerify
+	if len(sums) == 1 && sums[0].Digest == "" { // the rows left before a chunk of a deletion
+		phase = phaseDelete
+	}
+	defer s.add(phase, time.Now())
 	return s.SharedStore.(rebalance.SumKeeper).KeepSums(ctx, m, tok, o, shard, sums)
 }
 
 func (s *phaseStore) KeptSums(ctx context.Context, m string, o []string, shard int) ([]rebalance.Sum, []bool, error) {
 	defer s.add(phaseRest, time.Now())
 	return s.SharedStore.(rebalance.SumKeeper).KeptSums(ctx, m, o, shard)
-}
-
-func (s *phaseStore) ForgetSums(ctx context.Context, m string, tok uint64, o []string) error {
-	defer s.add(phaseDelete, time.Now())
-	return s.SharedStore.(rebalance.SumKeeper).ForgetSums(ctx, m, tok, o)
 }
 
 // DeleteRows passes on what the store says of its deletions (rebalance.DeleteSizer), which

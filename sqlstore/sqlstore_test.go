@@ -136,10 +136,6 @@ func TestStaleMoverRefused(t *testing.T) {
 		if _, kept, err := admin.store.KeptSums(ctx, "m", []string{w.users[0]}, 0); err != nil || kept[0] {
 			t.Fatalf("a refused KeepSums kept sums (%v)", err)
 		}
-		err = admin.store.ForgetSums(ctx, "m", tok-1, []string{w.users[0]})
-		if !isFenced(err) {
-			t.Fatalf("ForgetSums with a stale token: got %v", err)
-		}
 		if f, _ := admin.store.Fences(ctx, []string{w.users[0]}, 0); f[0].State != rebalance.Serving {
 			t.Fatalf("a refused fence change left %v", f[0])
 		}
@@ -232,10 +228,6 @@ func (s *stopAt) KeepSums(ctx context.Context, migration string, token uint64, o
 	return s.do(ctx, "keep sums", func(ctx context.Context) error {
 		return s.Store.KeepSums(ctx, migration, token, owners, shard, sums)
 	})
-}
-
-func (s *stopAt) ForgetSums(ctx context.Context, migration string, token uint64, owners []string) error {
-	return s.do(ctx, "forget sums", func(ctx context.Context) error { return s.Store.ForgetSums(ctx, migration, token, owners) })
 }
 
 func (s *stopAt) SetMarks(ctx context.Context, migration string, owners []string, m rebalance.Mark, token uint64) error {
