@@ -59,7 +59,8 @@ type MoverLock interface {
 	// *MoverError if another mover of the same epoch holds a lease that has not run out. It
 	// then records the token on every shard (each refuses it if it has seen a newer one),
 	// and c.Placement if not zero (a *PlacementError if a shard serves a placement that
-	// this one may not follow).
+	// this one may not follow, an error wrapping ErrFinished if the store recorded the
+	// migration finished: a finished migration is never moved again).
 	Claim(ctx context.Context, c Claim) (token uint64, err error)
 	// Renew extends the lease of the claim of token to lease from now, or returns a
 	// *FenceError if a newer claim took the migration.
@@ -136,7 +137,11 @@ func Fingerprint(s shard.Sharder) uint64 {
 // apply this rule to every access, and to every claim: a mover may claim a shard for p on
 // the same terms (a resume of p, or the migration after a finished one).
 //
-// A Leaving access of a migration is refused once the shard serves it finished.
+// A Leaving access of a migration is refused once the shard serves it finished. A store
+// also refuses an access routed by a migration it recorded finished other than the one it
+// serves (SharedStore.Finished): after 2 -> 3, 3 -> 2 and 2 -> 3 again, a process that
+// still routes by the finished 3 -> 2 is no next migration, though its before sharder is
+// the after sharder of the one served.
 func (p Placement) Accepts(served Placement, finished bool) bool {
 	if p.Leaving && finished && p.Migration == served.Migration {
 		return false

@@ -27,7 +27,8 @@ var (
 	// *UnfinishedError that says how many and which.
 	ErrUnfinished = errors.New("owners left to move")
 	// ErrFinished reports a Run after a successful Finish, when the marks may already be
-	// gone and moving again would copy an empty old shard over the data.
+	// gone and moving again would copy an empty old shard over the data; also a claim of a
+	// migration that the store recorded finished, by any process (MoverLock.Claim).
 	ErrFinished = errors.New("migration finished")
 	// ErrCopyMismatch reports a Copy after which the new shard does not hold as many of the
 	// owner's rows as the old one: the Store's Copy lost or left rows, or something wrote to

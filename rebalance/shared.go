@@ -181,7 +181,9 @@ type SharedStore[Tx any] interface {
 	SetMarks(ctx context.Context, migration string, owners []string, mark Mark, token uint64) error
 	// Finished records on every shard that serves p that p's migration is finished: the
 	// next migration's mover may claim them, and accesses routed by the next migration are
-	// accepted before its mover has claimed (Placement.Accepts).
+	// accepted before its mover has claimed (Placement.Accepts). The store remembers every
+	// migration it recorded finished: it refuses a claim of one (ErrFinished), and an
+	// access routed by one that is not the migration it serves.
 	Finished(ctx context.Context, p Placement) error
 	// Finishing records on every shard that serves p, unfinished, that Finish is looking for
 	// owners left out (on), or no longer is (off). While it is, a shard refuses a Leaving

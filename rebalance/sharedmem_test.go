@@ -31,6 +31,7 @@ type MemShared struct {
 	lost   []bool                      // a shard that is gone answers every call with an error
 	claims map[string]memClaim         // the control's claims, by migration
 	serves []memServes                 // shard -> the placement it serves
+	done   map[string]bool             // the migrations finished
 	seq    int64                       // the last change recorded
 	logs   [][]memChange               // shard -> the changes recorded of exporting owners
 	gates  [64]sync.RWMutex            // shard -> held shared by accesses, exclusive by Finishing
@@ -58,7 +59,7 @@ type memServes struct {
 
 // NewMemShared returns a MemShared of n empty shards.
 func NewMemShared(n int) *MemShared {
-	s := &MemShared{marks: map[[2]string]Mark{}, kept: map[[2]string]Sum{}, lost: make([]bool, n), claims: map[string]memClaim{}, serves: make([]memServes, n), logs: make([][]memChange, n)}
+	s := &MemShared{marks: map[[2]string]Mark{}, kept: map[[2]string]Sum{}, lost: make([]bool, n), claims: map[string]memClaim{}, done: map[string]bool{}, serves: make([]memServes, n), logs: make([][]memChange, n)}
 	for range n {
 		s.rows = append(s.rows, map[string]map[int]string{})
 		s.fences = append(s.fences, map[string]Fence{})
@@ -158,6 +159,9 @@ func (s *MemShared) Claim(_ context.Context, c Claim) (uint64, error) {
 		return 0, &MoverError{Migration: c.Migration, Holder: held.mover, Election: held.election, Left: held.expires.Sub(now)}
 	}
 	if !c.Placement.IsZero() {
+		if s.done[c.Migration] {
+			return 0, fmt.Errorf("memshared: migration %q was finished: %w", c.Migration, ErrFinished)
+		}
 		for i, sv := range s.serves {
 			if !c.Placement.Accepts(sv.p, sv.finished) {
 				return 0, &PlacementError{Shard: i, Served: sv.p, Wanted: c.Placement, Finished: sv.finished, Claim: true}
@@ -209,6 +213,7 @@ func (s *MemShared) Finished(_ context.Context, p Placement) error {
 	for i, sv := range s.serves {
 		if sv.p == p {
 			s.serves[i].finished, s.serves[i].finishing = true, false
+			s.done[p.Migration] = true
 		}
 	}
 	return nil
@@ -251,9 +256,9 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 	l.RLock()
 	defer l.RUnlock()
 	s.mu.Lock()
-	f, sv := s.fences[shard][owner].State, s.serves[shard]
+	f, sv, done := s.fences[shard][owner].State, s.serves[shard], s.done[p.Migration]
 	s.mu.Unlock()
-	if !p.Accepts(sv.p, sv.finished) {
+	if !p.Accepts(sv.p, sv.finished) || done && p.Migration != sv.p.Migration {
 		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finished: sv.finished}
 	}
 	if sv.finishing && p.Leaving && f == Serving {

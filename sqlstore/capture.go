@@ -477,7 +477,7 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	}
 	if s.dialect == SQLite {
 		for _, t := range s.tables {
-			if err := s.checkColumns(ctx, db, t); err != nil {
+			if _, err := s.checkColumns(ctx, db, t, shard); err != nil {
 				return nil, s.wrap(shard, "check table "+t.Table, err)
 			}
 		}
@@ -500,7 +500,7 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s AND %s FROM %s WHERE %s IN (%s) GROUP BY %s",
-				t.Owner, t.rowHash, t.sameColumns, t.unreferenced, t.Table, t.Owner, in, t.Owner)
+				t.Owner, t.rowHash, t.sameColumnsOn(shard), t.unreferenced, t.Table, t.Owner, in, t.Owner)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
 			return owner, rs.Scan(&owner, &n, &digest, &same)
 		}, func(t *table, i int) {
@@ -510,7 +510,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		})
 		for ti, t := range s.tables {
 			if err == nil && changed[ti] {
-				err = cmp.Or(s.checkColumns(ctx, db, t), s.outsideRefs(ctx, db, shard),
+				_, err = s.checkColumns(ctx, db, t, shard)
+				err = cmp.Or(err, s.outsideRefs(ctx, db, shard),
 					fmt.Errorf("the columns, or the tables that reference it, changed during the sums: %w", ErrSchema))
 				err = s.wrap(shard, "check table "+t.Table, err)
 			}

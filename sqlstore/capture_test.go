@@ -452,7 +452,9 @@ func TestChangeCommittedOutOfOrder(t *testing.T) {
 // TestInitRefusesBadTables: a table that does not fit the TableSpec is refused by Init with
 // an error naming the shard and what is wrong, before anything is created on any shard: a
 // column missing, no index on (owner, key), a trigger of the change capture's name on
-// another table, a column the copy would not carry.
+// another table, a column the copy would not carry, a column of a type on one shard that
+// would change the other's values unseen (float8 copied into real, text into a padded
+// char(n): no sum of their text told).
 func TestInitRefusesBadTables(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -465,12 +467,22 @@ func TestInitRefusesBadTables(t *testing.T) {
 				"CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
 				"CREATE TRIGGER rebalance_changes_messages AFTER INSERT ON other FOR EACH ROW EXECUTE FUNCTION nothing()"}
 		}
+		// The message column of another type on shard 1: a copy would convert its values
+		// (SQLite: another affinity; a column of the same affinity is fine, see below).
+		otherType := func(typ string) []string {
+			return []string{"DROP TABLE messages", strings.Replace(messagesSchema, "message TEXT", "message "+typ, 1)}
+		}
+		retyped, retypedWant := otherType("INTEGER"), "column message is INTEGER here and TEXT on shard 0"
+		if e.dialect == sqlstore.PostgreSQL {
+			retyped, retypedWant = otherType("CHAR(100)"), "column message is character(100) here and text on shard 0"
+		}
 		for _, tc := range []struct {
 			name  string
 			spec  sqlstore.TableSpec
 			setup []string
 			want  string
 		}{
+			{"column of another type", messages, retyped, "shard 1: check table messages: " + retypedWant},
 			{"no owner column", noOwner, nil, "shard 0: check table messages: no column owner_id"},
 			{"no index", messages, []string{"DROP INDEX messages_user_id_id"}, "shard 1: check table messages: no index leads with (user_id, id)"},
 			{"trigger name taken", messages, taken, "shard 1: check table messages: a trigger named rebalance_changes_messages... exists on table other"},
@@ -502,6 +514,20 @@ func TestInitRefusesBadTables(t *testing.T) {
 				}
 			})
 		}
+		// Types whose values go into each other unchanged, or not at all: SQLite's of one
+		// affinity; PostgreSQL's texts of any length.
+		alike := "CHARACTER(20)"
+		if e.dialect == sqlstore.PostgreSQL {
+			alike = "VARCHAR(100)"
+		}
+		f := e.fresh(t)
+		dbs := []*sql.DB{openDB(t, f, f.shards[0]), openDB(t, f, f.shards[1])}
+		for _, q := range otherType(alike) {
+			mustExec(t, dbs[1], q)
+		}
+		s, err := sqlstore.New(f.dialect, dbs, dbs[0], []sqlstore.TableSpec{messages}, sqlstore.Options{})
+		require.NoError(t, err)
+		require.NoError(t, s.Init(ctx), "message TEXT on one shard, %s on the other", alike)
 	})
 }
 
@@ -730,28 +756,46 @@ func moveWithLateWrite(t *testing.T, e *engine, w *world, u, write string, befor
 // changes the schema on every shard and writes the user's rows under it on the old shard:
 // it adds a column to messages (the copy does not carry it), or creates a table that
 // references messages with ON DELETE CASCADE (nothing copies its rows, and deleting the old
-// copy of the user's messages would delete them). The move stops in its window with
-// ErrSchema naming the column or the table, and the old shard serves the user again with
-// every row and value; a mover whose TableSpec lists the column then moves it.
+// copy of the user's messages would delete them), or creates a table that inherits from
+// messages and writes the user's rows there (PostgreSQL: the copy would carry them into
+// messages, the deletion take them), or changes a column's type on the new shard alone
+// (PostgreSQL). The move stops in its window with ErrSchema naming the column or
+// the table, and the old shard serves the user again with every row and value; a mover whose
+// TableSpec lists the column then moves it.
 func TestSchemaChangedDuringTheMove(t *testing.T) {
 	for _, tc := range []struct {
 		name, change, write, want, kept string
+		newShardOnly                    bool
 	}{
 		{"column", "ALTER TABLE messages ADD COLUMN note TEXT",
 			"UPDATE messages SET note = 'kept' WHERE user_id = $1",
 			"column note is not in the TableSpec's Columns",
-			"SELECT COUNT(*) FROM messages WHERE user_id = $1 AND note = 'kept'"},
+			"SELECT COUNT(*) FROM messages WHERE user_id = $1 AND note = 'kept'", false},
 		{"table", "CREATE TABLE attachments (id BIGINT PRIMARY KEY, message_id BIGINT NOT NULL REFERENCES messages (id) ON DELETE CASCADE, body TEXT NOT NULL)",
 			"INSERT INTO attachments SELECT id, id, 'kept' FROM messages WHERE user_id = $1",
 			"table attachments references messages but is not moved with it",
-			"SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1"},
+			"SELECT COUNT(*) FROM attachments a JOIN messages m ON m.id = a.message_id WHERE m.user_id = $1", false},
+		{"inherits", "CREATE TABLE messages_archive () INHERITS (messages)",
+			"INSERT INTO messages_archive SELECT id + 1000000, user_id, time, message, sender FROM messages WHERE user_id = $1",
+			"table messages_archive inherits from messages",
+			"SELECT COUNT(*) FROM ONLY messages_archive WHERE user_id = $1", false},
+		{"type", "ALTER TABLE messages ALTER COLUMN message TYPE VARCHAR(100)",
+			"UPDATE messages SET time = time + 1 WHERE user_id = $1",
+			"column message is character varying(100) here, text when Init checked the shards",
+			"SELECT COUNT(*) FROM messages WHERE user_id = $1", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEngines(t, 2, func(t *testing.T, e *engine) {
+				if (tc.newShardOnly || tc.name == "inherits") && e.dialect == sqlstore.SQLite {
+					t.Skip("SQLite changes no column's type and has no inheritance")
+				}
 				ctx := context.Background()
 				admin, w, u, a, b := oneMovingUser(t, e)
 				err := moveWithLateWrite(t, e, w, u, tc.write, func() {
-					for _, db := range admin.dbs {
+					for i, db := range admin.dbs {
+						if tc.newShardOnly && i != b {
+							continue
+						}
 						if _, err := db.Exec(tc.change); err != nil {
 							t.Error(err)
 						}

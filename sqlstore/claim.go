@@ -82,6 +82,9 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 		return 0, &rebalance.MoverError{Migration: c.Migration, Holder: mover, Election: uint64(election),
 			Left: time.Duration(expires-now) * time.Millisecond}
 	}
+	if err := s.sameTables(ctx, tx, c.Migration); err != nil {
+		return 0, err
+	}
 	// The control database decides the placement first, so that two movers of different
 	// migrations started at once cannot each claim a part of the shards.
 	if err := s.follow(ctx, tx, -1, c.Placement); err != nil {
@@ -100,6 +103,46 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 		return 0, fail("commit claim", err)
 	}
 	return uint64(token), nil
+}
+
+// sameTables records, in tx on the control database, the tables the Store moves as those of
+// migration, at its first claim, and refuses a Store that moves others (rebalance.ErrConfig).
+// A migration moves one set of tables from its first Run to its Finish: a table added on the
+// way would be deleted with the old copies of the owners committed before (whose deletion a
+// later Run resumes) without ever having been copied, and one dropped would be left on their
+// old shards, where nothing reads it.
+func (s *Store) sameTables(ctx context.Context, tx *sql.Tx, migration string) error {
+	names := make([]string, len(s.tables))
+	for i, t := range s.tables {
+		names[i] = t.Table
+	}
+	mine := strings.Join(names, ",")
+	if _, err := tx.ExecContext(ctx, "INSERT INTO rebalance_tables (migration, tables) VALUES ($1, $2) ON CONFLICT (migration) DO NOTHING", migration, mine); err != nil {
+		return fmt.Errorf("sqlstore: control database: record the tables moved: %w", err)
+	}
+	var first string
+	if err := tx.QueryRowContext(ctx, "SELECT tables FROM rebalance_tables WHERE migration = $1", migration).Scan(&first); err != nil {
+		return fmt.Errorf("sqlstore: control database: read the tables moved: %w", err)
+	}
+	if first != mine {
+		return fmt.Errorf("sqlstore: migration %q moves tables %s, and this Store moves %s: a migration moves the same tables from its first Run to its Finish (a table added would be deleted with old copies without having been copied, one dropped left behind on old shards): %w",
+			migration, excerpt(first), excerpt(mine), rebalance.ErrConfig)
+	}
+	return nil
+}
+
+// checkTables is sameTables in a transaction of its own: Finish checks the owners of the
+// tables the migration moved, no others.
+func (s *Store) checkTables(ctx context.Context, migration string) error {
+	tx, err := s.control.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := s.sameTables(ctx, tx, migration); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // claimShard records token, and c.Placement if not zero, on shard i.
@@ -130,6 +173,13 @@ func (s *Store) follow(ctx context.Context, tx *sql.Tx, i int, p rebalance.Place
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 2)", epochNS); err != nil {
 			return s.where(i, "lock the placement served", err)
 		}
+	}
+	var done int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_finished WHERE migration = $1", p.Migration).Scan(&done); err != nil {
+		return s.where(i, "read the migrations finished", err)
+	}
+	if done > 0 {
+		return s.where(i, "claim", fmt.Errorf("migration %q was finished here: its mover may not move owners again (a new migration moves them on): %w", p.Migration, rebalance.ErrFinished))
 	}
 	served, finished, err := s.served(ctx, tx, i)
 	if err != nil {
@@ -175,8 +225,11 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 
 // refusesPlacement is a condition true of the placement row of a shard that does not accept
 // an access routed by the placement in parameters pm, pb, pa and lv (Leaving: 1 or 0)
-// (rebalance.Placement.Accepts).
-const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s)`
+// (rebalance.Placement.Accepts), or that routed by a migration the shard recorded finished
+// before the one it serves (rebalance_finished): its before sharder may be the after sharder
+// of the one served (a migration back, 2 -> 3 -> 2 -> 3), but it is no next migration.
+const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1)
+	OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s AND NOT EXISTS (SELECT 1 FROM rebalance_finished f WHERE f.migration = %[1]s))`
 
 // Renew extends the lease of the claim of token; see rebalance.MoverLock.
 func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error {
@@ -212,6 +265,8 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) e
 	from, to := 0, 2
 	if !on {
 		from, to = 2, 0
+	} else if err := s.checkTables(ctx, p.Migration); err != nil {
+		return err
 	}
 	for i := range s.shards {
 		tx, err := s.begin(ctx, i)
@@ -238,16 +293,35 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) e
 }
 
 // Finished records on every shard that serves p, and in the control database, that its
-// migration is finished.
+// migration is finished, and adds it to the migrations finished there (rebalance_finished),
+// which no claim may take again and no access route by unless it is the one served.
 func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
-	const q = "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
+	if err := s.checkTables(ctx, p.Migration); err != nil {
+		return err
+	}
+	finish := func(db *sql.DB) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
+		if _, err := tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3",
+			p.Migration, int64(p.Before), int64(p.After)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO rebalance_finished (migration) SELECT migration "+served+" ON CONFLICT (migration) DO NOTHING",
+			p.Migration, int64(p.Before), int64(p.After)); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
 	for i, db := range s.shards {
-		if _, err := db.ExecContext(ctx, q, p.Migration, int64(p.Before), int64(p.After)); err != nil {
+		if err := finish(db); err != nil {
 			return s.wrap(i, "record the migration finished", err)
 		}
 	}
-	_, err := s.control.ExecContext(ctx, q, p.Migration, int64(p.Before), int64(p.After))
-	return s.where(-1, "record the migration finished", err)
+	return s.where(-1, "record the migration finished", finish(s.control))
 }
 
 // step is the first statement of a mover's write of owners' rows on shard, in its

@@ -256,7 +256,7 @@ type Store struct {
 	turns         map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
-	outsideKeys   string                    // PostgreSQL: outsideRefs' statement
+	pgShape       string                    // PostgreSQL: what checkReferences refuses besides foreign keys
 	uncaptured    string                    // checkCapture's statement
 }
 
@@ -313,8 +313,17 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND connamespace = to_regnamespace(current_schema())::oid AND NOT conrelid = ANY ('{%s}'::regclass[])",
 		strings.Join(names, ","))
 	for _, t := range s.tables {
-		t.unreferenced = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %s AND confrelid = '%s'::regclass)", outside, t.Table)
+		t.unreferenced = fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %[1]s AND confrelid = '%[2]s'::regclass)
+			AND NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '%[2]s'::regclass AND NOT c.relispartition)
+			AND NOT row_security_active('%[2]s'::regclass) AND current_setting('extra_float_digits')::int >= 1`, outside, t.Table)
 	}
+	// What checkReferences refuses besides foreign keys (shapeError), as (a, b, what).
+	s.pgShape = fmt.Sprintf(`SELECT c.relname::text, p.relname::text, 'inherits' FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+			WHERE i.inhparent = ANY ('{%[1]s}'::regclass[]) AND NOT c.relispartition
+		UNION ALL SELECT relname::text, '', 'row security' FROM pg_class WHERE oid = ANY ('{%[1]s}'::regclass[]) AND row_security_active(oid)
+		UNION ALL SELECT current_setting('extra_float_digits'), '', 'float digits' WHERE current_setting('extra_float_digits')::int < 1
+		`, strings.Join(names, ","))
 	s.uncaptured = uncaptured(dialect, s.tables)
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
@@ -370,6 +379,9 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 	before_fp BIGINT NOT NULL,
 	after_fp  BIGINT NOT NULL,
 	finished  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_finished (
+	migration TEXT PRIMARY KEY
 )`
 
 const controlSchema = `
@@ -390,6 +402,10 @@ CREATE TABLE IF NOT EXISTS rebalance_kept (
 	digest    TEXT NOT NULL,
 	PRIMARY KEY (migration, owner)
 );
+CREATE TABLE IF NOT EXISTS rebalance_tables (
+	migration TEXT PRIMARY KEY,
+	tables    TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS rebalance_claim (
 	migration TEXT PRIMARY KEY,
 	election  BIGINT NOT NULL,
@@ -403,6 +419,9 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 	before_fp BIGINT NOT NULL,
 	after_fp  BIGINT NOT NULL,
 	finished  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rebalance_finished (
+	migration TEXT PRIMARY KEY
 )`
 
 // pgStripes is the table of the owners' stripes on a PostgreSQL shard, one row each (see
@@ -553,8 +572,16 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 	}
 	forms := make([]ownerForm, len(s.tables))
+	types := make([][]map[string]string, len(s.tables)) // by table, then shard
+	for ti, t := range s.tables {
+		t.setTypes(nil) // read again
+		types[ti] = make([]map[string]string, len(s.shards))
+	}
 	// Every shard checked before anything is created on any.
 	for i, db := range s.shards {
+		if err := s.checkReadsAsStored(ctx, db); err != nil {
+			return s.wrap(i, "check how the driver reads values", err)
+		}
 		for ti, t := range s.tables {
 			ok, err := s.hasTable(ctx, db, t.Table)
 			if err != nil {
@@ -563,12 +590,19 @@ func (s *Store) Init(ctx context.Context) error {
 			if !ok {
 				return s.wrap(i, "check", fmt.Errorf("table %s does not exist: the shard was lost or is the wrong database; refusing to use it as an empty shard: %w", t.Table, ErrMissingTable))
 			}
-			if err := s.checkTable(ctx, db, t); err != nil {
+			types[ti][i], err = s.checkColumns(ctx, db, t, i)
+			if err == nil {
+				err = s.checkTable(ctx, db, t)
+			}
+			if err != nil {
 				return s.wrap(i, "check table "+t.Table, err)
 			}
 			form, err := s.checkOwnerColumn(ctx, db, t)
 			if err == nil && i > 0 && !form.sameAs(forms[ti]) {
 				err = fmt.Errorf("the owner column %s is %s here and %s on %s: owners cannot print alike on both: %w", t.Owner, form.typ, forms[ti].typ, s.names[0], ErrSchema)
+			}
+			if err == nil && i > 0 {
+				err = s.alikeTypes(t, types[ti][i], types[ti][0])
 			}
 			if err != nil {
 				return s.wrap(i, "check table "+t.Table, err)
@@ -587,7 +621,7 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 		refs, err := s.checkReferences(ctx, db)
 		if err != nil {
-			return s.wrap(i, "check foreign keys", err)
+			return s.wrap(i, "check the tables' references and visibility", err)
 		}
 		s.foreignKeys = s.foreignKeys || slices.ContainsFunc(refs, func(r reference) bool { return r.child != r.parent })
 		if err := s.checkLeftBehind(ctx, db); err != nil {
@@ -597,6 +631,7 @@ func (s *Store) Init(ctx context.Context) error {
 	for ti, t := range s.tables {
 		t.setRowHash(integer[ti])
 		t.form = forms[ti]
+		t.setTypes(types[ti])
 	}
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
@@ -630,6 +665,25 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 	}
 	return s.checkIdentities(ctx)
+}
+
+// checkReadsAsStored refuses, on SQLite, a driver that reads a text shaped like a time as a
+// time (modernc.org/sqlite's _texttotime): a row a copy or a replay reads into Go would be
+// written back as the driver prints times ("2024-01-01" as "2024-01-01 00:00:00 +0000
+// UTC"), and the sums, which read both copies alike, would not tell.
+func (s *Store) checkReadsAsStored(ctx context.Context, db *sql.DB) error {
+	if s.dialect != SQLite {
+		return nil
+	}
+	var v any
+	if err := db.QueryRowContext(ctx, "SELECT +'2024-01-01 10:00:00'").Scan(&v); err != nil {
+		return err
+	}
+	switch v.(type) {
+	case string, []byte:
+		return nil
+	}
+	return fmt.Errorf("the driver reads the text '2024-01-01 10:00:00' as a %T: a copy would write such texts back in another form; open the shards without the option that turns texts into times (_texttotime): %w", v, rebalance.ErrConfig)
 }
 
 // ErrSchema reports a shard whose tables do not fit the TableSpecs: a column one names is
@@ -668,9 +722,6 @@ var ErrKeyTaken = errors.New("key held by another owner on the new shard")
 // (without one every chunk, count and sum scans the shard), and the capture's names.
 func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	n, o, k := t.Table, t.Owner, t.Key
-	if err := s.checkColumns(ctx, db, t); err != nil {
-		return err
-	}
 	// Each index as its leading column names and whether it is unique; on SQLite an
 	// INTEGER PRIMARY KEY is the table's rowid and has no index of its own.
 	type index struct {
@@ -806,29 +857,95 @@ func (s *Store) checkOwnerColumn(ctx context.Context, db *sql.DB, t *table) (own
 // the system, dropped and generated ones (checkColumns, and the sums' check: table.sameColumns).
 const pgCopiedColumns = "attnum > 0 AND NOT attisdropped AND attgenerated = ''"
 
-// checkColumns checks that db's table t has the columns of its TableSpec and no other but
-// generated ones: a column the copy does not carry would be left behind, its values lost.
-func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table) error {
+// checkColumns checks that db's table t, on shard, has the columns of its TableSpec and no
+// other but generated ones (a column the copy does not carry would be left behind, its
+// values lost), each of the type Init found there, and returns their types by name.
+func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table, shard int) (map[string]string, error) {
 	// pragma_table_info leaves out generated columns, which a copy cannot write.
-	q := "SELECT name FROM pragma_table_info($1)"
+	q := "SELECT name, type FROM pragma_table_info($1)"
 	if s.dialect == PostgreSQL {
-		q = "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND " + pgCopiedColumns
+		q = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = to_regclass($1) AND " + pgCopiedColumns
 	}
-	have, err := queryStrings(ctx, db, q, t.Table)
+	rows, err := db.QueryContext(ctx, q, t.Table)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer rows.Close()
+	var have []string
+	types := map[string]string{}
+	for rows.Next() {
+		var c, typ string
+		if err := rows.Scan(&c, &typ); err != nil {
+			return nil, err
+		}
+		have, types[c] = append(have, c), typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
 	}
 	for _, c := range t.Columns {
 		if !slices.Contains(have, c) {
-			return fmt.Errorf("no column %s (the table has %q): %w", c, excerptList(have), ErrSchema)
+			return nil, fmt.Errorf("no column %s (the table has %q): %w", c, excerptList(have), ErrSchema)
 		}
 	}
 	for _, c := range have {
 		if !slices.Contains(t.Columns, c) {
-			return fmt.Errorf("column %s is not in the TableSpec's Columns: a copy would leave its values behind; list every column: %w", c, ErrSchema)
+			return nil, fmt.Errorf("column %s is not in the TableSpec's Columns: a copy would leave its values behind; list every column: %w", c, ErrSchema)
+		}
+	}
+	if shard < len(t.types) && t.types[shard] != nil {
+		for _, c := range t.Columns {
+			if types[c] != t.types[shard][c] {
+				return nil, fmt.Errorf("column %s is %s here, %s when Init checked the shards: a copy might convert its values unseen; Init again to move it: %w", c, types[c], t.types[shard][c], ErrSchema)
+			}
+		}
+	}
+	return types, nil
+}
+
+// alikeTypes returns an error wrapping ErrSchema if a column of t is of a type in types that
+// the other shard's type (want, the first shard's) could convert its values into unseen:
+// float8 into real, text into a padded char(n), whose texts the sums compare alike. Numbers
+// (integers of any width, numeric of any precision) go into each other exactly, or fail (out
+// of range), or change their text (9.5 into 10), which the sums see; texts (text, varchar of
+// any length) go exactly or fail (too long): those may differ. SQLite converts by a
+// column's affinity: the affinities are compared.
+func (s *Store) alikeTypes(t *table, types, want map[string]string) error {
+	class := func(typ string) string {
+		if s.dialect == SQLite {
+			return sqliteAffinity(typ)
+		}
+		switch {
+		case typ == "smallint" || typ == "integer" || typ == "bigint" || strings.HasPrefix(typ, "numeric"):
+			return "a number"
+		case typ == "text" || strings.HasPrefix(typ, "character varying"):
+			return "text"
+		}
+		return typ
+	}
+	for _, c := range t.Columns {
+		if class(types[c]) != class(want[c]) {
+			return fmt.Errorf("column %s is %s here and %s on %s: a copy between them would change its values unseen; give it one type on every shard: %w", c, types[c], want[c], s.names[0], ErrSchema)
 		}
 	}
 	return nil
+}
+
+// sqliteAffinity is the affinity SQLite gives a column declared of type typ (its rules, in
+// order: https://www.sqlite.org/datatype3.html#determination_of_column_affinity).
+func sqliteAffinity(typ string) string {
+	u := strings.ToUpper(typ)
+	switch {
+	case strings.Contains(u, "INT"):
+		return "INTEGER"
+	case strings.Contains(u, "CHAR"), strings.Contains(u, "CLOB"), strings.Contains(u, "TEXT"):
+		return "TEXT"
+	case strings.Contains(u, "BLOB"), u == "":
+		return "BLOB"
+	case strings.Contains(u, "REAL"), strings.Contains(u, "FLOA"), strings.Contains(u, "DOUB"):
+		return "REAL"
+	}
+	return "NUMERIC"
 }
 
 // reference is a foreign key from one of the Store's tables (child) to one of them (parent,
@@ -844,19 +961,23 @@ type reference struct {
 func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, error) {
 	// Every foreign key of the database: (referencing, referenced, their columns in order).
 	// SQLite's pragma names no referenced columns for a key on the parent's primary key.
-	q := `SELECT m.name, f."table", group_concat(f."from", ',' ORDER BY f.seq), group_concat(COALESCE(f."to", p.name), ',' ORDER BY f.seq)
+	q := `SELECT m.name, f."table", group_concat(f."from", ',' ORDER BY f.seq), group_concat(COALESCE(f."to", p.name), ',' ORDER BY f.seq), ''
 		FROM sqlite_master m, pragma_foreign_key_list(m.name) f
 		LEFT JOIN pragma_table_info(f."table") p ON f."to" IS NULL AND p.pk = f.seq + 1
 		WHERE m.type = 'table' GROUP BY m.name, f.id ORDER BY m.name, f.id`
 	if s.dialect == PostgreSQL {
-		q = `SELECT c.conrelid::regclass::text, c.confrelid::regclass::text,
-			(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.conkey) WITH ORDINALITY AS k(n, i)
-				JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n),
-			(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.confkey) WITH ORDINALITY AS k(n, i)
-				JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n)
-			FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-			WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()
-			ORDER BY c.oid` // not a partition's copy of its table's key
+		// With them, in the same round trip, what checkShape refuses (its fifth column).
+		q = `SELECT child, parent, f, t, shape FROM (
+			SELECT c.conrelid::regclass::text AS child, c.confrelid::regclass::text AS parent,
+				(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.conkey) WITH ORDINALITY AS k(n, i)
+					JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n) AS f,
+				(SELECT string_agg(a.attname, ',' ORDER BY k.i) FROM unnest(c.confkey) WITH ORDINALITY AS k(n, i)
+					JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n) AS t,
+				'' AS shape, c.oid::bigint AS ord
+				FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+				WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()
+			UNION ALL SELECT a, b, NULL, NULL, what, 0 FROM (` + s.pgShape + `) AS shape (a, b, what)
+			) AS x ORDER BY ord` // not a partition's copy of its table's key
 	}
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -868,13 +989,15 @@ func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, e
 	}
 	var refs []reference
 	for rows.Next() {
-		var child, parent string
+		var child, parent, shape string
 		var from, to sql.NullString
-		if err := rows.Scan(&child, &parent, &from, &to); err != nil {
+		if err := rows.Scan(&child, &parent, &from, &to, &shape); err != nil {
 			return nil, err
 		}
 		c, p := at(child), at(parent)
 		switch {
+		case shape != "":
+			return nil, shapeError(child, parent, shape)
 		case p < 0:
 		case c < 0:
 			return nil, outsideReference(child, parent)
@@ -885,6 +1008,24 @@ func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, e
 		}
 	}
 	return refs, rows.Err()
+}
+
+// shapeError is the error of what checkReferences refuses, on PostgreSQL, besides foreign
+// keys (pgShape): what would let a move see the Store's tables otherwise than they are: a
+// table that inherits from one of them (not a partition: its rows are selected, copied into
+// the parent and deleted with the parent's), row-level security that hides rows from the
+// connection's role (a move would copy, compare and delete only what it sees, and leave the
+// rest on the old shard), and extra_float_digits below 1 (floats that reach Go as text, in
+// arrays or points, come rounded, and the sums hash the same rounded text on both shards).
+// The sums check the same in their statement (table.unreferenced).
+func shapeError(a, b, what string) error {
+	switch what {
+	case "inherits":
+		return fmt.Errorf("table %s inherits from %s: a move's copy, sums and deletion of %s would take its rows as the parent's; move it as a table of its own, or give it no parent: %w", a, b, b, ErrSchema)
+	case "row security":
+		return fmt.Errorf("row-level security hides rows of table %s from this connection's role: a move would copy, compare and delete only the rows it sees and leave the rest behind; connect as a role with BYPASSRLS: %w", a, ErrSchema)
+	}
+	return fmt.Errorf("extra_float_digits is %s on this connection: floats read as text come rounded under it, so a copy would change them and no sum would tell; set it to 1 (the default) or more: %w", a, rebalance.ErrConfig)
 }
 
 // outsideReference is the error of table child, which the Store does not move, referencing

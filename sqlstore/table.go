@@ -23,11 +23,16 @@ type table struct {
 
 	// rowHash is PostgreSQL's hash of a row's content for Sums (setRowHash).
 	rowHash string
-	// sameColumns is true, in a PostgreSQL statement, when the table has the TableSpec's
-	// columns and no other but generated ones, as checkColumns checks.
-	sameColumns string
+	// sameColumns, by shard, is true in a PostgreSQL statement when the table has the
+	// TableSpec's columns and no other but generated ones, of the types Init found there, as
+	// checkColumns checks (setTypes); sameNames, of the names alone, before Init.
+	sameColumns []string
+	sameNames   string
+	// types are the columns' types by name, by shard, as Init found them.
+	types []map[string]string
 	// unreferenced is true, in a PostgreSQL statement, when no table outside the Store
-	// references the table (see Store.outsideRefs).
+	// references the table (see Store.outsideRefs) or inherits from it, no row security
+	// hides its rows and floats print exactly (see shapeError).
 	unreferenced string
 	// reads are the copied columns as a statement that reads them into Go selects them. On
 	// SQLite each is +c AS c: an expression has no declared type, so the driver returns the
@@ -58,10 +63,7 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	}
 	t := &table{TableSpec: spec, key: key}
 	cols, n, o, k := strings.Join(spec.Columns, ", "), spec.Table, spec.Owner, spec.Key
-	// Plain identifiers: their bytes sort the same in Go and in the "C" collation.
-	t.sameColumns = fmt.Sprintf(`(SELECT array_agg(attname::text ORDER BY attname::text COLLATE "C") FROM pg_attribute
-		WHERE attrelid = '%s'::regclass AND %s) = ARRAY['%s']::text[]`,
-		n, pgCopiedColumns, strings.Join(slices.Sorted(slices.Values(spec.Columns)), "', '"))
+	t.setTypes(nil)
 	t.reads = cols
 	if dialect == SQLite {
 		reads := make([]string, len(spec.Columns))
@@ -219,6 +221,35 @@ func (t *table) ownerArgs(owners []string) ([]any, error) {
 // 0.57 of its text (a 200k-row owner of messages, four integer columns of five: 26-27
 // against 46-47 ms). A column that stops being an integer after Init fails the sum
 // (hashint8extended takes no other type) rather than compare it by another rule.
+// setTypes records the columns' types Init found, by shard, and builds sameColumns of them
+// (nil: before Init).
+func (t *table) setTypes(types []map[string]string) {
+	t.types = types
+	t.sameColumns = make([]string, len(types))
+	check := func(column string, named []string) string {
+		// Plain identifiers: their bytes sort the same in Go and in the "C" collation.
+		return fmt.Sprintf(`(SELECT array_agg(%s ORDER BY attname::text COLLATE "C") FROM pg_attribute
+			WHERE attrelid = '%s'::regclass AND %s) = ARRAY['%s']::text[]`,
+			column, t.Table, pgCopiedColumns, strings.Join(named, "', '"))
+	}
+	t.sameNames = check("attname::text", slices.Sorted(slices.Values(t.Columns)))
+	for i, typ := range types {
+		var named []string
+		for _, c := range slices.Sorted(slices.Values(t.Columns)) {
+			named = append(named, strings.ReplaceAll(c+" "+typ[c], "'", "''"))
+		}
+		t.sameColumns[i] = check("attname::text || ' ' || format_type(atttypid, atttypmod)", named)
+	}
+}
+
+// sameColumnsOn is sameColumns on shard, or sameNames before Init.
+func (t *table) sameColumnsOn(shard int) string {
+	if shard < len(t.sameColumns) {
+		return t.sameColumns[shard]
+	}
+	return t.sameNames
+}
+
 func (t *table) setRowHash(integer []bool) {
 	hashes := make([]string, len(t.Columns))
 	for i, c := range t.Columns {

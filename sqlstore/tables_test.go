@@ -434,9 +434,9 @@ func TestManyTablesInitRefuses(t *testing.T) {
 		says   string
 	}{
 		{"child first", []sqlstore.TableSpec{messagesTable, usersTable, reactionsTable}, "", sqlstore.ErrSchema,
-			"shard 0: check foreign keys: table messages references users, which is listed after it"},
+			"shard 0: check the tables' references and visibility: table messages references users, which is listed after it"},
 		{"child left behind", []sqlstore.TableSpec{usersTable, messagesTable}, "", sqlstore.ErrSchema,
-			"shard 0: check foreign keys: table reactions references messages but is not moved with it"},
+			"shard 0: check the tables' references and visibility: table reactions references messages but is not moved with it"},
 		{"missing on one shard", chatTables, "DROP TABLE reactions", sqlstore.ErrMissingTable,
 			"shard 1: check: table reactions does not exist"},
 		{"no unique key", []sqlstore.TableSpec{usersTable, noUniqueKey, reactionsTable}, "", sqlstore.ErrSchema,
@@ -538,6 +538,60 @@ func TestStaleProcessAfterFinish(t *testing.T) {
 			}
 		}
 		w.requireClean(t, admin, w.after)
+	})
+}
+
+// TestFinishedStaysFinished: a migration finished is never moved again, and a process that
+// routes by one is refused once another migration is served, whatever the sharders. Grow 2 ->
+// 3, shrink 3 -> 2 and grow again 2 -> 3, each run and finished. Then:
+//   - a mover of the first grow, started again (a process that had not heard of its Finish,
+//     or after its marks were deleted), is refused (ErrFinished) and changes nothing: the
+//     store accepted its claim, and with a user created since in its list, a write of the
+//     user's first row on its new shard, between the mover's count and its fence there, was
+//     taken for a stopped copy and deleted by the next Run;
+//   - a process that still routes by the finished shrink is refused (ErrPlacement): the
+//     shards took it for the next migration after the second grow, whose after sharder is
+//     the shrink's before, and its writes of a new user landed on one shard while the
+//     second grow's landed on another, each process reading its own half.
+func TestFinishedStaysFinished(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		grow := newWorld(t, e, 2, 3)
+		grow.load(t, admin, span(1, 20), 3)
+		run := func(w *world, id string) *rebalance.Shared[*sql.Tx] {
+			m := w.shared(t, e.open(t, 2), id, rebalance.SharedOptions{Token: 1})
+			if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			return m
+		}
+		run(grow, "grow")
+		again := grow.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{Token: 2})
+		if err := again.Run(ctx, slices.Values(grow.users)); !errors.Is(err, rebalance.ErrFinished) {
+			t.Fatalf("grow run again after its Finish: %v, want ErrFinished", err)
+		}
+		shrink := run(shrinkOf(t, grow), "shrink")
+		regrow := run(grow, "regrow")
+		mustExec(t, admin.ctl, "DELETE FROM rebalance_marks WHERE migration = 'grow'")
+		if err := again.Run(ctx, slices.Values(grow.users)); !errors.Is(err, rebalance.ErrFinished) {
+			t.Fatalf("grow run again after regrow, its marks deleted: %v, want ErrFinished", err)
+		}
+		for _, id := range grow.moving(70_000, 4) {
+			u := strconv.Itoa(id)
+			grow.users = append(grow.users, u)
+			grow.acked[u] = &atomic.Int64{}
+			if err := grow.write(ctx, shrink, u); !errors.Is(err, rebalance.ErrPlacement) {
+				t.Fatalf("user %s written by a process routing by the finished shrink: %v, want ErrPlacement", u, err)
+			}
+			if err := grow.write(ctx, regrow, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		grow.requireClean(t, admin, grow.after)
 	})
 }
 

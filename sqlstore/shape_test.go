@@ -1,0 +1,115 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+	"github.com/stretchr/testify/require"
+)
+
+// TestInitRefusesHiddenRows: on PostgreSQL, Init refuses what would let a move see a table
+// otherwise than it is, naming it. Each of these let a move return nil with rows changed or
+// left behind: a table that inherits from a moved one (listed as Unmoved: the move copied
+// its rows into the parent on the new shard and deleted them from it on the old one); row
+// security that hides rows from the Store's role, the table's owner with FORCE (the move
+// saw none of a tenant's rows, and the new shard served the tenant with none); and
+// extra_float_digits 0 on a database (an array of floats replayed through Go came rounded
+// to 15 digits, and the sums hashed the same rounded text on both shards).
+func TestInitRefusesHiddenRows(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	t.Run("inherits", func(t *testing.T) {
+		e := newPostgres(t, 2)
+		mustExec(t, openDB(t, e, e.shards[1]), "CREATE TABLE messages_archive () INHERITS (messages)")
+		e.opts.Unmoved = []string{"messages_archive"}
+		_, err := e.openErr(2)
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "shard 1: check the tables' references and visibility: table messages_archive inherits from messages") {
+			t.Fatalf("Init: %v, want ErrSchema: ...table messages_archive inherits from messages...", err)
+		}
+	})
+	t.Run("row security", func(t *testing.T) {
+		const role = "sqlstore_tenant_app"
+		e := newPostgres(t, 2)
+		admin := openDB(t, e, pg.dsn("postgres"))
+		if _, err := admin.Exec("CREATE ROLE " + role + " LOGIN"); err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatal(err)
+		}
+		for i, dsn := range e.shards {
+			db := openDB(t, e, dsn)
+			mustExec(t, db, "GRANT ALL ON SCHEMA public TO "+role)
+			mustExec(t, db, "ALTER TABLE messages OWNER TO "+role)
+			if i == 1 { // the tenant pattern: each session sees the rows of the owner it names
+				mustExec(t, db, "ALTER TABLE messages ENABLE ROW LEVEL SECURITY")
+				mustExec(t, db, "ALTER TABLE messages FORCE ROW LEVEL SECURITY")
+				mustExec(t, db, "CREATE POLICY tenant ON messages USING (user_id::text = current_setting('app.user', true))")
+			}
+			e.shards[i] = strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
+		}
+		if e.shards[0] == e.control {
+			t.Fatal("the DSN names no user postgres")
+		}
+		e.control = e.shards[0]
+		_, err := e.openErr(2)
+		if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "shard 1: check the tables' references and visibility: row-level security hides rows of table messages") {
+			t.Fatalf("Init: %v, want ErrSchema: ...row-level security hides rows of table messages...", err)
+		}
+	})
+	t.Run("float digits", func(t *testing.T) {
+		e := newPostgres(t, 2)
+		name := e.shards[1][strings.LastIndex(e.shards[1], "/")+1 : strings.Index(e.shards[1], "?")]
+		mustExec(t, openDB(t, e, pg.dsn("postgres")), "ALTER DATABASE "+name+" SET extra_float_digits = 0")
+		_, err := e.openErr(2)
+		if !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), "shard 1: check the tables' references and visibility: extra_float_digits is 0 on this connection") {
+			t.Fatalf("Init: %v, want ErrConfig: ...extra_float_digits is 0 on this connection...", err)
+		}
+	})
+}
+
+// TestMigrationKeepsItsTables: a migration moves the tables its first Run moved until its
+// Finish. A Store that moves another set is refused by Run and Finish (ErrConfig), changing
+// nothing: a table added between a stop and the resume was deleted with the old copies
+// whose deletion the resume went on with, never copied; one dropped was left on old shards.
+func TestMigrationKeepsItsTables(t *testing.T) {
+	profiles := sqlstore.TableSpec{Table: "profiles", Owner: "id", Key: "id", IntOwner: true, Columns: []string{"id", "bio"}}
+	schema := messagesSchema + ";\nCREATE TABLE IF NOT EXISTS profiles (id BIGINT PRIMARY KEY, bio TEXT NOT NULL)"
+	forSchema(t, 3, schema, []sqlstore.TableSpec{messages}, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, span(1, 20), 3)
+		first := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		require.NoError(t, first.Run(ctx, slices.Values(w.users)))
+		for _, tables := range [][]sqlstore.TableSpec{{profiles, messages}, {profiles}} {
+			other := *e
+			other.tables = tables
+			m := w.shared(t, other.open(t, 2), "grow", rebalance.SharedOptions{})
+			for what, err := range map[string]error{"Run": m.Run(ctx, slices.Values(w.users)), "Finish": m.Finish(ctx, slices.Values(w.users))} {
+				if !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), `migration "grow" moves tables messages, and this Store moves`) {
+					t.Fatalf("%s of tables %v: %v, want ErrConfig: ...moves tables messages, and this Store moves...", what, tables, err)
+				}
+			}
+		}
+		require.NoError(t, first.Finish(ctx, slices.Values(w.users)))
+		w.requireClean(t, admin, w.after)
+	})
+}
+
+// TestInitRefusesTextsReadAsTimes (SQLite): a shard opened with modernc.org/sqlite's
+// _texttotime, which reads a text shaped like a time as a time, is refused by Init
+// (ErrConfig): a row replayed through Go was written back in the driver's own time format
+// ("2024-01-01" became "2024-01-01 00:00:00 +0000 UTC"), and the sums, which read both copies
+// alike, agreed.
+func TestInitRefusesTextsReadAsTimes(t *testing.T) {
+	e := newSQLite(t, 2)
+	e.shards[1] += "&_texttotime=1"
+	_, err := e.openErr(2)
+	if !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), "shard 1: check how the driver reads values: the driver reads the text '2024-01-01 10:00:00' as a time.Time") {
+		t.Fatalf("Init: %v, want ErrConfig: ...reads the text ... as a time.Time...", err)
+	}
+}
