@@ -2,11 +2,14 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
 	"github.com/shardkit/shard/sqlstore"
 	"github.com/stretchr/testify/require"
@@ -112,4 +115,44 @@ func TestInitRefusesTextsReadAsTimes(t *testing.T) {
 	if !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), "shard 1: check how the driver reads values: the driver reads the text '2024-01-01 10:00:00' as a time.Time") {
 		t.Fatalf("Init: %v, want ErrConfig: ...reads the text ... as a time.Time...", err)
 	}
+}
+
+// TestIdentityKeyReplayed (PostgreSQL): a key GENERATED ALWAYS AS IDENTITY, whose rows change
+// during the copy. The replay writes them with their keys, which such a column refuses
+// without OVERRIDING SYSTEM VALUE (SQLSTATE 428C9): every move of an owner whose rows changed
+// during its copy stopped. Now it moves, every row with its key and value.
+func TestIdentityKeyReplayed(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	schema := `CREATE TABLE IF NOT EXISTS notes (k BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
+	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "body"}}
+	e := newEngine(t, sqlstore.PostgreSQL, 2, schema, []sqlstore.TableSpec{spec})
+	p := e.open(t, 2)
+	one, err := shard.NewJump(1)
+	require.NoError(t, err)
+	two, err := shard.NewJump(2)
+	require.NoError(t, err)
+	owner := "ann"
+	for i := 0; two.Locate(owner) != 1; i++ {
+		owner = fmt.Sprint("ann", i)
+	}
+	for i := range 10 {
+		mustExec(t, p.dbs[0], "INSERT INTO notes (owner, body) VALUES ($1, $2)", owner, fmt.Sprint("note ", i))
+	}
+	const rows = "SELECT k || '/' || owner || '/' || body FROM notes ORDER BY k"
+	var want []string
+	st := &lateChange{SharedStore: p.store, between: func() {
+		mustExec(t, p.dbs[0], "UPDATE notes SET body = body || ' changed' WHERE owner = $1 AND k % 2 = 0", owner)
+		want = texts(t, p.dbs[0], rows)
+	}}
+	m, err := rebalance.NewShared("grow", one, two, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{ChunkRows: 3, IdleChunkRows: 3})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, m.Run(ctx, slices.Values([]string{owner})))
+	require.NoError(t, m.Finish(ctx, slices.Values([]string{owner})))
+	require.Len(t, want, 10)
+	require.Equal(t, want, texts(t, p.dbs[1], rows))
+	require.Empty(t, texts(t, p.dbs[0], rows))
 }

@@ -76,6 +76,11 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	t.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s.%s LIMIT $2", t.reads, n, o, k, n, k)
 	t.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", n, o)
 	t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", n, cols)
+	if dialect == PostgreSQL {
+		// A row keeps its values, also those of a column GENERATED ALWAYS AS IDENTITY, which
+		// refuses a value without this (COPY writes them as given).
+		t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE VALUES ", n, cols)
+	}
 	t.setRowHash(nil)
 	set := []string{}
 	for _, c := range spec.Columns {
