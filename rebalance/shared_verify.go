@@ -158,9 +158,13 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 		}
 		began = time.Now()
 		if whole && n <= limit {
-			_, ok, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
-			if err == nil && !ok {
+			deleted, ok, err := od.DeleteOwners(ctx, m.id, m.token, run, s, int(n))
+			switch {
+			case err == nil && !ok:
 				err = aroundTheFence(s, run, n)
+			case err == nil && int64(deleted) < n:
+				// Fewer than counted: gone already, or kept by the shard.
+				err = m.noneLeft(ctx, run, s)
 			}
 			if err != nil {
 				return err
@@ -209,8 +213,8 @@ func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, r
 		if err != nil {
 			return err
 		}
-		if n < limit { // fewer than counted: none left
-			return nil
+		if n < limit { // fewer than counted: gone already, or kept by the shard
+			break
 		}
 		if left -= int64(n); left > 0 {
 			if err := m.yield(ctx, began); err != nil {
@@ -218,13 +222,22 @@ func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, r
 			}
 		}
 	}
-	now, err = m.store.Counts(ctx, owners, s)
+	return m.noneLeft(ctx, owners, s)
+}
+
+// noneLeft returns an error wrapping ErrCopyMismatch if shard s holds rows of owners after
+// their deletion took the rows counted: a write that reached an old copy after the window,
+// around its fence (a deletion in chunks goes in the key order, and may have taken such a
+// row in place of one counted), or rows the shard kept from a deletion (a trigger that marks
+// rows deleted rather than delete them). They stay, and the owners are not marked done.
+func (m *mover[Tx]) noneLeft(ctx context.Context, owners []string, s int) error {
+	now, err := m.store.Counts(ctx, owners, s)
 	if err := countsErr(now, owners, err); err != nil {
 		return fmt.Errorf("count rows on shard %d: %w", s, err)
 	}
 	for i, o := range owners {
 		if now[i] > 0 {
-			return fmt.Errorf("shard %d still holds %d rows of owner %q once the rows the window counted are deleted: a write reached the old copy after the window, around its fence (the deletion goes in the key order, and may have taken such a row in place of one counted); the rows left are kept: compare them with the new shard: %w", s, now[i], o, ErrCopyMismatch)
+			return fmt.Errorf("shard %d still holds %d rows of owner %q after the deletion of the rows the window counted: a write reached the old copy after the window, around its fence, or the shard kept rows from the deletion (a trigger that skips deletions); they are kept: compare them with the new shard: %w", s, now[i], o, ErrCopyMismatch)
 		}
 	}
 	return nil

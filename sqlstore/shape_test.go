@@ -156,3 +156,33 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 	require.Equal(t, want, texts(t, p.dbs[1], rows))
 	require.Empty(t, texts(t, p.dbs[0], rows))
 }
+
+// TestDeletionKeptByATrigger: the application's trigger on the old shard keeps rows from
+// being deleted (a soft delete: BEFORE DELETE that skips the row). The deletion of the old
+// copy deleted none, and Run returned nil and marked the owner done, its old copy left
+// behind. Now Run stops with ErrCopyMismatch, naming the rows left; once the trigger is
+// gone, the next Run deletes them.
+func TestDeletionKeptByATrigger(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin, w, u, a, _ := oneMovingUser(t, e)
+		keep := []string{"CREATE TRIGGER keep BEFORE DELETE ON messages BEGIN SELECT RAISE(IGNORE); END"}
+		if e.dialect == sqlstore.PostgreSQL {
+			keep = []string{"CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+				"CREATE TRIGGER keep BEFORE DELETE ON messages FOR EACH ROW EXECUTE FUNCTION keep()"}
+		}
+		for _, q := range keep {
+			mustExec(t, admin.dbs[a], q)
+		}
+		for _, deleteRows := range []int{0, 5} { // the user's 20 rows whole, or in chunks
+			m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{DeleteRows: deleteRows})
+			err := m.Run(ctx, slices.Values(w.users))
+			if !errors.Is(err, rebalance.ErrCopyMismatch) || !strings.Contains(err.Error(), "still holds 20 rows of owner \""+u+"\"") {
+				t.Fatalf("DeleteRows %d: Run: %v, want ErrCopyMismatch: ...still holds 20 rows of owner %q...", deleteRows, err, u)
+			}
+		}
+		mustExec(t, admin.dbs[a], "DROP TRIGGER keep"+map[bool]string{true: " ON messages"}[e.dialect == sqlstore.PostgreSQL])
+		require.NoError(t, w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{}).Run(ctx, slices.Values(w.users)))
+		w.requireClean(t, admin, w.after)
+	})
+}
