@@ -188,6 +188,12 @@ func (t *table) rowScanner(extra int) func(*sql.Rows) ([]any, error) {
 		if err := rs.Scan(ptrs...); err != nil {
 			return nil, err
 		}
+		for i, v := range row {
+			if b, ok := v.([]byte); ok && b == nil {
+				// An empty blob, as modernc.org/sqlite reads X'': written as it is, not as NULL.
+				row[i] = []byte{}
+			}
+		}
 		return row, nil
 	}
 }
