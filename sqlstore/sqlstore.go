@@ -8,14 +8,17 @@
 //
 // Each shard holds a table rebalance_fence (owner, state, migration, token), rebalance_epoch
 // (migration, newest token), rebalance_placement (the placement it serves, one row),
-// rebalance_identity (an ID of its own) and on PostgreSQL rebalance_stripe (the owners'
-// stripes, which fence changes update: see guard.go); the control database holds rebalance_marks
-// (migration, owner, mark), the table examples/rebalance already uses, rebalance_kept (the
-// window's sums of old copies not yet deleted: see kept.go), rebalance_claim
-// (migration, election epoch, token, mover, lease end: [Store.Claim] decides there, in one
-// transaction), its own rebalance_epoch, and rebalance_shards, the shards' IDs by position:
-// [Store.Init] refuses shards listed in another order than before, or a database listed
-// twice ([ErrShardOrder]).
+// rebalance_finished (the migrations finished there, which no claim takes again and no
+// access routes by unless served), rebalance_identity (an ID of its own) and on PostgreSQL
+// rebalance_stripe (the owners' stripes, which fence changes update: see guard.go); the
+// control database holds rebalance_marks (migration, owner, mark), the table
+// examples/rebalance already uses, rebalance_kept (the window's sums of old copies not yet
+// deleted: see kept.go), rebalance_claim (migration, election epoch, token, mover, lease end:
+// [Store.Claim] decides there, in one transaction), rebalance_tables (the tables each
+// migration moves, from its first claim: a Store that moves others is refused), its own
+// rebalance_epoch, rebalance_placement and rebalance_finished, and rebalance_shards, the
+// shards' IDs by position: [Store.Init] refuses shards listed in another order than before,
+// or a database listed twice ([ErrShardOrder]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
 // (a fence, a chunk, a whole copy, a deletion, a mark) begins its transaction with a check of
 // its token against rebalance_epoch and, for rows, of the owners' fences there (on
