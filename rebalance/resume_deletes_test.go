@@ -196,3 +196,45 @@ func committedOwner(t *testing.T, w *sharedWorld) string {
 	t.Fatal("no owner committed before the stop")
 	return ""
 }
+
+// TestSharedVerifyDuringChunks: Verify runs while a mover deletes an old copy in chunks,
+// which keeps a smaller count of the rows left before each chunk. A chunk between Verify's
+// reads of the kept sums and of the old copy made it report a write around the fence that
+// nobody made; wherever the chunk falls, it reports none.
+func TestSharedVerifyDuringChunks(t *testing.T) {
+	for at := range 2 { // the chunk at Verify's first read of the kept sums, or its second
+		w := newSharedWorld(t, 60, 7, 3, 4)
+		ctx := context.Background()
+		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
+		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
+		committed := committedOwner(t, w)
+		a := w.before.Locate(committed)
+		chunk := func() { // the mover's next chunk, and the count it keeps before the one after
+			n, err := w.store.DeleteChunk(ctx, "grow", 1, []string{committed}, a, 3)
+			require.NoError(t, err)
+			require.NoError(t, w.store.KeepSums(ctx, "grow", 1, []string{committed}, a, []Sum{{Rows: int64(4 - n)}}))
+		}
+		v := w.shared(t, "grow", &chunkAtRead{MemShared: w.store, owner: committed, at: at, chunk: chunk}, SharedOptions{Token: 1})
+		r, err := v.Verify(ctx, slices.Values(w.owners))
+		require.NoError(t, err)
+		require.Empty(t, r.Problems, "the chunk at read %d", at)
+	}
+}
+
+// chunkAtRead runs chunk at its at-th read of owner's kept sums.
+type chunkAtRead struct {
+	*MemShared
+	owner     string
+	at, reads int
+	chunk     func()
+}
+
+func (s *chunkAtRead) KeptSums(ctx context.Context, migration string, owners []string, shard int) ([]Sum, []bool, error) {
+	if slices.Contains(owners, s.owner) {
+		if s.reads == s.at {
+			s.chunk()
+		}
+		s.reads++
+	}
+	return s.MemShared.KeptSums(ctx, migration, owners, shard)
+}

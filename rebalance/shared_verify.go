@@ -330,6 +330,26 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 	if err != nil {
 		return fail(fmt.Sprintf("read fences on shard %d", b), err)
 	}
+	// The kept sums, read before and after the old copies' sums: a deletion under way keeps
+	// a smaller count before each chunk, and only a count that held throughout is compared.
+	sk, keeps := m.store.(SumKeeper)
+	readKept := func() ([]Sum, []bool, error) {
+		if !keeps {
+			return nil, nil, nil
+		}
+		kept, found, err := sk.KeptSums(ctx, m.id, owners, a)
+		if err == nil && (len(kept) != len(owners) || len(found) != len(owners)) {
+			err = fmt.Errorf("store returned %d kept sums for %d owners", len(kept), len(owners))
+		}
+		if err != nil {
+			return nil, nil, fail(fmt.Sprintf("read the kept sums of shard %d", a), err)
+		}
+		return kept, found, nil
+	}
+	kept, found, err := readKept()
+	if err != nil {
+		return err
+	}
 	sa, err := m.store.Sums(ctx, owners, a)
 	if err == nil && len(sa) != len(owners) {
 		err = fmt.Errorf("store returned %d sums for %d owners", len(sa), len(owners))
@@ -337,23 +357,19 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 	if err != nil {
 		return fail(fmt.Sprintf("sum rows on shard %d", a), err)
 	}
+	keptAfter, foundAfter, err := readKept()
+	if err != nil {
+		return err
+	}
+	for i := range found {
+		found[i] = found[i] && foundAfter[i] && kept[i] == keptAfter[i]
+	}
 	sb, err := m.store.Sums(ctx, owners, b)
 	if err == nil && len(sb) != len(owners) {
 		err = fmt.Errorf("store returned %d sums for %d owners", len(sb), len(owners))
 	}
 	if err != nil {
 		return fail(fmt.Sprintf("sum rows on shard %d", b), err)
-	}
-	var kept []Sum
-	var found []bool
-	if sk, ok := m.store.(SumKeeper); ok {
-		kept, found, err = sk.KeptSums(ctx, m.id, owners, a)
-		if err == nil && (len(kept) != len(owners) || len(found) != len(owners)) {
-			err = fmt.Errorf("store returned %d kept sums for %d owners", len(kept), len(owners))
-		}
-		if err != nil {
-			return fail(fmt.Sprintf("read the kept sums of shard %d", a), err)
-		}
 	}
 	problem := func(o string, s int, what string) {
 		if len(r.Problems) == MaxProblems {

@@ -468,9 +468,9 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	}
 	// A column added since Init would not have been copied: the sums would agree without it;
 	// nor would the rows of a table created since that references one of the tables, which
-	// the deletion of the old copy could take with it (outsideRefs). PostgreSQL checks both
-	// in the statement of the sums (where the owners have rows in the table, which is where
-	// some could be lost), SQLite before.
+	// the deletion of the old copy could take with it (outsideRefs); nor would rows that row
+	// security hides (shapeError). PostgreSQL checks them in the statement of the sums,
+	// SQLite before.
 	db, err := s.shard(shard)
 	if err != nil {
 		return nil, err
@@ -499,10 +499,17 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	)
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s AND %s FROM %s WHERE %s IN (%s) GROUP BY %s",
-				t.Owner, t.rowHash, t.sameColumnsOn(shard), t.unreferenced, t.Table, t.Owner, in, t.Owner)
+			// The checks, once more in a row of no owner where they fail: row security that
+			// hides every row of the owners leaves no group to check them in.
+			checks := t.sameColumnsOn(shard) + " AND " + t.unreferenced
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s FROM %s WHERE %s IN (%s) GROUP BY %s UNION ALL SELECT NULL, 0, '0', false WHERE NOT (%s)",
+				t.Owner, t.rowHash, checks, t.Table, t.Owner, in, t.Owner, checks)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
-			return owner, rs.Scan(&owner, &n, &digest, &same)
+			err = rs.Scan(&owner, &n, &digest, &same)
+			if owner == nil {
+				changed[tableAt(t)] = true
+			}
+			return owner, err
 		}, func(t *table, i int) {
 			rows[i] += n
 			texts[i][tableAt(t)] = digest

@@ -116,7 +116,7 @@ func (s *Store) sameTables(ctx context.Context, tx *sql.Tx, migration string) er
 	for i, t := range s.tables {
 		names[i] = t.Table
 	}
-	mine := strings.Join(names, ",")
+	mine := strings.ToLower(strings.Join(names, ",")) // as unquoted names fold
 	if _, err := tx.ExecContext(ctx, "INSERT INTO rebalance_tables (migration, tables) VALUES ($1, $2) ON CONFLICT (migration) DO NOTHING", migration, mine); err != nil {
 		return fmt.Errorf("sqlstore: control database: record the tables moved: %w", err)
 	}

@@ -522,6 +522,9 @@ func TestAmbiguousCommitAtEveryPoint(t *testing.T) {
 				})
 			}
 			t.Logf("after=%v: %d points failed in %v", after, cases, time.Since(began))
+			if cases == 0 {
+				t.Fatalf("after=%v: no point failed of %d counted: the faults missed", after, steps[i])
+			}
 		}
 		t.Logf("%d findings", failures)
 	})

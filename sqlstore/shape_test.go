@@ -118,50 +118,59 @@ func TestInitRefusesTextsReadAsTimes(t *testing.T) {
 }
 
 // TestValuesReplayedExactly: rows that change during the copy are replayed through Go, and
-// come out as they went in. A key GENERATED ALWAYS AS IDENTITY (PostgreSQL) refuses a value
-// without OVERRIDING SYSTEM VALUE (SQLSTATE 428C9): every move of an owner whose rows changed
-// during its copy stopped. An empty blob (SQLite, a blob of no bytes) came back from the
-// driver as a nil []byte and was written as NULL: every such move stopped on the sums.
+// come out as they went in. A column GENERATED ALWAYS AS IDENTITY (PostgreSQL) refuses a
+// value without OVERRIDING SYSTEM VALUE, and an UPDATE of it (SQLSTATE 428C9): every move of
+// an owner whose rows changed during its copy stopped, the column the key or not. An empty
+// blob (SQLite, a blob of no bytes) came back from the driver as a nil []byte and was
+// written as NULL: every such move stopped on the sums.
 func TestValuesReplayedExactly(t *testing.T) {
-	schemas := map[sqlstore.Dialect]string{
-		sqlstore.PostgreSQL: `CREATE TABLE IF NOT EXISTS notes (k BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL, extra BYTEA);
-CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`,
-		sqlstore.SQLite: `CREATE TABLE IF NOT EXISTS notes (k INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL, extra BLOB);
-CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`,
+	const index = ";\nCREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)"
+	for _, c := range []struct {
+		name    string
+		dialect sqlstore.Dialect
+		schema  string
+	}{
+		{"identity key", sqlstore.PostgreSQL, "CREATE TABLE IF NOT EXISTS notes (k BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, seq BIGINT NOT NULL DEFAULT 0, owner TEXT NOT NULL, body TEXT NOT NULL, extra BYTEA)"},
+		{"identity column", sqlstore.PostgreSQL, "CREATE TABLE IF NOT EXISTS notes (k BIGSERIAL PRIMARY KEY, seq BIGINT GENERATED ALWAYS AS IDENTITY, owner TEXT NOT NULL, body TEXT NOT NULL, extra BYTEA)"},
+		{"empty blob", sqlstore.SQLite, "CREATE TABLE IF NOT EXISTS notes (k INTEGER PRIMARY KEY, seq INTEGER NOT NULL DEFAULT 0, owner TEXT NOT NULL, body TEXT NOT NULL, extra BLOB)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.dialect == sqlstore.PostgreSQL && pg == nil {
+				t.Skip("PostgreSQL not available: " + pgWhy)
+			}
+			spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "seq", "owner", "body", "extra"}}
+			e := newEngine(t, c.dialect, 2, c.schema+index, []sqlstore.TableSpec{spec})
+			p := e.open(t, 2)
+			one, err := shard.NewJump(1)
+			require.NoError(t, err)
+			two, err := shard.NewJump(2)
+			require.NoError(t, err)
+			owner := "ann"
+			for i := 0; two.Locate(owner) != 1; i++ {
+				owner = fmt.Sprint("ann", i)
+			}
+			for i := range 10 {
+				mustExec(t, p.dbs[0], "INSERT INTO notes (owner, body, extra) VALUES ($1, $2, $3)", owner, fmt.Sprint("note ", i), []byte{})
+			}
+			rows := "SELECT k || '/' || seq || '/' || owner || '/' || body || '/' || COALESCE(length(extra), -1) FROM notes ORDER BY k"
+			if e.dialect == sqlstore.PostgreSQL {
+				rows = strings.Replace(rows, "length(extra)", "octet_length(extra)", 1)
+			}
+			var want []string
+			st := &lateChange{SharedStore: p.store, between: func() {
+				mustExec(t, p.dbs[0], "UPDATE notes SET body = body || ' changed' WHERE owner = $1 AND k % 2 = 0", owner)
+				want = texts(t, p.dbs[0], rows)
+			}}
+			m, err := rebalance.NewShared("grow", one, two, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{ChunkRows: 3, IdleChunkRows: 3})
+			require.NoError(t, err)
+			ctx := context.Background()
+			require.NoError(t, m.Run(ctx, slices.Values([]string{owner})))
+			require.NoError(t, m.Finish(ctx, slices.Values([]string{owner})))
+			require.Len(t, want, 10)
+			require.Equal(t, want, texts(t, p.dbs[1], rows))
+			require.Empty(t, texts(t, p.dbs[0], rows))
+		})
 	}
-	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "body", "extra"}}
-	forEngines(t, 2, func(t *testing.T, e0 *engine) {
-		e := newEngine(t, e0.dialect, 2, schemas[e0.dialect], []sqlstore.TableSpec{spec})
-		p := e.open(t, 2)
-		one, err := shard.NewJump(1)
-		require.NoError(t, err)
-		two, err := shard.NewJump(2)
-		require.NoError(t, err)
-		owner := "ann"
-		for i := 0; two.Locate(owner) != 1; i++ {
-			owner = fmt.Sprint("ann", i)
-		}
-		for i := range 10 {
-			mustExec(t, p.dbs[0], "INSERT INTO notes (owner, body, extra) VALUES ($1, $2, $3)", owner, fmt.Sprint("note ", i), []byte{})
-		}
-		rows := "SELECT k || '/' || owner || '/' || body || '/' || COALESCE(length(extra), -1) FROM notes ORDER BY k"
-		if e.dialect == sqlstore.PostgreSQL {
-			rows = strings.Replace(rows, "length(extra)", "octet_length(extra)", 1)
-		}
-		var want []string
-		st := &lateChange{SharedStore: p.store, between: func() {
-			mustExec(t, p.dbs[0], "UPDATE notes SET body = body || ' changed' WHERE owner = $1 AND k % 2 = 0", owner)
-			want = texts(t, p.dbs[0], rows)
-		}}
-		m, err := rebalance.NewShared("grow", one, two, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{ChunkRows: 3, IdleChunkRows: 3})
-		require.NoError(t, err)
-		ctx := context.Background()
-		require.NoError(t, m.Run(ctx, slices.Values([]string{owner})))
-		require.NoError(t, m.Finish(ctx, slices.Values([]string{owner})))
-		require.Len(t, want, 10)
-		require.Equal(t, want, texts(t, p.dbs[1], rows))
-		require.Empty(t, texts(t, p.dbs[0], rows))
-	})
 }
 
 // TestDeletionKeptByATrigger: the application's trigger on the old shard keeps rows from
@@ -192,4 +201,46 @@ func TestDeletionKeptByATrigger(t *testing.T) {
 		require.NoError(t, w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{}).Run(ctx, slices.Values(w.users)))
 		w.requireClean(t, admin, w.after)
 	})
+}
+
+// TestRowSecurityDuringTheMove (PostgreSQL): row security that hides every row of a tenant
+// from the Store's role, turned on after Init on the old shard. The sums saw no row of the
+// tenant on either shard, no group to check the table in, and agreed: the new shard served
+// the tenant with none of its rows. Now the window stops (ErrSchema) and the old shard
+// serves the tenant again with every row.
+func TestRowSecurityDuringTheMove(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	const role = "sqlstore_tenant_app"
+	e := newPostgres(t, 2)
+	admin := openDB(t, e, pg.dsn("postgres"))
+	if _, err := admin.Exec("CREATE ROLE " + role + " LOGIN"); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	supers := make([]*sql.DB, len(e.shards))
+	for i, dsn := range e.shards {
+		supers[i] = openDB(t, e, dsn)
+		mustExec(t, supers[i], "GRANT ALL ON SCHEMA public TO "+role)
+		mustExec(t, supers[i], "ALTER TABLE messages OWNER TO "+role)
+		e.shards[i] = strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1)
+	}
+	e.control = e.shards[0]
+	p := e.open(t, 2)
+	w := newWorld(t, e, 1, 2)
+	w.load(t, p, w.moving(1, 1), 20)
+	u := w.users[0]
+	mustExec(t, supers[0], "ALTER TABLE messages ENABLE ROW LEVEL SECURITY")
+	mustExec(t, supers[0], "ALTER TABLE messages FORCE ROW LEVEL SECURITY")
+	mustExec(t, supers[0], "CREATE POLICY tenant ON messages USING (user_id::text = current_setting('app.user', true))")
+	err := w.shared(t, p, "grow", rebalance.SharedOptions{}).Run(context.Background(), slices.Values(w.users))
+	if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "row-level security hides rows of table messages") {
+		t.Fatalf("Run: %v, want ErrSchema: ...row-level security hides rows of table messages...", err)
+	}
+	f, err := p.store.Fences(context.Background(), []string{u}, 1)
+	require.NoError(t, err)
+	require.NotEqual(t, rebalance.Serving, f[0].State, "the new shard serves the tenant")
+	var n int
+	require.NoError(t, supers[0].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = $1", u).Scan(&n))
+	require.Equal(t, 20, n, "the tenant's rows on the old shard")
 }

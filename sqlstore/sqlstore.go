@@ -427,6 +427,10 @@ CREATE TABLE IF NOT EXISTS rebalance_finished (
 	migration TEXT PRIMARY KEY
 )`
 
+// recordFinished adds the migration finished that a database serves, if any, to those it
+// remembers: one finished before rebalance_finished existed.
+const recordFinished = "INSERT INTO rebalance_finished (migration) SELECT migration FROM rebalance_placement WHERE finished = 1 ON CONFLICT (migration) DO NOTHING"
+
 // pgStripes is the table of the owners' stripes on a PostgreSQL shard, one row each (see
 // stripeNS): a fence change updates its owners' stripes, and a capture trigger in a
 // transaction that reads by one snapshot (REPEATABLE READ, SERIALIZABLE) locks its owner's
@@ -575,6 +579,7 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 	}
 	forms := make([]ownerForm, len(s.tables))
+	always := make([][]string, len(s.tables))           // by table, its identity columns GENERATED ALWAYS on any shard
 	types := make([][]map[string]string, len(s.tables)) // by table, then shard
 	for ti, t := range s.tables {
 		t.setTypes(nil) // read again
@@ -620,6 +625,12 @@ func (s *Store) Init(ctx context.Context) error {
 				for ci, c := range t.Columns {
 					integer[ti][ci] = integer[ti][ci] && slices.Contains(ints, c)
 				}
+				ids, err := queryStrings(ctx, db, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1)
+					AND attnum > 0 AND NOT attisdropped AND attidentity = 'a'`, t.Table)
+				if err != nil {
+					return s.wrap(i, "read the identity columns of table "+t.Table, err)
+				}
+				always[ti] = append(always[ti], ids...)
 			}
 		}
 		refs, err := s.checkReferences(ctx, db)
@@ -635,9 +646,10 @@ func (s *Store) Init(ctx context.Context) error {
 		t.setRowHash(integer[ti])
 		t.form = forms[ti]
 		t.setTypes(types[ti])
+		t.setInsertTail(always[ti])
 	}
 	for i, db := range s.shards {
-		if err := s.execAll(ctx, db, strings.Split(shardSchema, ";")); err != nil {
+		if err := s.execAll(ctx, db, append(strings.Split(shardSchema, ";"), recordFinished)); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
 		if s.dialect == SQLite {
@@ -659,7 +671,7 @@ func (s *Store) Init(ctx context.Context) error {
 			}
 		}
 	}
-	if err := s.execAll(ctx, s.control, strings.Split(controlSchema, ";")); err != nil {
+	if err := s.execAll(ctx, s.control, append(strings.Split(controlSchema, ";"), recordFinished)); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
 	if s.dialect == PostgreSQL {

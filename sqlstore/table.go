@@ -82,25 +82,33 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 		t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE VALUES ", n, cols)
 	}
 	t.setRowHash(nil)
+	t.fences = "rebalance_fence"
+	if dialect == SQLite {
+		t.fences = "main.rebalance_fence" // not the attached old shard's
+	}
+	t.setInsertTail(nil)
+	return t, nil
+}
+
+// setInsertTail builds insertTail, which sets every column of a row that is there already
+// but the key and the columns of always (GENERATED ALWAYS AS IDENTITY on PostgreSQL, which
+// an UPDATE may set only to DEFAULT: a row changed there is left to the sums to find).
+func (t *table) setInsertTail(always []string) {
+	n, o, k := t.Table, t.Owner, t.Key
 	set := []string{}
-	for _, c := range spec.Columns {
-		if c != k {
+	for _, c := range t.Columns {
+		if c != k && !slices.Contains(always, c) {
 			set = append(set, c+" = excluded."+c)
 		}
 	}
 	if len(set) == 0 { // the owner is the key: a row copied again is already there
 		set = append(set, k+" = excluded."+k)
 	}
-	t.fences = "rebalance_fence"
-	if dialect == SQLite {
-		t.fences = "main.rebalance_fence" // not the attached old shard's
-	}
 	// A row is replaced only if it is the same owner's, or an owner's this shard does not
 	// serve yet (a row given from one moving owner to another): never a served owner's row
 	// of the same key. What the WHERE skips, insertRows and copyAttached count.
 	t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s = excluded.%s OR %s",
 		k, strings.Join(set, ", "), n, o, o, t.importing(n))
-	return t, nil
 }
 
 // importing is true, in a statement, when the owner of the row of table t named row is
@@ -221,17 +229,6 @@ func (t *table) ownerArgs(owners []string) ([]any, error) {
 	return out, nil
 }
 
-// setRowHash sets rowHash: each column's hash with its position as the seed (a NULL hashes
-// as the position), the columns' hashes XORed. A column that integer says is an integer on
-// every shard hashes its value as PostgreSQL hashes a bigint (hashint8extended, which gives
-// a smallint, an integer and a bigint of one value one hash, so shards may differ in the
-// width); any other column its text form as bytes (COLLATE "C": a text column's own
-// collation may hash "A" as "a"), which compares values of different types by what they
-// print. Hashing each column costs half of hashing the row's text (ROW(...)::text quotes and
-// joins every value first: 89 against 170 ms for 1M rows of messages), and an integer's value
-// 0.57 of its text (a 200k-row owner of messages, four integer columns of five: 26-27
-// against 46-47 ms). A column that stops being an integer after Init fails the sum
-// (hashint8extended takes no other type) rather than compare it by another rule.
 // setTypes records the columns' types Init found, by shard, and builds sameColumns of them
 // (nil: before Init).
 func (t *table) setTypes(types []map[string]string) {
@@ -261,6 +258,17 @@ func (t *table) sameColumnsOn(shard int) string {
 	return t.sameNames
 }
 
+// setRowHash sets rowHash: each column's hash with its position as the seed (a NULL hashes
+// as the position), the columns' hashes XORed. A column that integer says is an integer on
+// every shard hashes its value as PostgreSQL hashes a bigint (hashint8extended, which gives
+// a smallint, an integer and a bigint of one value one hash, so shards may differ in the
+// width); any other column its text form as bytes (COLLATE "C": a text column's own
+// collation may hash "A" as "a"), which compares values of different types by what they
+// print. Hashing each column costs half of hashing the row's text (ROW(...)::text quotes and
+// joins every value first: 89 against 170 ms for 1M rows of messages), and an integer's value
+// 0.57 of its text (a 200k-row owner of messages, four integer columns of five: 26-27
+// against 46-47 ms). A column that stops being an integer after Init fails the sum
+// (hashint8extended takes no other type) rather than compare it by another rule.
 func (t *table) setRowHash(integer []bool) {
 	hashes := make([]string, len(t.Columns))
 	for i, c := range t.Columns {

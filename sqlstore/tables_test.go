@@ -18,6 +18,7 @@ import (
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
 	"github.com/shardkit/shard/sqlstore"
+	"github.com/stretchr/testify/require"
 )
 
 // A chat's data in three tables linked by foreign keys: a user, the user's messages, and the
@@ -592,6 +593,29 @@ func TestFinishedStaysFinished(t *testing.T) {
 			}
 		}
 		grow.requireClean(t, admin, grow.after)
+	})
+}
+
+// TestFinishedBeforeTheRecord: a migration finished by a version that kept no record of the
+// migrations finished (rebalance_finished) stays finished once Init has made the record: the
+// placement each database serves finished is the first entry.
+func TestFinishedBeforeTheRecord(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, span(1, 20), 3)
+		m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		require.NoError(t, m.Run(ctx, slices.Values(w.users)))
+		require.NoError(t, m.Finish(ctx, slices.Values(w.users)))
+		for _, db := range append(admin.dbs, admin.ctl) {
+			mustExec(t, db, "DROP TABLE IF EXISTS rebalance_finished")
+		}
+		again := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{Token: 2})
+		if err := again.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrFinished) {
+			t.Fatalf("Run after Finish, the record made since: %v, want ErrFinished", err)
+		}
+		w.requireClean(t, admin, w.after)
 	})
 }
 
