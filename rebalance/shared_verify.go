@@ -198,14 +198,11 @@ func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, r
 	}
 	sk, keeps := m.store.(SumKeeper)
 	keeps = keeps && len(owners) == 1 && left > int64(m.opts.DeleteRows)
-	for {
+	for left > 0 {
 		if keeps {
 			if err := sk.KeepSums(ctx, m.id, m.token, owners, s, []Sum{{Rows: left}}); err != nil {
 				return fmt.Errorf("keep the count of the rows left: %w", err)
 			}
-		}
-		if left == 0 {
-			break
 		}
 		began := time.Now()
 		limit := int(min(left, int64(m.opts.DeleteRows)))

@@ -494,18 +494,16 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	var (
 		n      int64
 		digest string
-		same   bool
 		h      uint64
 	)
 	if s.dialect == PostgreSQL {
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
-			// The checks, once more in a row of no owner where they fail: row security that
-			// hides every row of the owners leaves no group to check them in.
-			checks := t.sameColumnsOn(shard) + " AND " + t.unreferenced
-			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text, %s FROM %s WHERE %s IN (%s) GROUP BY %s UNION ALL SELECT NULL, 0, '0', false WHERE NOT (%s)",
-				t.Owner, t.rowHash, checks, t.Table, t.Owner, in, t.Owner, checks)
+			// The checks, once a statement, in a row of no owner where they fail: not in the
+			// groups, as row security that hides every row of the owners leaves none.
+			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s UNION ALL SELECT NULL, 0, '0' WHERE NOT (%s AND %s)",
+				t.Owner, t.rowHash, t.Table, t.Owner, in, t.Owner, t.sameColumnsOn(shard), t.unreferenced)
 		}, func(t *table, rs *sql.Rows) (owner any, err error) {
-			err = rs.Scan(&owner, &n, &digest, &same)
+			err = rs.Scan(&owner, &n, &digest)
 			if owner == nil {
 				changed[tableAt(t)] = true
 			}
@@ -513,7 +511,6 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		}, func(t *table, i int) {
 			rows[i] += n
 			texts[i][tableAt(t)] = digest
-			changed[tableAt(t)] = changed[tableAt(t)] || !same
 		})
 		for ti, t := range s.tables {
 			if err == nil && changed[ti] {
