@@ -68,15 +68,23 @@ func TestSharedResumedDeletionChecksKeptSums(t *testing.T) {
 		require.ErrorIs(t, err, ErrCopyMismatch)
 		require.ErrorContains(t, err, "content differs")
 		require.ErrorContains(t, err, committed)
-		n, err := w.store.Count(ctx, committed, a)
-		require.NoError(t, err)
-		require.Equal(t, int64(7), n, "the old copy with the write around its fence is kept")
-		r, err := second.Verify(ctx, slices.Values(w.owners))
-		require.NoError(t, err)
-		require.Len(t, r.Problems, 1)
-		require.Equal(t, committed, r.Problems[0].Owner)
-		require.Contains(t, r.Problems[0].What, "differs from the sums kept of it")
+		requireOldCopyKept(t, w, second, committed, 7, "differs from the sums kept of it")
 	}
+}
+
+// requireOldCopyKept checks that owner's old copy, of rows rows with a write around its
+// fence, is kept, and that m's Verify names it, saying problem.
+func requireOldCopyKept(t *testing.T, w *sharedWorld, m *Shared[*MemTx], owner string, rows int64, problem string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := w.store.Count(ctx, owner, w.before.Locate(owner))
+	require.NoError(t, err)
+	require.Equal(t, rows, n, "the old copy, with the write around its fence")
+	r, err := m.Verify(ctx, slices.Values(w.owners))
+	require.NoError(t, err)
+	require.Len(t, r.Problems, 1)
+	require.Equal(t, owner, r.Problems[0].Owner)
+	require.Contains(t, r.Problems[0].What, problem)
 }
 
 // TestSharedResumedChunksBoundedByTheCount: a mover stops part way through the deletion of an
@@ -90,7 +98,7 @@ func TestSharedResumedChunksBoundedByTheCount(t *testing.T) {
 		ctx := context.Background()
 		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
 		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-		committed := committedOwner(t, w)
+		committed := partlyDeleted(t, w, 7)
 		a := w.before.Locate(committed)
 		n, err := w.store.Count(ctx, committed, a)
 		require.NoError(t, err)
@@ -110,14 +118,7 @@ func TestSharedResumedChunksBoundedByTheCount(t *testing.T) {
 		}
 		require.ErrorIs(t, err, ErrCopyMismatch)
 		require.ErrorContains(t, err, committed)
-		n, err = w.store.Count(ctx, committed, a)
-		require.NoError(t, err)
-		require.Equal(t, int64(5), n, "what is left of the old copy, with the write around its fence, is kept")
-		r, err := second.Verify(ctx, slices.Values(w.owners))
-		require.NoError(t, err)
-		require.Len(t, r.Problems, 1)
-		require.Equal(t, committed, r.Problems[0].Owner)
-		require.Contains(t, r.Problems[0].What, "(4 rows then, 5 now)")
+		requireOldCopyKept(t, w, second, committed, 5, "(4 rows then, 5 now)")
 	}
 }
 
@@ -183,6 +184,18 @@ func (s *aroundAChunk) DeleteChunk(ctx context.Context, migration string, token 
 	return n, err
 }
 
+// partlyDeleted returns the owner, of rows rows, whose new shard serves it while its old
+// copy is part deleted.
+func partlyDeleted(t *testing.T, w *sharedWorld, rows int) string {
+	for _, o := range w.owners {
+		if n := len(w.store.rows[w.before.Locate(o)][o]); n > 0 && n < rows && len(w.store.where()[o]) == 2 {
+			return o
+		}
+	}
+	t.Fatal("no old copy part deleted")
+	return ""
+}
+
 // committedOwner returns an owner whose new shard serves it while its old copy is not deleted.
 func committedOwner(t *testing.T, w *sharedWorld) string {
 	ctx := context.Background()
@@ -207,7 +220,7 @@ func TestSharedVerifyDuringChunks(t *testing.T) {
 		ctx := context.Background()
 		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
 		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-		committed := committedOwner(t, w)
+		committed := partlyDeleted(t, w, 7)
 		a := w.before.Locate(committed)
 		chunk := func() { // the mover's next chunk, and the count it keeps before the one after
 			n, err := w.store.DeleteChunk(ctx, "grow", 1, []string{committed}, a, 3)
