@@ -44,8 +44,10 @@ import (
 // carries the token the claim returned, and a store that has seen a newer one refuses it
 // (ErrFenced): a mover that was replaced changes nothing, and its Run returns that error.
 // Every step is idempotent: a Run stopped anywhere (an error, ctx, a crash) resumes from the
-// fences and marks when run again, by this process or another. After a successful Finish it
-// returns an error wrapping ErrFinished; owners must not be nil (ErrConfig).
+// fences and marks when run again, by this process or another. After a successful Finish,
+// in any process, it returns an error wrapping ErrFinished (the store refuses the claim):
+// nothing is left to move, and Finish again is harmless (a Finish that stopped part way
+// completes). owners must not be nil (ErrConfig).
 func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)

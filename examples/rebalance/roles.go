@@ -607,6 +607,11 @@ const moverRetries = 5
 func moveWithRetries(ctx context.Context, m *rebalance.Shared[*sql.Tx], users int, out io.Writer) error {
 	for try := 0; ; try++ {
 		err := m.Run(ctx, owners(users))
+		if errors.Is(err, rebalance.ErrFinished) {
+			// A mover before this one finished it and died before the record said so:
+			// nothing is left to move; Finish again records it on every database.
+			err = nil
+		}
 		if err == nil {
 			err = m.Finish(ctx, owners(users))
 		}
