@@ -94,12 +94,8 @@ func requireOldCopyKept(t *testing.T, w *sharedWorld, m *Shared[*MemTx], owner s
 // next mover deletes the rest and finishes.
 func TestSharedResumedChunksBoundedByTheCount(t *testing.T) {
 	for _, around := range []bool{false, true} {
-		w := newSharedWorld(t, 60, 7, 3, 4)
+		w, committed, a := stoppedInChunks(t)
 		ctx := context.Background()
-		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
-		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-		committed := partlyDeleted(t, w, 7)
-		a := w.before.Locate(committed)
 		n, err := w.store.Count(ctx, committed, a)
 		require.NoError(t, err)
 		require.Equal(t, int64(4), n, "one chunk of 3 rows deleted, 4 left")
@@ -184,16 +180,20 @@ func (s *aroundAChunk) DeleteChunk(ctx context.Context, migration string, token 
 	return n, err
 }
 
-// partlyDeleted returns the owner, of rows rows, whose new shard serves it while its old
-// copy is part deleted.
-func partlyDeleted(t *testing.T, w *sharedWorld, rows int) string {
+// stoppedInChunks returns a world of owners of 7 rows whose first mover (token 1) stopped
+// after the first chunk of 3 rows of an old copy's deletion, the owner of that copy, and its
+// old shard.
+func stoppedInChunks(t *testing.T) (w *sharedWorld, owner string, a int) {
+	w = newSharedWorld(t, 60, 7, 3, 4)
+	first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
+	require.ErrorIs(t, first.Run(context.Background(), slices.Values(w.owners)), errCrash)
 	for _, o := range w.owners {
-		if n := len(w.store.rows[w.before.Locate(o)][o]); n > 0 && n < rows && len(w.store.where()[o]) == 2 {
-			return o
+		if n := len(w.store.rows[w.before.Locate(o)][o]); n > 0 && n < 7 && len(w.store.where()[o]) == 2 {
+			return w, o, w.before.Locate(o)
 		}
 	}
 	t.Fatal("no old copy part deleted")
-	return ""
+	return nil, "", 0
 }
 
 // committedOwner returns an owner whose new shard serves it while its old copy is not deleted.
@@ -216,12 +216,8 @@ func committedOwner(t *testing.T, w *sharedWorld) string {
 // nobody made; wherever the chunk falls, it reports none.
 func TestSharedVerifyDuringChunks(t *testing.T) {
 	for at := range 2 { // the chunk at Verify's first read of the kept sums, or its second
-		w := newSharedWorld(t, 60, 7, 3, 4)
+		w, committed, a := stoppedInChunks(t)
 		ctx := context.Background()
-		first := w.shared(t, "grow", &afterChunks{MemShared: w.store, n: 1}, SharedOptions{Token: 1, DeleteRows: 3})
-		require.ErrorIs(t, first.Run(ctx, slices.Values(w.owners)), errCrash)
-		committed := partlyDeleted(t, w, 7)
-		a := w.before.Locate(committed)
 		chunk := func() { // the mover's next chunk, and the count it keeps before the one after
 			n, err := w.store.DeleteChunk(ctx, "grow", 1, []string{committed}, a, 3)
 			require.NoError(t, err)
