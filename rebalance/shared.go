@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -184,13 +185,20 @@ type SharedStore[Tx any] interface {
 	// accepted before its mover has claimed (Placement.Accepts). The store remembers every
 	// migration it recorded finished: it refuses a claim of one (ErrFinished), and an
 	// access routed by one that is not the migration it serves.
-	Finished(ctx context.Context, p Placement) error
-	// Finishing records on every shard that serves p, unfinished, that Finish is looking for
-	// owners left out (on), or no longer is (off). While it is, a shard refuses a Leaving
-	// access of an owner it holds no fence for, with a *PlacementError whose Finishing is
-	// true, and the change waits for the accesses under way: no new owner's rows land on
-	// its old shard behind Finish's back.
-	Finishing(ctx context.Context, p Placement, on bool) error
+	//
+	// finisher is the number Finish passed to Finishing, or 0 if it recorded none. A shard
+	// not finished yet whose record of being finished is not finisher's (another Finish
+	// replaced it, or ended it) refuses, with an error wrapping ErrMoverRunning: owners may
+	// have landed on it since this Finish listed it.
+	Finished(ctx context.Context, p Placement, finisher uint64) error
+	// Finishing records on every shard that serves p, unfinished, that the Finish named
+	// finisher (a number of its own, never 0) is looking for owners left out (on),
+	// replacing another Finish's record, or that it no longer is (off), where the record
+	// is still finisher's. While a shard records one, it refuses a Leaving access of an
+	// owner it holds no fence for, with a *PlacementError whose Finishing is true, and the
+	// change to on waits for the accesses under way: no new owner's rows land on its old
+	// shard behind Finish's back, and a Finish that gives up cannot end another's record.
+	Finishing(ctx context.Context, p Placement, finisher uint64, on bool) error
 }
 
 // DeleteSizer is a SharedStore that knows how many rows one deletion of old copies should
@@ -593,21 +601,25 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	if left.Left > 0 {
 		return left
 	}
+	var finisher uint64
 	if _, ok := m.store.(OwnerLister); ok {
 		// New owners' accesses to their old shards wait while the shards are listed, so
-		// that none lands there between the listing and the finish.
-		if err := m.store.Finishing(ctx, m.placement, true); err != nil {
+		// that none lands there between the listing and the finish. The record is this
+		// Finish's own: one that gives up (a mover deposed while a newer one finishes) ends
+		// its record only, and Finished refuses where another's replaced it.
+		finisher = cmp.Or(rand.Uint64(), 1)
+		if err := m.store.Finishing(ctx, m.placement, finisher, true); err != nil {
 			return fmt.Errorf("rebalance: migration %q: record on the shards that it is being finished: %w", m.id, err)
 		}
 		err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left)
 		if err != nil || left.Unlisted > 0 {
-			if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, false); ferr != nil {
+			if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, finisher, false); ferr != nil {
 				return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
 			}
 			return cmp.Or(err, error(left))
 		}
 	}
-	if err := m.store.Finished(ctx, m.placement); err != nil {
+	if err := m.store.Finished(ctx, m.placement, finisher); err != nil {
 		return fmt.Errorf("rebalance: migration %q: record on the shards that it is finished: %w", m.id, err)
 	}
 	m.finished.Store(true)

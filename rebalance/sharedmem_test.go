@@ -53,8 +53,9 @@ type memClaim struct {
 
 // memServes is the placement a shard serves.
 type memServes struct {
-	p                   Placement
-	finished, finishing bool
+	p         Placement
+	finished  bool
+	finishing uint64 // the Finish recording it is being finished, 0 if none
 }
 
 // NewMemShared returns a MemShared of n empty shards.
@@ -207,24 +208,31 @@ func (s *MemShared) Release(_ context.Context, migration string, token uint64) e
 	return nil
 }
 
-func (s *MemShared) Finished(_ context.Context, p Placement) error {
+func (s *MemShared) Finished(_ context.Context, p Placement, finisher uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, sv := range s.serves {
+		if sv.p == p && !sv.finished && finisher != 0 && sv.finishing != finisher {
+			return fmt.Errorf("memshared: shard %d: being finished by %d, not %d: %w", i, sv.finishing, finisher, ErrMoverRunning)
+		}
 		if sv.p == p {
-			s.serves[i].finished, s.serves[i].finishing = true, false
+			s.serves[i].finished, s.serves[i].finishing = true, 0
 			s.done[p.Migration] = true
 		}
 	}
 	return nil
 }
 
-func (s *MemShared) Finishing(_ context.Context, p Placement, on bool) error {
+func (s *MemShared) Finishing(_ context.Context, p Placement, finisher uint64, on bool) error {
 	for i := range s.serves {
 		s.gates[i].Lock() // waits for the accesses under way
 		s.mu.Lock()
 		if sv := s.serves[i]; sv.p == p && !sv.finished {
-			s.serves[i].finishing = on
+			if on {
+				s.serves[i].finishing = finisher
+			} else if sv.finishing == finisher {
+				s.serves[i].finishing = 0
+			}
 		}
 		s.mu.Unlock()
 		s.gates[i].Unlock()
@@ -261,7 +269,7 @@ func (s *MemShared) Access(_ context.Context, p Placement, owner string, shard i
 	if !p.Accepts(sv.p, sv.finished) || done && p.Migration != sv.p.Migration {
 		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finished: sv.finished}
 	}
-	if sv.finishing && p.Leaving && f == Serving {
+	if sv.finishing != 0 && p.Leaving && f == Serving {
 		return &PlacementError{Shard: shard, Served: sv.p, Wanted: p, Finishing: true}
 	}
 	if f != Serving && f != Exporting {

@@ -220,7 +220,7 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 		return p, false, s.where(i, "read the placement served", err)
 	}
 	p.Before, p.After = uint64(before), uint64(after)
-	return p, finished == 1, nil // 2: being finished, not yet
+	return p, finished == 1, nil // above 1: being finished, not yet
 }
 
 // refusesPlacement is a condition true of the placement row of a shard that does not accept
@@ -257,14 +257,16 @@ func (s *Store) Release(ctx context.Context, migration string, token uint64) err
 	return nil
 }
 
-// Finishing records on every shard that serves p, unfinished, that its Finish is looking for
-// owners left out (finished = 2 in rebalance_placement), or no longer is; see
-// rebalance.SharedStore. On PostgreSQL it holds the placement lock that Leaving accesses
-// hold shared, so it waits for those under way; on SQLite its write waits for every write.
-func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) error {
-	from, to := 0, 2
+// Finishing records on every shard that serves p, unfinished, that the Finish named
+// finisher is looking for owners left out (finished in rebalance_placement holds
+// finishingID(finisher), above 1), or that it no longer is; see rebalance.SharedStore. On
+// PostgreSQL it holds the placement lock that Leaving accesses hold shared, so it waits for
+// those under way; on SQLite its write waits for every write.
+func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher uint64, on bool) error {
+	id := finishingID(finisher)
+	set, where := "$1", "finished <> 1"
 	if !on {
-		from, to = 2, 0
+		set, where = "0", "finished = $1"
 	} else if err := s.checkTables(ctx, p.Migration); err != nil {
 		return err
 	}
@@ -279,8 +281,8 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) e
 				return s.wrap(i, "lock the placement", err)
 			}
 		}
-		_, err = tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = $1 WHERE migration = $2 AND before_fp = $3 AND after_fp = $4 AND finished = $5",
-			to, p.Migration, int64(p.Before), int64(p.After), from)
+		_, err = tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = "+set+" WHERE migration = $2 AND before_fp = $3 AND after_fp = $4 AND "+where,
+			id, p.Migration, int64(p.Before), int64(p.After))
 		if err == nil {
 			err = tx.Commit()
 		}
@@ -292,23 +294,44 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, on bool) e
 	return nil
 }
 
+// finishingID is the value of finished in rebalance_placement that records the Finish named
+// finisher looking for owners left out: above 1 (0 is unfinished, 1 finished), and within
+// the column's INTEGER on PostgreSQL (32 bits).
+func finishingID(finisher uint64) int64 { return int64(finisher>>34) + 2 }
+
 // Finished records on every shard that serves p, and in the control database, that its
 // migration is finished, and adds it to the migrations finished there (rebalance_finished),
-// which no claim may take again and no access route by unless it is the one served.
-func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
+// which no claim may take again and no access route by unless it is the one served. A shard
+// that records another Finish looking for owners left out than finisher (or none, where
+// finisher is not 0) is refused: its listing may be out of date.
+func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher uint64) error {
 	if err := s.checkTables(ctx, p.Migration); err != nil {
 		return err
 	}
-	finish := func(db *sql.DB) error {
+	const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
+	finish := func(db *sql.DB, check bool) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
-		if _, err := tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3",
-			p.Migration, int64(p.Before), int64(p.After)); err != nil {
+		// Where checked, the record of being finished is changed only if it is still this
+		// Finish's own, by the statement that reads it; a record of another is then left.
+		update, args := "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1 AND before_fp = $2 AND after_fp = $3", []any{p.Migration, int64(p.Before), int64(p.After)}
+		if check {
+			update, args = update+" AND finished IN (1, $4)", append(args, finishingID(finisher))
+		}
+		if _, err := tx.ExecContext(ctx, update, args...); err != nil {
 			return err
+		}
+		if check {
+			var other int64
+			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) "+served+" AND finished <> 1", args[:3]...).Scan(&other); err != nil {
+				return err
+			}
+			if other > 0 {
+				return fmt.Errorf("another Finish of migration %q began, or gave up, since this one listed the owners here: run Finish again: %w", p.Migration, rebalance.ErrMoverRunning)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO rebalance_finished (migration) SELECT migration "+served+" ON CONFLICT (migration) DO NOTHING",
 			p.Migration, int64(p.Before), int64(p.After)); err != nil {
@@ -317,11 +340,11 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement) error {
 		return tx.Commit()
 	}
 	for i, db := range s.shards {
-		if err := finish(db); err != nil {
+		if err := finish(db, finisher != 0); err != nil {
 			return s.wrap(i, "record the migration finished", err)
 		}
 	}
-	return s.where(-1, "record the migration finished", finish(s.control))
+	return s.where(-1, "record the migration finished", finish(s.control, false))
 }
 
 // step is the first statement of a mover's write of owners' rows on shard, in its

@@ -173,7 +173,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 		lv = 1
 	}
 	refuses := "SELECT COUNT(*) FROM rebalance_placement WHERE " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5")
-	const beingFinished = "SELECT COUNT(*) FROM rebalance_placement WHERE finished = 2"
+	const beingFinished = "SELECT COUNT(*) FROM rebalance_placement WHERE finished > 1"
 	switch hold {
 	case sharedLock:
 		// The owner's lock shared, then the placement and its fence, in one round trip

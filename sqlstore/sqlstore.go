@@ -461,7 +461,7 @@ BEGIN
 		RETURN -1; -- the shard serves another placement
 	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;
-	IF lv = 1 AND st IS NULL AND EXISTS (SELECT 1 FROM rebalance_placement WHERE finished = 2) THEN
+	IF lv = 1 AND st IS NULL AND EXISTS (SELECT 1 FROM rebalance_placement WHERE finished > 1) THEN
 		RETURN -2; -- being finished: an owner without a fence waits
 	END IF;
 	RETURN st;

@@ -679,6 +679,65 @@ func TestNewOwnerDuringFinish(t *testing.T) {
 	})
 }
 
+// TestFinishGivingUpEndsOnlyItsOwnRecord: a Finish (a mover deposed while it listed the
+// shards) gives up after a second Finish listed a new user's old shard. Giving up ends its
+// own record of being finished, not the second's: a process that has not heard of the
+// finish waits to write that user rather than write where the second Finish already
+// looked, and the write lands on the user's new shard.
+func TestFinishGivingUpEndsOnlyItsOwnRecord(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 4)
+		w.load(t, admin, span(1, 20), 5)
+		var fresh string
+		for u := 1000; fresh == ""; u++ {
+			if s := strconv.Itoa(u); w.before.Locate(s) != w.after.Locate(s) && w.before.Locate(s) < 3 {
+				fresh = s
+			}
+		}
+		finisher := func(at int) (*rebalance.Shared[*sql.Tx], *slowLister) {
+			st := &slowLister{Store: e.open(t, 2).store, at: at, listing: make(chan struct{}), release: make(chan struct{})}
+			m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
+			require.NoError(t, err)
+			return m, st
+		}
+		deposed, first := finisher(0)
+		current, second := finisher(3)
+		stale := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{FenceWait: 20 * time.Second})
+		require.NoError(t, current.Run(ctx, slices.Values(w.users)))
+
+		deposedCtx, depose := context.WithCancel(ctx)
+		gaveUp := make(chan error, 1)
+		go func() { gaveUp <- deposed.Finish(deposedCtx, slices.Values(w.users)) }()
+		select {
+		case <-first.listing:
+		case err := <-gaveUp:
+			t.Fatalf("the first Finish ended before it listed shard 0: %v", err)
+		}
+		finished := make(chan error, 1)
+		go func() { finished <- current.Finish(ctx, slices.Values(w.users)) }()
+		select {
+		case <-second.listing: // shards 0-2 listed: the fresh user has no row there
+		case err := <-finished:
+			t.Fatalf("the second Finish ended before it listed shard 3: %v", err)
+		}
+		depose()
+		close(first.release)
+		require.ErrorIs(t, <-gaveUp, context.Canceled)
+
+		w.users = append(w.users, fresh)
+		w.acked[fresh] = &atomic.Int64{}
+		wrote := make(chan error, 1)
+		go func() { wrote <- w.write(ctx, stale, fresh) }()
+		time.Sleep(50 * time.Millisecond)
+		close(second.release)
+		require.NoError(t, <-finished)
+		require.NoError(t, <-wrote)
+		w.requireClean(t, admin, w.after)
+	})
+}
+
 // TestInitRefusesTableLeftBehind: a table with the owner column that the Store does not move
 // (sessions, whose rows belong to users) is refused by Init, naming it, before anything is
 // created; declared in Options.Unmoved (its rows stay), it is accepted.
