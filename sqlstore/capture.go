@@ -313,7 +313,7 @@ func (s *Store) writeChanged(ctx context.Context, migration string, token uint64
 		return err
 	}
 	for _, r := range work {
-		if err := s.insertRows(ctx, tx, r.t, r.rows); err != nil {
+		if err := s.insertRows(ctx, tx, r.t, r.rows, owners); err != nil {
 			return s.wrap(to, fmt.Sprintf("write %d changed rows of table %s", len(r.rows), r.t.Table), err)
 		}
 	}

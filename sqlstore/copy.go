@@ -134,12 +134,13 @@ func (s *Store) allRows(ctx context.Context, t *table, owner string, shard int) 
 	}
 }
 
-// insertRows writes rows of table t, many per statement, replacing rows of the same key
-// (insertTail: of the same owner, or of one this shard does not serve yet). A row whose key
-// a served owner's row holds is an error wrapping ErrKeyTaken.
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]any) error {
+// insertRows writes rows of table t, of owners, many per statement, replacing rows of the
+// same key (upsert: of the same owner, or of one of owners this shard does not serve yet).
+// A row whose key another owner's row holds is an error wrapping ErrKeyTaken.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]any, owners []string) error {
 	ncol := len(t.Columns)
 	per := t.perStatement()
+	group := groupList(owners)
 	var b strings.Builder
 	for len(rows) > 0 {
 		batch := rows[:min(len(rows), per)]
@@ -147,7 +148,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]a
 		b.Reset()
 		b.Grow(len(t.insertHead) + len(t.insertTail) + 8*ncol*len(batch))
 		b.WriteString(t.insertHead)
-		args := make([]any, 0, ncol*len(batch))
+		args := make([]any, 0, ncol*len(batch)+1)
 		for i, r := range batch {
 			if i > 0 {
 				b.WriteString(", ")
@@ -157,8 +158,8 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]a
 			b.WriteByte(')')
 			args = append(args, r...)
 		}
-		b.WriteString(t.insertTail)
-		res, err := tx.ExecContext(ctx, b.String(), args...)
+		b.WriteString(t.upsert(s.placeholders(len(args)+1, 1)))
+		res, err := tx.ExecContext(ctx, b.String(), append(args, group)...)
 		if err != nil {
 			return err
 		}
@@ -169,28 +170,29 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, t *table, rows [][]a
 			for i, r := range batch {
 				keys[i] = r[t.key]
 			}
-			return s.keyTaken(ctx, tx, t, s.placeholders(1, len(keys)), keys, wrote, len(batch))
+			return s.keyTaken(ctx, tx, t, s.placeholders(1, len(keys)), keys, group, wrote, len(batch))
 		}
 	}
 	return nil
 }
 
-// keyTaken returns the error of a write of want rows of table t that wrote fewer (wrote);
-// keys is an SQL list or SELECT of the rows' keys, with args. It is ErrKeyTaken naming one
-// of the keys that a row of an owner this shard serves holds, or if there is none (an
-// application trigger that skipped a row) an error saying how many were written.
-func (s *Store) keyTaken(ctx context.Context, tx querier, t *table, keys string, args []any, wrote int64, want int) error {
+// keyTaken returns the error of a write of want rows of table t, of the owners whose JSON
+// list is group, that wrote fewer (wrote); keys is an SQL list or SELECT of the rows' keys,
+// with args. It is ErrKeyTaken naming one of the keys that a row of another owner holds (one
+// this shard serves, or imports in another group), or if there is none (an application
+// trigger that skipped a row) an error saying how many were written.
+func (s *Store) keyTaken(ctx context.Context, tx querier, t *table, keys string, args []any, group string, wrote int64, want int) error {
 	var key string
 	var owner sql.NullString
-	err := tx.QueryRowContext(ctx, fmt.Sprintf("SELECT CAST(%[2]s AS TEXT), CAST(%[3]s AS TEXT) FROM %[1]s WHERE %[2]s IN (%[4]s) AND NOT %[5]s LIMIT 1",
-		t.Table, t.Key, t.Owner, keys, t.importing(t.Table)), args...).Scan(&key, &owner)
+	err := tx.QueryRowContext(ctx, fmt.Sprintf("SELECT CAST(%[2]s AS TEXT), CAST(%[3]s AS TEXT) FROM %[1]s WHERE %[2]s IN (%[4]s) AND NOT (%[5]s AND %[6]s) LIMIT 1",
+		t.Table, t.Key, t.Owner, keys, t.importing(t.Table), t.inGroup(t.Table, s.placeholders(len(args)+1, 1))), append(slices.Clip(args), group)...).Scan(&key, &owner)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("table %s: wrote %d of %d rows", t.Table, wrote, want)
 	case err != nil:
 		return fmt.Errorf("table %s: wrote %d of %d rows, then looking for a key held by another owner: %w", t.Table, wrote, want, err)
 	}
-	return fmt.Errorf("table %s: key %s of a moving owner's row is owner %s's here, an owner this shard serves: keys must be unique across the shards (a sequence of each shard's own repeats them); nothing was written: %w",
+	return fmt.Errorf("table %s: key %s of a moving owner's row is owner %s's here, an owner this shard serves or imports with other owners: keys must be unique across the shards (a sequence of each shard's own repeats them); nothing was written: %w",
 		t.Table, excerpt(key), excerpt(cmp.Or(owner.String, "NULL")), ErrKeyTaken)
 }
 
@@ -362,7 +364,7 @@ func (s *Store) CopyChunk(ctx context.Context, migration string, token uint64, o
 		return nil, 0, false, err
 	}
 	for ti, t := range s.tables {
-		if err := s.writeRows(ctx, tx, conn, ti, rows[ti]); err != nil {
+		if err := s.writeRows(ctx, tx, conn, ti, rows[ti], owners); err != nil {
 			return nil, 0, false, s.wrap(to, what+" in table "+t.Table, err)
 		}
 	}
@@ -542,7 +544,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 				break
 			}
 			copied += int64(len(rows))
-			if err := s.insertRows(ctx, tx, t, rows); err != nil {
+			if err := s.insertRows(ctx, tx, t, rows, []string{owner}); err != nil {
 				return s.wrap(to, fmt.Sprintf("write rows of owner %q in table %s", owner, t.Table), err)
 			}
 			if cur, err = encodeKey(rows[len(rows)-1][t.key]); err != nil {

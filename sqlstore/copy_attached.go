@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/shardkit/shard/rebalance"
@@ -154,8 +155,9 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 			if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit); err != nil {
 				return 0, false, err
 			}
-			q.b.WriteString(") WHERE true" + t.insertTail)
-			if err := s.insertSelected(ctx, tx, t, q, read, func(k *query) error {
+			group := groupList(owners)
+			q.b.WriteString(") WHERE true" + t.upsert(q.arg(group)))
+			if err := s.insertSelected(ctx, tx, t, q, read, group, func(k *query) error {
 				k.b.WriteString("SELECT " + t.Key + " FROM (")
 				if err := k.arms(t, "rebalance_src", t.Key, owners, batch, keys, limit); err != nil {
 					return err
@@ -210,9 +212,10 @@ func (s *Store) copyWhole(ctx context.Context, tx *sql.Tx, t *table, owners []st
 	}
 	if n > 0 { // the same rows: tx reads rebalance_src at one snapshot
 		cols := strings.Join(t.Columns, ", ")
-		q := &query{sqlite: true, args: args}
-		fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s", t.Table, cols, cols, t.Table, t.Owner, in, t.insertTail)
-		if err := s.insertSelected(ctx, tx, t, q, n, func(k *query) error {
+		q := &query{sqlite: true, args: slices.Clip(args)}
+		group := groupList(some)
+		fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s", t.Table, cols, cols, t.Table, t.Owner, in, t.upsert(q.arg(group)))
+		if err := s.insertSelected(ctx, tx, t, q, n, group, func(k *query) error {
 			k.args = args
 			fmt.Fprintf(&k.b, "SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)", t.Key, t.Table, t.Owner, in)
 			return nil
@@ -223,10 +226,10 @@ func (s *Store) copyWhole(ctx context.Context, tx *sql.Tx, t *table, owners []st
 	return n, true, nil
 }
 
-// insertSelected runs ins, an INSERT ... SELECT of want rows of table t, in tx; if it wrote
-// fewer (insertTail skips a row whose key a served owner's row holds), it returns
-// keyTaken's error, with the SELECT of the rows' keys that keys writes.
-func (s *Store) insertSelected(ctx context.Context, tx *sql.Tx, t *table, ins *query, want int, keys func(*query) error) error {
+// insertSelected runs ins, an INSERT ... SELECT of want rows of table t, of the owners whose
+// JSON list is group, in tx; if it wrote fewer (upsert skips a row whose key another owner's
+// row holds), it returns keyTaken's error, with the SELECT of the rows' keys that keys writes.
+func (s *Store) insertSelected(ctx context.Context, tx *sql.Tx, t *table, ins *query, want int, group string, keys func(*query) error) error {
 	res, err := tx.ExecContext(ctx, ins.b.String(), ins.args...)
 	if err != nil {
 		return err
@@ -239,5 +242,5 @@ func (s *Store) insertSelected(ctx context.Context, tx *sql.Tx, t *table, ins *q
 	if err := keys(k); err != nil {
 		return err
 	}
-	return s.keyTaken(ctx, tx, t, k.b.String(), k.args, wrote, want)
+	return s.keyTaken(ctx, tx, t, k.b.String(), k.args, group, wrote, want)
 }

@@ -25,15 +25,15 @@ type copyConn interface{ Conn() *pgx.Conn }
 // errNoCopy says a COPY was not tried: the connection is not pgx's.
 var errNoCopy = errors.New("sqlstore: no COPY on this connection")
 
-// writeRows writes rows of table s.tables[ti] in tx, which runs on conn (nil: not a connection of its
-// own): by COPY where it can (see above), else by insertRows.
-func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti int, rows [][]any) error {
+// writeRows writes rows of table s.tables[ti], of owners, in tx, which runs on conn (nil: not
+// a connection of its own): by COPY where it can (see above), else by insertRows.
+func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti int, rows [][]any, owners []string) error {
 	t := s.tables[ti]
 	if len(rows) == 0 {
 		return nil
 	}
 	if conn == nil || s.dialect != PostgreSQL || s.plainCopies || s.noCopy[ti].Load() {
-		return s.insertRows(ctx, tx, t, rows)
+		return s.insertRows(ctx, tx, t, rows, owners)
 	}
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT rebalance_copy"); err != nil {
 		return err
@@ -55,7 +55,7 @@ func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti in
 	}
 	if errors.Is(err, errNoCopy) {
 		s.noCopy[ti].Store(true)
-		return s.insertRows(ctx, tx, t, rows)
+		return s.insertRows(ctx, tx, t, rows, owners)
 	}
 	if ctx.Err() != nil {
 		return err
@@ -68,7 +68,7 @@ func (s *Store) writeRows(ctx context.Context, tx *sql.Tx, conn *sql.Conn, ti in
 	if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT rebalance_copy"); rerr != nil {
 		return fmt.Errorf("%w (after COPY: %v)", rerr, err)
 	}
-	return s.insertRows(ctx, tx, t, rows)
+	return s.insertRows(ctx, tx, t, rows, owners)
 }
 
 // isUniqueViolation says err is PostgreSQL's unique_violation (SQLSTATE 23505).

@@ -117,6 +117,27 @@ func TestInitRefusesTextsReadAsTimes(t *testing.T) {
 	}
 }
 
+// TestInitRefusesDatesPrintedOtherwise: a PostgreSQL shard whose DateStyle prints dates day
+// first ('SQL, DMY'; initdb takes it from the locale) next to one that reads them month
+// first. Dates in arrays reach Go as text, so a row replayed during the copy turned 4 March
+// into 3 April, which the new shard printed as 04/03/2024 too: the sums agreed and Run and
+// Finish returned nil. Init now refuses a connection whose dates do not print as ISO 8601.
+func TestInitRefusesDatesPrintedOtherwise(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	e := newPostgres(t, 2)
+	sep := "?"
+	if strings.Contains(e.shards[0], "?") {
+		sep = "&"
+	}
+	e.shards[0] += sep + "DateStyle=SQL,DMY" // a run-time parameter of the connection
+	_, err := e.openErr(2)
+	if !errors.Is(err, rebalance.ErrConfig) || !strings.Contains(err.Error(), `shard 0: check the tables' references and visibility: DateStyle is "SQL, DMY"`) {
+		t.Fatalf("Init: %v, want ErrConfig: shard 0: ...DateStyle is \"SQL, DMY\"...", err)
+	}
+}
+
 // TestValuesReplayedExactly: rows that change during the copy are replayed through Go, and
 // come out as they went in. A column GENERATED ALWAYS AS IDENTITY (PostgreSQL) refuses a
 // value without OVERRIDING SYSTEM VALUE, and an UPDATE of it (SQLSTATE 428C9): every move of

@@ -318,7 +318,8 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	for _, t := range s.tables {
 		t.unreferenced = fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %[1]s AND confrelid = '%[2]s'::regclass)
 			AND NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '%[2]s'::regclass AND NOT c.relispartition)
-			AND NOT row_security_active('%[2]s'::regclass) AND current_setting('extra_float_digits')::int >= 1`, outside, t.Table)
+			AND NOT row_security_active('%[2]s'::regclass) AND current_setting('extra_float_digits')::int >= 1
+			AND current_setting('DateStyle') LIKE 'ISO%%'`, outside, t.Table)
 	}
 	// What checkReferences refuses besides foreign keys (shapeError), as (a, b, what).
 	s.pgShape = fmt.Sprintf(`SELECT c.relname::text, p.relname::text, 'inherits' FROM pg_inherits i
@@ -326,6 +327,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 			WHERE i.inhparent = ANY ('{%[1]s}'::regclass[]) AND NOT c.relispartition
 		UNION ALL SELECT relname::text, '', 'row security' FROM pg_class WHERE oid = ANY ('{%[1]s}'::regclass[]) AND row_security_active(oid)
 		UNION ALL SELECT current_setting('extra_float_digits'), '', 'float digits' WHERE current_setting('extra_float_digits')::int < 1
+		UNION ALL SELECT current_setting('DateStyle'), '', 'date style' WHERE current_setting('DateStyle') NOT LIKE 'ISO%%'
 		`, strings.Join(names, ","))
 	s.uncaptured = uncaptured(dialect, s.tables)
 	s.noCopy = make([]atomic.Bool, len(s.tables))
@@ -1031,10 +1033,15 @@ func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, e
 // the parent and deleted with the parent's), row-level security that hides rows from the
 // connection's role (a move would copy, compare and delete only what it sees, and leave the
 // rest on the old shard), and extra_float_digits below 1 (floats that reach Go as text, in
-// arrays or points, come rounded, and the sums hash the same rounded text on both shards).
-// The sums check the same in their statement (table.unreferenced).
+// arrays or points, come rounded, and the sums hash the same rounded text on both shards),
+// and a DateStyle that does not print dates as ISO 8601 (dates in arrays or ranges reach Go
+// as text: 04/03/2024 printed day first is read month first where DateStyle says MDY, and
+// prints as 04/03/2024 there too). The sums check the same in their statement
+// (table.unreferenced).
 func shapeError(a, b, what string) error {
 	switch what {
+	case "date style":
+		return fmt.Errorf("DateStyle is %q on this connection: dates read as text print in an order another shard may read otherwise (04/03/2024), and no sum would tell; set its output to ISO (ALTER ROLE ... SET DateStyle = 'ISO, MDY'): %w", a, rebalance.ErrConfig)
 	case "inherits":
 		return fmt.Errorf("table %s inherits from %s: a move's copy, sums and deletion of %s would take its rows as the parent's; move it as a table of its own, or give it no parent: %w", a, b, b, ErrSchema)
 	case "row security":

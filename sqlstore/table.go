@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,7 +14,8 @@ import (
 // table is one TableSpec of a Store with the statements built from it once.
 type table struct {
 	TableSpec
-	key int // the index of Key in Columns
+	key    int  // the index of Key in Columns
+	sqlite bool // the statements are SQLite's
 
 	selectAfter, selectFirst, count, insertHead, insertTail string
 	// fences is the fence table of the shard a statement writes.
@@ -61,7 +63,7 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 			return nil, bad("table %q: column %q listed twice", spec.Table, c)
 		}
 	}
-	t := &table{TableSpec: spec, key: key}
+	t := &table{TableSpec: spec, key: key, sqlite: dialect == SQLite}
 	cols, n, o, k := strings.Join(spec.Columns, ", "), spec.Table, spec.Owner, spec.Key
 	t.setTypes(nil)
 	t.reads = cols
@@ -104,11 +106,32 @@ func (t *table) setInsertTail(always []string) {
 	if len(set) == 0 { // the owner is the key: a row copied again is already there
 		set = append(set, k+" = excluded."+k)
 	}
-	// A row is replaced only if it is the same owner's, or an owner's this shard does not
-	// serve yet (a row given from one moving owner to another): never a served owner's row
-	// of the same key. What the WHERE skips, insertRows and copyAttached count.
-	t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s = excluded.%s OR %s",
+	// A row is replaced only if it is the same owner's, or one of the owners written with
+	// it that this shard does not serve yet (a row given from one moving owner to another):
+	// never a served owner's row of the same key, nor one of an owner another group
+	// imports, whose rows may have been compared already. What the WHERE skips, insertRows
+	// and copyAttached count. upsert ends it.
+	t.insertTail = fmt.Sprintf(" ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s = excluded.%s OR %s AND ",
 		k, strings.Join(set, ", "), n, o, o, t.importing(n))
+}
+
+// upsert is the ON CONFLICT clause of a write of rows of the owners whose JSON list
+// (groupList) is the statement's parameter param.
+func (t *table) upsert(param string) string { return t.insertTail + t.inGroup(t.Table, param) }
+
+// inGroup is true, in a statement, when the owner of the row of table t named row is one of
+// the owners whose JSON list (groupList) is the statement's parameter param.
+func (t *table) inGroup(row, param string) string {
+	if t.sqlite {
+		return fmt.Sprintf("CAST(%s.%s AS TEXT) IN (SELECT value FROM json_each(%s))", row, t.Owner, param)
+	}
+	return fmt.Sprintf("CAST(%s.%s AS TEXT) IN (SELECT jsonb_array_elements_text(CAST(%s AS jsonb)))", row, t.Owner, param)
+}
+
+// groupList is owners as a JSON list, the parameter of upsert and inGroup.
+func groupList(owners []string) string {
+	b, _ := json.Marshal(owners) // strings only: it cannot fail
+	return string(b)
 }
 
 // importing is true, in a statement, when the owner of the row of table t named row is
