@@ -39,7 +39,6 @@ func pgDBName(t *testing.T, dsn string) string {
 	return strings.TrimPrefix(u.Path, "/")
 }
 
-
 // advRow is an acknowledged row of a table (k, owner, body).
 type advRow struct {
 	k           int64
@@ -157,9 +156,6 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 	})
 }
 
-
-
-
 // TestOwnersWithNULAndEmpty (SQLite, whose text holds NUL bytes and any bytes): owners
 // that differ only after a NUL byte, an owner of invalid UTF-8 and the empty owner, some
 // moving and some staying. Anything that read an owner as a C string would take two of them
@@ -225,6 +221,3 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 		}
 	}
 }
-
-
-
