@@ -476,18 +476,28 @@ func TestInitRefusesBadTables(t *testing.T) {
 		if e.dialect == sqlstore.PostgreSQL {
 			retyped, retypedWant = otherType("CHAR(100)"), "column message is character(100) here and text on shard 0"
 		}
-		for _, tc := range []struct {
+		type badTable struct {
 			name  string
 			spec  sqlstore.TableSpec
 			setup []string
 			want  string
-		}{
+		}
+		cases := []badTable{
 			{"column of another type", messages, retyped, "shard 1: check table messages: " + retypedWant},
 			{"no owner column", noOwner, nil, "shard 0: check table messages: no column owner_id"},
 			{"no index", messages, []string{"DROP INDEX messages_user_id_id"}, "shard 1: check table messages: no index leads with (user_id, id)"},
 			{"trigger name taken", messages, taken, "shard 1: check table messages: a trigger named rebalance_changes_messages... exists on table other"},
 			{"column not listed", messages, []string{"ALTER TABLE messages ADD COLUMN note TEXT"}, "shard 1: check table messages: column note is not in the TableSpec's Columns"},
-		} {
+			// Moving owner "002" selected the rows of "2", another owner's, and left its own.
+			{"IntOwner over a text column", messages, []string{"DROP TABLE messages", strings.Replace(messagesSchema, "user_id BIGINT", "user_id TEXT", 1)},
+				"shard 1: check table messages: the TableSpec says IntOwner, but the owner column user_id is"},
+		}
+		if e.dialect == sqlstore.SQLite {
+			// A copied row that broke it deleted a staying owner's row of the same message.
+			cases = append(cases, badTable{"a constraint that replaces", messages, []string{"DROP TABLE messages", strings.Replace(messagesSchema, "message TEXT", "message TEXT UNIQUE ON CONFLICT REPLACE", 1)},
+				"shard 1: check table messages: table messages declares a constraint ON CONFLICT REPLACE"})
+		}
+		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				f := e.fresh(t)
 				dbs := []*sql.DB{openDB(t, f, f.shards[0]), openDB(t, f, f.shards[1])}

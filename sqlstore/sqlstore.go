@@ -784,6 +784,15 @@ func (s *Store) checkTable(ctx context.Context, db *sql.DB, t *table) error {
 	if !slices.ContainsFunc(indexes, leads) {
 		return fmt.Errorf("no index leads with (%s, %s): every chunk, count and sum of a move would scan the table; create one (CREATE INDEX ON %s (%s, %s)): %w", o, k, n, o, k, ErrSchema)
 	}
+	if s.dialect == SQLite {
+		var def string
+		if err := db.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = $1 COLLATE NOCASE", n).Scan(&def); err != nil {
+			return err
+		}
+		if strings.Contains(strings.Join(strings.Fields(strings.ToUpper(def)), " "), "ON CONFLICT REPLACE") {
+			return fmt.Errorf("table %s declares a constraint ON CONFLICT REPLACE: a row copied in that breaks it would delete the row in its way, another owner's, unseen; declare it without (a conflict then stops the move): %w", n, ErrSchema)
+		}
+	}
 	// The capture's triggers: one of these names on another table is not ours (on
 	// PostgreSQL, but for the copies of a partitioned table's trigger on its partitions).
 	q = "SELECT tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE $1 AND tbl_name <> $2"
@@ -864,11 +873,32 @@ func (s *Store) checkOwnerColumn(ctx context.Context, db *sql.DB, t *table) (own
 			return form, fmt.Errorf("the owner column %s is %s: a value that is not text need not print as the owner that selects it (1.0 and 1 compare equal, a blob never equals a text); declare it TEXT or INTEGER: %w", t.Owner, form.typ, ErrSchema)
 		}
 	}
+	if t.IntOwner && form.bits == 0 {
+		return form, fmt.Errorf("the TableSpec says IntOwner, but the owner column %s is %s: owners \"7\" and \"007\" would both select the integer 7, and a move of one would take the other's rows; declare the column an integer, or unset IntOwner: %w", t.Owner, form.typ, ErrSchema)
+	}
 	if loose != "" {
 		return form, fmt.Errorf("the owner column %s compares %s: owners the sharder places apart (\"ann\" and \"ANN\") would be one to a move, which would take both owners' rows; make it compare exactly (text of a deterministic collation, an integer, a uuid): %w", t.Owner, loose, ErrSchema)
 	}
 	return form, nil
 }
+
+// pgColumnType describes, in a statement on pg_attribute, a column's type as checkColumns
+// and the sums' check (table.sameColumns) compare it: its name, and for a domain (or an
+// array of one) the type it is over, for a composite type its fields. Two shards whose
+// types share a name but differ beneath (a domain over float8 on one, over real on the
+// other) then differ.
+const pgColumnType = `format_type(atttypid, atttypmod) || COALESCE((SELECT CASE e.typtype
+		WHEN 'd' THEN ' over ' || format_type(e.typbasetype, e.typtypmod)
+		WHEN 'c' THEN ' of (' || (SELECT string_agg(f.attname || ' ' || format_type(f.atttypid, f.atttypmod), ', ' ORDER BY f.attnum)
+			FROM pg_attribute f WHERE f.attrelid = e.typrelid AND f.attnum > 0 AND NOT f.attisdropped) || ')'
+		END FROM pg_type ty JOIN pg_type e ON e.oid = CASE WHEN ty.typcategory = 'A' THEN ty.typelem ELSE ty.oid END
+		WHERE ty.oid = atttypid), '')`
+
+// localTypes are PostgreSQL types whose values name something of the database they are in
+// (a large object, a table, a function, a row's place): a copy carries the number, and on
+// the new shard it names another object or none.
+var localTypes = []string{"oid", "tid", "xid", "xid8", "cid", "regclass", "regcollation", "regconfig", "regdictionary",
+	"regnamespace", "regoper", "regoperator", "regproc", "regprocedure", "regrole", "regtype"}
 
 // pgCopiedColumns selects, in pg_attribute, the columns a copy carries: every column but
 // the system, dropped and generated ones (checkColumns, and the sums' check: table.sameColumns).
@@ -881,7 +911,7 @@ func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table, shard in
 	// pragma_table_info leaves out generated columns, which a copy cannot write.
 	q := "SELECT name, type FROM pragma_table_info($1)"
 	if s.dialect == PostgreSQL {
-		q = "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = to_regclass($1) AND " + pgCopiedColumns
+		q = "SELECT attname, " + pgColumnType + " FROM pg_attribute WHERE attrelid = to_regclass($1) AND " + pgCopiedColumns
 	}
 	rows, err := db.QueryContext(ctx, q, t.Table)
 	if err != nil {
@@ -908,6 +938,14 @@ func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table, shard in
 	for _, c := range have {
 		if !slices.Contains(t.Columns, c) {
 			return nil, fmt.Errorf("column %s is not in the TableSpec's Columns: a copy would leave its values behind; list every column: %w", c, ErrSchema)
+		}
+		if s.dialect != PostgreSQL {
+			continue
+		}
+		for part := range strings.SplitSeq(types[c], " over ") { // a domain's name, then its base
+			if slices.Contains(localTypes, strings.TrimSuffix(part, "[]")) {
+				return nil, fmt.Errorf("column %s is of type %s, whose values name something of this database only (a large object, a table, a type): a copy would carry the number, which names another thing or nothing on the new shard; keep the thing itself in the rows (bytea, text): %w", c, types[c], ErrSchema)
+			}
 		}
 	}
 	if shard < len(t.types) && t.types[shard] != nil {

@@ -269,7 +269,7 @@ func (t *table) setTypes(types []map[string]string) {
 		for _, c := range slices.Sorted(slices.Values(t.Columns)) {
 			named = append(named, strings.ReplaceAll(c+" "+typ[c], "'", "''"))
 		}
-		t.sameColumns[i] = check("attname::text || ' ' || format_type(atttypid, atttypmod)", named)
+		t.sameColumns[i] = check("attname::text || ' ' || "+pgColumnType, named)
 	}
 }
 
