@@ -46,6 +46,9 @@ const pgRefusal = "rebalance: owner %s is not served here (a migration moved it 
 // sqliteRefusal is the refused write's message on SQLite (a literal: RAISE takes no values).
 const sqliteRefusal = "rebalance: a row of an owner not served here (a migration moved it away or is copying it in): write the rows of an owner through an access of that owner"
 
+// sqliteBlobOwner is the message of a write of a SQLite row whose owner is a blob.
+const sqliteBlobOwner = "rebalance: an owner given as a blob (a []byte): the rows of an owner are selected by its text, which a blob never equals, so a move would leave the row behind; give owners as strings"
+
 // sqliteMarker is the table of the SQLite guard's exception.
 const sqliteMarker = `
 CREATE TABLE IF NOT EXISTS rebalance_mover (id INTEGER PRIMARY KEY CHECK (id = 0), writing INTEGER NOT NULL);

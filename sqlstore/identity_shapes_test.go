@@ -221,3 +221,47 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 		}
 	}
 }
+
+// TestBlobOwnersRefused (SQLite): an owner written as a blob (a []byte bound by the driver,
+// kept as a blob by a TEXT column). The fences found its owner by its text, so a write
+// through Do was accepted, but the copy, counts and deletion select an owner's rows by the
+// column's equality, which no text meets: Run left the row on the old shard and returned
+// nil, and Do no longer found it. Such a write is refused now, fenced or not, and Init
+// refuses a table that holds one.
+func TestBlobOwnersRefused(t *testing.T) {
+	ctx := context.Background()
+	schema := `CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
+	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "body"}}
+	one, _ := shard.NewJump(1)
+	two, _ := shard.NewJump(2)
+	u := advOwner("ann-")
+
+	e := newEngine(t, sqlstore.SQLite, 2, schema, []sqlstore.TableSpec{spec})
+	app := e.open(t, 2)
+	m, err := rebalance.NewShared("grow", one, two, rebalance.SharedStore[*sql.Tx](app.store), rebalance.SharedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"INSERT INTO notes VALUES (1, $1, 'as bytes')", "UPDATE notes SET owner = $1 WHERE k = 2"} {
+		mustExec(t, app.dbs[0], "INSERT OR REPLACE INTO notes VALUES (2, 'someone', 'as text')")
+		err = m.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+			_, err := tx.ExecContext(ctx, q, []byte(u))
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "an owner given as a blob") {
+			t.Errorf("%s with the owner as a []byte: %v, want refused: ...an owner given as a blob...", q, err)
+		}
+	}
+
+	e = newEngine(t, sqlstore.SQLite, 2, schema, []sqlstore.TableSpec{spec})
+	db, err := sql.Open(e.driver, e.shards[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "INSERT INTO notes VALUES (1, $1, 'as bytes')", []byte(u))
+	db.Close()
+	if _, err := e.openErr(2); !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), "shard 1: check table notes: a row's owner is the blob x'") {
+		t.Fatalf("Init: %v, want ErrSchema: shard 1: ...a row's owner is the blob...", err)
+	}
+}
