@@ -515,6 +515,23 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	if err != nil {
 		return err
 	}
+	// The schema as Init found it on both shards, as each window of the Shared mover
+	// checks: a column added since would be left behind, one retyped converted, and the
+	// counts that follow would not tell.
+	for _, i := range []int{from, to} {
+		d, err := s.shard(i)
+		if err != nil {
+			return err
+		}
+		for _, t := range s.tables {
+			if _, err := s.checkColumns(ctx, d, t, i); err != nil {
+				return s.wrap(i, "check table "+t.Table, err)
+			}
+		}
+		if err := s.outsideRefs(ctx, d, i); err != nil {
+			return s.wrap(i, "check the tables' references and visibility", err)
+		}
+	}
 	release, err := s.writeTurn(ctx, to)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -546,4 +547,55 @@ func TestDeleteOwnersPlan(t *testing.T) {
 	plan, err = p.store.ExplainDeletion(ctx, 0, q, args, true)
 	require.NoError(t, err)
 	require.False(t, seq(plan), "DeleteOwners reads the whole table:\n%s", strings.Join(plan, "\n"))
+}
+
+// TestInProcessCopyChecksTheSchema: the schema changes after Init, during an in-process
+// Migration (rebalance.New over the Store): a column added on every shard and written
+// through Do, or a column of the new shard retyped (bigint to real). Copy carried only the
+// TableSpec's columns, or PostgreSQL converted the values by assignment; the counts agreed,
+// the old copy was deleted, and Run and Finish returned nil without the values. Copy now
+// checks the columns on both shards as each window of the Shared mover does.
+func TestInProcessCopyChecksTheSchema(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		for _, c := range []struct {
+			name   string
+			change func(w *world, u string) (shard int, q string)
+			want   string
+		}{
+			{"column added", func(w *world, u string) (int, string) { return -1, "ALTER TABLE messages ADD COLUMN extra TEXT" },
+				"check table messages: column extra is not in the TableSpec's Columns"},
+			{"column retyped", func(w *world, u string) (int, string) {
+				return w.after.Locate(u), "ALTER TABLE messages ALTER COLUMN time TYPE real"
+			}, "check table messages: column time is real here, bigint when Init checked the shards"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if e.dialect == sqlstore.SQLite && c.name == "column retyped" {
+					t.Skip("SQLite has no ALTER COLUMN TYPE")
+				}
+				ctx := context.Background()
+				f := e.fresh(t)
+				admin := f.open(t, 2)
+				w := newWorld(t, f, 1, 2)
+				w.load(t, admin, w.moving(1, 1), 4)
+				u := w.users[0]
+				m, err := rebalance.New("grow", w.before, w.after, admin.store, rebalance.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				shard, q := c.change(w, u)
+				for i, db := range admin.dbs {
+					if shard < 0 || shard == i {
+						mustExec(t, db, q)
+					}
+				}
+				err = m.Run(ctx, slices.Values(w.users))
+				if !errors.Is(err, sqlstore.ErrSchema) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("Run: %v, want ErrSchema: %s", err, c.want)
+				}
+				if n, err := admin.store.Count(ctx, u, w.before.Locate(u)); err != nil || n != 4 {
+					t.Fatalf("the old shard holds %d of the owner's 4 rows (%v)", n, err)
+				}
+			})
+		}
+	})
 }
