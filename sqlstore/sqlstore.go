@@ -892,12 +892,15 @@ func (s *Store) checkOwnerColumn(ctx context.Context, db *sql.DB, t *table) (own
 
 // pgColumnType describes, in a statement on pg_attribute, a column's type as checkColumns
 // and the sums' check (table.sameColumns) compare it: its name, and for a domain (or an
-// array of one) the type it is over, for a composite type its fields. Two shards whose
-// types share a name but differ beneath (a domain over float8 on one, over real on the
-// other) then differ.
+// array of one) the type it is over, for a composite type its fields, by alikeTypes' classes
+// (a number, text) where they have one. Two shards whose types share a name but differ
+// beneath (a domain over float8 on one, over real on the other) then differ.
 const pgColumnType = `format_type(atttypid, atttypmod) || COALESCE((SELECT CASE e.typtype
 		WHEN 'd' THEN ' over ' || format_type(e.typbasetype, e.typtypmod)
-		WHEN 'c' THEN ' of (' || (SELECT string_agg(f.attname || ' ' || format_type(f.atttypid, f.atttypmod), ', ' ORDER BY f.attnum)
+		WHEN 'c' THEN ' of (' || (SELECT string_agg(f.attname || ' ' || CASE
+				WHEN f.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'numeric'::regtype) THEN 'a number'
+				WHEN f.atttypid IN ('text'::regtype, 'varchar'::regtype) THEN 'text'
+				ELSE format_type(f.atttypid, f.atttypmod) END, ', ' ORDER BY f.attnum)
 			FROM pg_attribute f WHERE f.attrelid = e.typrelid AND f.attnum > 0 AND NOT f.attisdropped) || ')'
 		END FROM pg_type ty JOIN pg_type e ON e.oid = CASE WHEN ty.typcategory = 'A' THEN ty.typelem ELSE ty.oid END
 		WHERE ty.oid = atttypid), '')`
