@@ -204,6 +204,71 @@ func TestDoneRecordWithStaleLayoutRefused(t *testing.T) {
 	}
 }
 
+// TestDoneRecordOfMigrationNeverRunRefused: after step 1 (5 -> 10) is finished, a wrong
+// coordinator publishes a record that is consistent in itself (it passes Check, its layout
+// is its migration's after layout) but says that step 2 (10 -> 5) is done, though no mover
+// ever claimed it (a record restored from the wrong backup, another deployment's mover
+// writing under the same prefix, an operator who "shrinks" by editing the record). The
+// application routes a new user by step 2's after sharder and labels the access Arriving
+// (routed by the after sharder of a migration it holds finished); the shards serve step 1,
+// finished, and refuse it (ErrPlacement): an Arriving access is accepted only where the
+// shard serves that very migration finished. Before the label, the shards took the access
+// for the next migration's before its mover claimed (Placement.Accepts), on any shard, and
+// the write was acknowledged on shard 2, where step 1's after sharder never looks.
+func TestDoneRecordOfMigrationNeverRunRefused(t *testing.T) {
+	ctx := context.Background()
+	w := newRecordWorld(t)
+	rev := w.step1(t)
+	p, _, err := w.mover.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := procsSteps(w.c)[1]
+	ghost := p.Clone()
+	ghost.Layout = userLayout(step[1])
+	ghost.Migration = &coord.Migration{ID: stepID(1, step), Before: userLayout(step[0]), After: userLayout(step[1]), Phase: coord.PhaseDone, Epoch: 999}
+	if err := ghost.Check(); err != nil {
+		t.Fatal(err)
+	}
+	ghostRev, err := w.mover.Update(ctx, rev, ghost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sync(t, ghostRev)
+
+	const user = 47 // a user created now: 47 % 10 = 7 where the data's placement puts it
+	shard, err := w.newUser(user)
+	refused := err != nil
+	switch {
+	case err == nil:
+		t.Errorf("a write routed by a migration no mover ever ran (%s) was acknowledged on shard %d, though the shards serve %s, finished, which puts user %d on shard %d",
+			ghost.Migration.ID, shard, p.Migration.ID, user, user%w.c.grow)
+	case !errors.Is(err, rebalance.ErrPlacement):
+		t.Errorf("the write was refused with %v, want an error wrapping ErrPlacement", err)
+	default:
+		t.Logf("the write was refused: %v", err)
+	}
+
+	// The record is right again: the user is written, and read, where step 1 puts it.
+	goodRev, err := w.mover.Update(ctx, ghostRev, p.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sync(t, goodRev)
+	if refused { // the application writes it again
+		if shard, err = w.newUser(user); err != nil {
+			t.Fatalf("writing user %d through the record in force: %v", user, err)
+		}
+	}
+	n, at, err := w.readUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("user %d's acknowledged message is lost: reading it through the placement in force finds %d messages on shard %d (the write went to shard %d)", user, n, at, shard)
+	}
+}
+
 // recordLister is the example's store with a hook called before Finish lists the owners of a
 // shard (rebalance.OwnerLister): a place to hold one finisher while others act. An error of
 // the hook is yielded as the listing's.

@@ -391,7 +391,9 @@ func (r *placementRouter) do(ctx context.Context, owner string, fn func(tx *sql.
 	// No migration: the layout routes, with no placement (none was ever claimed). A done
 	// migration: its after sharder routes, the one its placement names (coord's Check holds
 	// the record's layout to it; routing by the layout while labelling by the migration
-	// would put a write where the placement the shards serve never reads it).
+	// would put a write where the placement the shards serve never reads it), and the
+	// access says so (Arriving): only a shard that serves that migration, finished, accepts
+	// it, so a record that says done of a migration no mover ran is refused, not followed.
 	var served rebalance.Placement
 	var by userSharder
 	if m := p.Migration; m != nil {
@@ -400,6 +402,7 @@ func (r *placementRouter) do(ctx context.Context, owner string, fn func(tx *sql.
 			return classIdle, err
 		}
 		served, by = sh.Placement(), after
+		served.Arriving = true
 	} else {
 		n, err := layoutShards(p.Layout, r.c)
 		if err != nil {
