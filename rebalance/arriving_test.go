@@ -114,3 +114,38 @@ func TestPartialFinishCostsAvailabilityOnly(t *testing.T) {
 	require.NoError(t, w.write(ctx, heard, fresh, 1))
 	w.check(t, true)
 }
+
+// raceFinish refuses the first Arriving access as a store does that read the placement it
+// serves after its check, the finish committing in between: the refusal says finished.
+type raceFinish struct {
+	*MemShared
+	refused bool
+}
+
+func (s *raceFinish) Access(ctx context.Context, p Placement, owner string, shard int, fn func(tx *MemTx) error) error {
+	if p.Arriving && !s.refused {
+		s.refused = true
+		served := p
+		served.Arriving = false
+		return &PlacementError{Shard: shard, Served: served, Wanted: p, Finished: true}
+	}
+	return s.MemShared.Access(ctx, p, owner, shard, fn)
+}
+
+// TestArrivingRetriesARefusalThatSaysFinished: an Arriving access refused by its after
+// shard while the finish committed there (the refusal already saying finished, as
+// sqlstore's on PostgreSQL, which reads what the shard serves after its check) is tried
+// again, not returned: the shard serves it now.
+func TestArrivingRetriesARefusalThatSaysFinished(t *testing.T) {
+	w := newSharedWorld(t, 10, 3, 2, 3)
+	ctx := context.Background()
+	operator := w.shared(t, "grow", w.store, SharedOptions{})
+	require.NoError(t, operator.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, operator.Finish(ctx, slices.Values(w.owners)))
+	st := &raceFinish{MemShared: w.store}
+	m := w.shared(t, "grow", st, SharedOptions{FenceWait: time.Second})
+	require.NoError(t, m.Finish(ctx, slices.Values(w.owners)), "finished again: m holds it finished")
+	require.NoError(t, w.write(ctx, m, w.owners[0], 100))
+	require.True(t, st.refused)
+	w.check(t, true)
+}

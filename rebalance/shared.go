@@ -548,7 +548,9 @@ func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, arriving b
 // arrive runs fn on owner's after shard, the migration held finished (an Arriving access).
 // A shard that serves the migration but has not recorded it finished yet (a Finish under
 // way in another process, which another shard told this one of) refuses it; arrive waits
-// for the record, up to FenceWait, then returns that refusal.
+// for the record, up to FenceWait, then returns that refusal. The refusal's Finished may
+// already say finished: a store may read what the shard serves after its check, and the
+// finish may have committed in between.
 func (m *Shared[Tx]) arrive(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
 	to := m.after.Locate(owner)
 	deadline := time.Now().Add(m.opts.FenceWait)
@@ -556,7 +558,7 @@ func (m *Shared[Tx]) arrive(ctx context.Context, owner string, fn func(tx Tx, sh
 	for {
 		err := m.access(ctx, owner, to, true, fn)
 		pe := (*PlacementError)(nil)
-		if !errors.As(err, &pe) || pe.Served != m.placement || pe.Finished || pe.Shard != to {
+		if !errors.As(err, &pe) || pe.Served != m.placement || pe.Finishing || pe.Shard != to {
 			return err
 		}
 		if time.Now().After(deadline) {
