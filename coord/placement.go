@@ -176,7 +176,13 @@ func (l Layout) check(what string) error {
 }
 
 // Check reports whether p is a placement every process can route by: each layout builds,
-// and a migration has an ID, a known phase, and layouts of its own. Errors wrap ErrRecord.
+// and a migration has an ID, a known phase, and layouts of its own, and its Layout is the one
+// its phase says is in force: Before while planned or moving, After once done (Before or
+// After while finishing). Layouts are compared field by field (a default left zero in one
+// and spelled out in the other differs). A record whose Layout is not its migration's
+// would route by one layout while labelling accesses with the migration's placement, and a
+// write would land where the placement the shards serve does not read it. Errors wrap
+// ErrRecord.
 func (p Placement) Check() error {
 	if err := p.Layout.check("layout"); err != nil {
 		return err
@@ -194,7 +200,39 @@ func (p Placement) Check() error {
 	if err := m.Before.check("migration " + m.ID + " before"); err != nil {
 		return err
 	}
-	return m.After.check("migration " + m.ID + " after")
+	if err := m.After.check("migration " + m.ID + " after"); err != nil {
+		return err
+	}
+	switch {
+	case m.Phase == PhaseDone && !p.Layout.equal(m.After):
+		return fmt.Errorf("coord: migration %q is done, but the layout in force (%s) is not its after layout (%s): a done migration's after layout is the layout: %w",
+			m.ID, p.Layout.describe(), m.After.describe(), ErrRecord)
+	case (m.Phase == PhasePlanned || m.Phase == PhaseMoving) && !p.Layout.equal(m.Before):
+		return fmt.Errorf("coord: migration %q is %s, but the layout in force (%s) is not its before layout (%s): until it is done the before layout is the layout: %w",
+			m.ID, m.Phase, p.Layout.describe(), m.Before.describe(), ErrRecord)
+	case m.Phase == PhaseFinishing && !p.Layout.equal(m.Before) && !p.Layout.equal(m.After):
+		return fmt.Errorf("coord: migration %q is finishing, but the layout in force (%s) is neither its before layout (%s) nor its after layout (%s): %w",
+			m.ID, p.Layout.describe(), m.Before.describe(), m.After.describe(), ErrRecord)
+	}
+	return nil
+}
+
+// equal says whether l and o are the same layout, field by field.
+func (l Layout) equal(o Layout) bool {
+	return l.Strategy == o.Strategy && l.Shards == o.Shards && l.Vnodes == o.Vnodes && l.Partitions == o.Partitions &&
+		l.Table == o.Table && l.Pool == o.Pool && slices.Equal(l.Nodes, o.Nodes)
+}
+
+// describe names the layout in errors: "jump, 5 shards", "pool ring of 3 nodes".
+func (l Layout) describe() string {
+	if l.Pool != "" {
+		return fmt.Sprintf("pool %s of %d nodes", l.Pool, len(l.Nodes))
+	}
+	s := fmt.Sprintf("%s, %d shards", l.Strategy, l.Shards)
+	if l.Table != "" {
+		s += ", with a table"
+	}
+	return s
 }
 
 // The stored JSON. Its field names are the format; Go names may change, these may not

@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -134,5 +135,45 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 	_, err := coord.Encode(coord.Placement{Layout: coord.Layout{Strategy: "jump", Shards: 0}}, "me")
 	if !errors.Is(err, coord.ErrInput) || !errors.Is(err, coord.ErrRecord) {
 		t.Fatalf("Encode of 0 shards: %v, want ErrInput and ErrRecord", err)
+	}
+}
+
+// TestCheckRefusesLayoutNotInForce: a record whose Layout is not the layout its migration's
+// phase puts in force (a done migration's After, a moving one's Before) is refused, wrapping
+// ErrRecord: a process would route by Layout while labelling its accesses with the
+// migration's placement, and a write would land where the shards' placement never reads it.
+func TestCheckRefusesLayoutNotInForce(t *testing.T) {
+	five, ten := coord.Layout{Strategy: "modulo", Shards: 5}, coord.Layout{Strategy: "modulo", Shards: 10}
+	record := func(layout coord.Layout, phase coord.Phase) coord.Placement {
+		return coord.Placement{Layout: layout, Migration: &coord.Migration{ID: "grow", Before: five, After: ten, Phase: phase}}
+	}
+	for _, tc := range []struct {
+		p    coord.Placement
+		want string // "" for accepted
+	}{
+		{record(ten, coord.PhaseDone), ""},
+		{record(five, coord.PhaseDone), "is done, but the layout in force (modulo, 5 shards) is not its after layout (modulo, 10 shards)"},
+		{record(five, coord.PhaseMoving), ""},
+		{record(ten, coord.PhaseMoving), "is moving, but the layout in force (modulo, 10 shards) is not its before layout (modulo, 5 shards)"},
+		{record(five, coord.PhasePlanned), ""},
+		{record(ten, coord.PhasePlanned), "is planned, but the layout in force"},
+		{record(five, coord.PhaseFinishing), ""},
+		{record(ten, coord.PhaseFinishing), ""},
+		{record(coord.Layout{Strategy: "modulo", Shards: 7}, coord.PhaseFinishing), "neither its before layout"},
+	} {
+		err := tc.p.Check()
+		name := fmt.Sprintf("layout %d shards, %s", tc.p.Layout.Shards, tc.p.Migration.Phase)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: Check: %v, want nil", name, err)
+		case tc.want != "" && (!errors.Is(err, coord.ErrRecord) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: Check: %v, want an error wrapping ErrRecord that says %q", name, err, tc.want)
+		}
+		if tc.want == "" {
+			continue
+		}
+		if _, err := coord.Encode(tc.p, "me"); !errors.Is(err, coord.ErrRecord) {
+			t.Errorf("%s: Encode: %v, want ErrRecord", name, err)
+		}
 	}
 }

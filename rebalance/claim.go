@@ -102,6 +102,15 @@ type Placement struct {
 	// longer serves the owner, fenced or not (a new owner's first rows would be left there,
 	// where the after sharder never looks), and refuses it.
 	Leaving bool
+	// Arriving marks an access routed by the after sharder alone, because the process holds
+	// the migration finished (Shared.Do once Finish returned or a shard said so; a router
+	// that reads the migration done in its record). A shard accepts it only where it serves
+	// this very placement, finished: an access of the next migration is otherwise accepted
+	// before its mover claims, which is sound only for one routed by that migration's before
+	// sharder, where every owner still is; a migration said done that no mover ran (a wrong
+	// record) would put a write where nobody reads it. Where the finish is recorded on some
+	// shards and not yet on others, the others refuse it until it is: availability, not data.
+	Arriving bool
 }
 
 // PlacementOf returns the Placement of migration id from before to after.
@@ -137,7 +146,8 @@ func Fingerprint(s shard.Sharder) uint64 {
 // apply this rule to every access, and to every claim: a mover may claim a shard for p on
 // the same terms (a resume of p, or the migration after a finished one).
 //
-// A Leaving access of a migration is refused once the shard serves it finished. A store
+// A Leaving access of a migration is refused once the shard serves it finished, and an
+// Arriving access everywhere but where the shard serves p itself, finished. A store
 // also refuses an access routed by a migration it recorded finished other than the one it
 // serves (SharedStore.Finished): after 2 -> 3, 3 -> 2 and 2 -> 3 again, a process that
 // still routes by the finished 3 -> 2 is no next migration, though its before sharder is
@@ -145,6 +155,10 @@ func Fingerprint(s shard.Sharder) uint64 {
 func (p Placement) Accepts(served Placement, finished bool) bool {
 	if p.Leaving && finished && p.Migration == served.Migration {
 		return false
+	}
+	if p.Arriving {
+		p.Leaving, p.Arriving = false, false
+		return finished && p == served
 	}
 	p.Leaving = false
 	return served.IsZero() || p == served || finished && p.Migration != served.Migration && p.Before == served.After
@@ -188,6 +202,8 @@ func (e *PlacementError) Error() string {
 		return fmt.Sprintf("rebalance: %s serves %s: finish it before a mover claims %s", where, served, wanted)
 	case e.Claim:
 		return fmt.Sprintf("rebalance: %s serves %s, whose after sharder is not the before sharder of %s: the plan does not start where the data is", where, served, wanted)
+	case e.Wanted.Arriving:
+		return fmt.Sprintf("rebalance: %s serves %s, not an access routed by the after sharder of %s as finished: such an access is accepted only where the shard serves that migration finished; the process holds finished a migration the shards do not (a wrong placement record, or a finish not recorded here yet)", where, served, wanted)
 	}
 	return fmt.Sprintf("rebalance: %s serves %s, not an access routed by %s: the process routes by a placement out of date or wrong; reload it", where, served, wanted)
 }

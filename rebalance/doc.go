@@ -126,6 +126,13 @@
 //   - once a migration is finished, an owner's old shard refuses an access routed there by a
 //     process that has not heard (Placement.Leaving), even for an owner it never held, and
 //     that process routes by the after sharder from then on;
+//   - an access routed by the after sharder alone, its process holding the migration
+//     finished (Placement.Arriving: Do once finished, a router that reads the migration done
+//     in its record), runs only on a shard that serves that very migration finished: the
+//     next migration's accesses before its mover claims are accepted only as routed by its
+//     before sharder, where every owner still is, so a record that says done of a
+//     migration no mover ran is refused, not followed; where a Finish is recorded on some
+//     shards and not yet on others, Do waits up to FenceWait, then says so;
 //   - the copy goes in chunks, each its own short transaction, while the old shard serves the
 //     owner, so an owner is served by no shard only for the tail, whatever its size;
 //   - owners of one pair of shards move in groups: one fence change, one count and one chunk
@@ -151,7 +158,9 @@
 //	7 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
 //	8 mark done           control database                 the mover              marks of a token older than T
 //	Finish                shards record it finished        any process, all done, accesses routed to an owner's old shard;
-//	                                                       no owner left out      (next: a claim of a migration that does
+//	                                                       no owner left out      before: Arriving accesses (after sharder);
+//	                                                                              after: Arriving accesses of another migration
+//	                                                                              (next: a claim of a migration that does
 //	                                                                              not start at this one's after sharder)
 //
 // Whatever runs between two steps: a second mover is refused at its claim; a mover replaced

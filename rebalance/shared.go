@@ -181,8 +181,9 @@ type SharedStore[Tx any] interface {
 	// lowers a mark. It refuses a stale token (checked in the control database).
 	SetMarks(ctx context.Context, migration string, owners []string, mark Mark, token uint64) error
 	// Finished records on every shard that serves p that p's migration is finished: the
-	// next migration's mover may claim them, and accesses routed by the next migration are
-	// accepted before its mover has claimed (Placement.Accepts). The store remembers every
+	// next migration's mover may claim them, accesses routed by the next migration's before
+	// sharder are accepted before its mover has claimed, and accesses of p labelled Arriving
+	// are accepted from then on (Placement.Accepts). The store remembers every
 	// migration it recorded finished: it refuses a claim of one (ErrFinished), and an
 	// access routed by one that is not the migration it serves.
 	//
@@ -465,24 +466,29 @@ func (m *Shared[Tx]) Stats() SharedStats {
 // a few ms) Do backs off and tries again, up to SharedOptions.FenceWait, then returns an
 // error wrapping ErrFenced that says so. If the old shard says the migration was finished
 // (by another process's Finish), this Shared takes it as finished and routes by the after
-// sharder alone from then on. fn may be called more than once (after an error
+// sharder alone from then on, as it does once its own Finish returned nil, labelling the
+// accesses Arriving (Placement): a shard that has not recorded the finish yet refuses them,
+// and Do tries again up to FenceWait, then returns its *PlacementError. fn may be called more than once (after an error
 // wrapping ErrFenced, or if the store runs an access again); it must not call Do, Run or Finish.
 func (m *Shared[Tx]) Do(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
+	if m.finished.Load() {
+		return m.arrive(ctx, owner, fn)
+	}
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
-	if from == to || m.finished.Load() {
-		return m.access(ctx, owner, to, fn)
+	if from == to {
+		return m.access(ctx, owner, to, false, fn)
 	}
 	deadline := time.Now().Add(m.opts.FenceWait)
 	wait := 500 * time.Microsecond
 	s, switched := from, false
 	for {
-		err := m.access(ctx, owner, s, fn)
+		err := m.access(ctx, owner, s, false, fn)
 		if pe := (*PlacementError)(nil); s == from && errors.As(err, &pe) && pe.Served.Migration == m.id {
 			switch {
 			case pe.Finished:
 				// Finished by another process: the after sharder alone routes from now on.
 				m.finished.Store(true)
-				return m.access(ctx, owner, to, fn)
+				return m.arrive(ctx, owner, fn)
 			case pe.Finishing:
 				// Until Finish decides, the owner is served by its old shard or by none.
 				if err := m.backoff(ctx, owner, deadline, &wait, err); err != nil {
@@ -529,12 +535,43 @@ func (m *Shared[Tx]) backoff(ctx context.Context, owner string, deadline time.Ti
 	return nil
 }
 
-// access runs fn on shard s for owner; an owner the migration moves, accessed on its before
-// shard while the migration is not known to be finished, is Leaving there.
-func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, fn func(tx Tx, shard int) error) error {
+// access runs fn on shard s for owner. An access routed by the after sharder alone, the
+// migration held finished, is Arriving; otherwise an owner the migration moves, accessed on
+// its before shard, is Leaving there.
+func (m *Shared[Tx]) access(ctx context.Context, owner string, s int, arriving bool, fn func(tx Tx, shard int) error) error {
 	p := m.placement
-	p.Leaving = !m.finished.Load() && s == m.before.Locate(owner) && s != m.after.Locate(owner)
+	p.Arriving = arriving
+	p.Leaving = !arriving && s == m.before.Locate(owner) && s != m.after.Locate(owner)
 	return m.store.Access(ctx, p, owner, s, func(tx Tx) error { return fn(tx, s) })
+}
+
+// arrive runs fn on owner's after shard, the migration held finished (an Arriving access).
+// A shard that serves the migration but has not recorded it finished yet (a Finish under
+// way in another process, which another shard told this one of) refuses it; arrive waits
+// for the record, up to FenceWait, then returns that refusal. The refusal's Finished may
+// already say finished: a store may read what the shard serves after its check, and the
+// finish may have committed in between.
+func (m *Shared[Tx]) arrive(ctx context.Context, owner string, fn func(tx Tx, shard int) error) error {
+	to := m.after.Locate(owner)
+	deadline := time.Now().Add(m.opts.FenceWait)
+	wait := 500 * time.Microsecond
+	for {
+		err := m.access(ctx, owner, to, true, fn)
+		pe := (*PlacementError)(nil)
+		if !errors.As(err, &pe) || pe.Served != m.placement || pe.Finishing || pe.Shard != to {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rebalance: migration %q: owner %q: shard %d has not recorded the migration finished after %v, though another shard has (is a Finish stopped part way? run it again): %w",
+				m.id, owner, to, m.opts.FenceWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rebalance: migration %q: owner %q: waiting for shard %d to record the migration finished: %w", m.id, owner, to, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 // String returns the state, and the migration that set it: "moved by \"grow-5-10\"".
@@ -549,7 +586,7 @@ func (f Fence) String() string {
 // and, if the store is an OwnerLister, that no shard holds rows of an owner the after
 // sharder places elsewhere (an owner left out of owners). If so, it records on the shards that the migration is finished
 // (SharedStore.Finished: the next migration's mover may claim them), from then on Do routes
-// by the after sharder alone (still reading the fence there), and Finish returns nil. Otherwise nothing changes and it returns an
+// by the after sharder alone (still reading the fence there; the accesses Arriving), and Finish returns nil. Otherwise nothing changes and it returns an
 // *UnfinishedError. owners must not be nil (ErrConfig).
 //
 // Over an OwnerLister, accesses of new owners to their old shards wait while it lists the

@@ -223,13 +223,18 @@ func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placem
 	return p, finished == 1, nil // above 1: being finished, not yet
 }
 
-// refusesPlacement is a condition true of the placement row of a shard that does not accept
-// an access routed by the placement in parameters pm, pb, pa and lv (Leaving: 1 or 0)
+// refusesPlacement is a condition true of a shard that does not accept an access routed by
+// the placement in parameters pm, pb, pa, lv (Leaving: 1 or 0) and ar (Arriving: 1 or 0)
 // (rebalance.Placement.Accepts), or that routed by a migration the shard recorded finished
 // before the one it serves (rebalance_finished): its before sharder may be the after sharder
-// of the one served (a migration back, 2 -> 3 -> 2 -> 3), but it is no next migration.
-const refusesPlacement = `NOT (migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1)
-	OR finished = 1 AND migration <> %[1]s AND after_fp = %[2]s AND NOT EXISTS (SELECT 1 FROM rebalance_finished f WHERE f.migration = %[1]s))`
+// of the one served (a migration back, 2 -> 3 -> 2 -> 3), but it is no next migration. An
+// Arriving access is accepted only where the shard serves its very placement finished, so
+// also refused by a shard that serves none; the next migration's accesses accepted before
+// its mover claims are the others, routed by its before sharder.
+const refusesPlacement = `(EXISTS (SELECT 1 FROM rebalance_placement WHERE NOT (
+		migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) AND (finished = 1 OR %[5]s = 0)
+		OR %[5]s = 0 AND finished = 1 AND migration <> %[1]s AND after_fp = %[2]s AND NOT EXISTS (SELECT 1 FROM rebalance_finished f WHERE f.migration = %[1]s)))
+	OR %[5]s = 1 AND NOT EXISTS (SELECT 1 FROM rebalance_placement))`
 
 // Renew extends the lease of the claim of token; see rebalance.MoverLock.
 func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error {

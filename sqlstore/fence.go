@@ -168,17 +168,20 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	defer tx.Rollback() // a no-op after Commit
 	var state sql.NullInt64
 	var refused, finishing int64
-	pm, pb, pa, lv := p.Migration, int64(p.Before), int64(p.After), 0
+	pm, pb, pa, lv, ar := p.Migration, int64(p.Before), int64(p.After), 0, 0
 	if p.Leaving {
 		lv = 1
 	}
-	refuses := "SELECT COUNT(*) FROM rebalance_placement WHERE " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5")
+	if p.Arriving {
+		ar = 1
+	}
+	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5", "$6") + " THEN 1 ELSE 0 END"
 	const beingFinished = "SELECT COUNT(*) FROM rebalance_placement WHERE finished > 1"
 	switch hold {
 	case sharedLock:
 		// The owner's lock shared, then the placement and its fence, in one round trip
 		// (rebalance_enter: -1 when the placement is refused).
-		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7, $8)", fenceNS, lockKey(owner), owner, pm, pb, pa, lv, placementNS).Scan(&state)
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7, $8, $9)", fenceNS, lockKey(owner), owner, pm, pb, pa, lv, ar, placementNS).Scan(&state)
 		switch state.Int64 {
 		case -1:
 			state, refused = sql.NullInt64{}, 1
@@ -187,13 +190,13 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 		}
 	case snapshot:
 		// The first read of a deferred transaction: it opens the snapshot fn runs on.
-		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv).Scan(&state, &refused, &finishing)
+		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv, ar).Scan(&state, &refused, &finishing)
 	case writeLock:
 		// A write first: it takes the write lock now (waiting for it under busy_timeout),
 		// so no fence change can commit between this read and the end of the transaction.
 		err = tx.QueryRowContext(ctx, "UPDATE rebalance_fence SET state = state WHERE owner = $1 RETURNING state", owner).Scan(&state)
 		if err == nil || errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv).Scan(new(any), &refused, &finishing)
+			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv, ar).Scan(new(any), &refused, &finishing)
 		}
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -448,8 +448,12 @@ var pgStripes = []string{
 // access. A plpgsql function declared VOLATILE runs each of its statements on a snapshot
 // taken when the statement starts (READ COMMITTED), so a read after a lock sees every change
 // committed before the lock was granted, as two statements of a transaction would.
-var pgFunctions = []string{`
-CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint, lv integer, pns integer) RETURNS integer
+//
+// rebalance_enter took no ar (Arriving) before: its old signature is dropped first, so that a
+// database set up by an older build keeps no overload that accepts accesses without it.
+var pgFunctions = []string{
+	`DROP FUNCTION IF EXISTS rebalance_enter(integer, integer, text, text, bigint, bigint, integer, integer)`, `
+CREATE OR REPLACE FUNCTION rebalance_enter(ns integer, k integer, o text, pm text, pb bigint, pa bigint, lv integer, ar integer, pns integer) RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE st integer;
 BEGIN
@@ -459,7 +463,7 @@ BEGIN
 	IF lv = 1 THEN
 		PERFORM pg_advisory_xact_lock_shared(pns, 0);
 	END IF;
-	IF EXISTS (SELECT 1 FROM rebalance_placement WHERE ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv") + `) THEN
+	IF ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv", "ar") + ` THEN
 		RETURN -1; -- the shard serves another placement
 	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;

@@ -355,8 +355,8 @@ func runApp(c config, cl *coord.Client, store *sqlstore.Store, out io.Writer) er
 }
 
 // placementRouter routes by the placement record as this process's coord client last saw
-// it: through the migration's Shared.Do while one is under way (its phase not done), by
-// the layout alone otherwise. Either way the shard's fence is read in the access's own
+// it: through the migration's Shared.Do while one is under way (its phase not done), by its
+// after sharder once it is done, by the layout when there is none. Either way the shard's fence is read in the access's own
 // transaction, so a stale view is refused by the shard (ErrFenced) and retried.
 type placementRouter struct {
 	c          config
@@ -388,20 +388,29 @@ func (r *placementRouter) do(ctx context.Context, owner string, fn func(tx *sql.
 		}
 		return class, retry(sh.Do(ctx, owner, fn))
 	}
-	n, err := layoutShards(p.Layout, r.c)
-	if err != nil {
-		return classIdle, err
-	}
-	// The placement the shards serve: the last migration's, finished (none before the first).
+	// No migration: the layout routes, with no placement (none was ever claimed). A done
+	// migration: its after sharder routes, the one its placement names (coord's Check holds
+	// the record's layout to it; routing by the layout while labelling by the migration
+	// would put a write where the placement the shards serve never reads it), and the
+	// access says so (Arriving): only a shard that serves that migration, finished, accepts
+	// it, so a record that says done of a migration no mover ran is refused, not followed.
 	var served rebalance.Placement
+	var by userSharder
 	if m := p.Migration; m != nil {
-		sh, _, _, err := r.shared(m)
+		sh, _, after, err := r.shared(m)
 		if err != nil {
 			return classIdle, err
 		}
-		served = sh.Placement()
+		served, by = sh.Placement(), after
+		served.Arriving = true
+	} else {
+		n, err := layoutShards(p.Layout, r.c)
+		if err != nil {
+			return classIdle, err
+		}
+		by = newUserSharder(n)
 	}
-	s := newUserSharder(n).Locate(owner)
+	s := by.Locate(owner)
 	return classIdle, retry(r.store.Access(ctx, served, owner, s, func(tx *sql.Tx) error { return fn(tx, s) }))
 }
 
