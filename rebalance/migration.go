@@ -256,21 +256,28 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return fn(to)
 	}
 	l := m.lock(owner)
+	// Every release is deferred: a panic in the Store or in fn that the application
+	// recovers (as net/http does) must not leave the owner locked, or Run and Finish wait
+	// for it forever. held says whether the read lock is held when a panic unwinds.
 	l.RLock()
+	held := true
+	defer func() {
+		if held {
+			l.RUnlock()
+		}
+	}()
 	if m.finished.Load() { // Finish held every lock meanwhile, and finished
-		l.RUnlock()
 		return fn(to)
 	}
 	mark, err := m.mark(ctx, owner)
 	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
+		held = false
 		l.RUnlock()
-		l.Lock()
-		err = m.move(ctx, owner, from, to, &m.lazily)
-		l.Unlock()
+		err = m.moveLocked(ctx, l, owner, from, to, &m.lazily)
 		l.RLock()
+		held = true
 		mark = Done // marks only advance, so it is still Done
 	}
-	defer l.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -278,6 +285,14 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return fn(from)
 	}
 	return fn(to)
+}
+
+// moveLocked moves owner holding l exclusively, and releases l however move returns,
+// a panic included.
+func (m *Migration) moveLocked(ctx context.Context, l *sync.RWMutex, owner string, from, to int, count *atomic.Int64) error {
+	l.Lock()
+	defer l.Unlock()
+	return m.move(ctx, owner, from, to, count)
 }
 
 func (m *Migration) mark(ctx context.Context, owner string) (Mark, error) {
@@ -416,10 +431,7 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
 			for o := range work {
-				l := m.lock(o)
-				l.Lock()
-				err := m.move(ctx, o, m.before.Locate(o), m.after.Locate(o), &m.byRun)
-				l.Unlock()
+				err := m.moveLocked(ctx, m.lock(o), o, m.before.Locate(o), m.after.Locate(o), &m.byRun)
 				mu.Lock()
 				if err != nil {
 					firstErr = cmp.Or(firstErr, err)
