@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -84,4 +85,136 @@ func TestPanicInDoReleasesTheOwner(t *testing.T) {
 			w.checkServed(t, m)
 		})
 	}
+}
+
+// hookStore wraps a memStore and calls a hook before SetMark, and fails SetMark while
+// failMark is set.
+type hookStore struct {
+	*memStore
+	beforeMark atomic.Pointer[func(owner string, m Mark)]
+	failMark   atomic.Bool
+}
+
+func (s *hookStore) SetMark(ctx context.Context, migration, owner string, m Mark) error {
+	if h := s.beforeMark.Load(); h != nil {
+		(*h)(owner, m)
+	}
+	if s.failMark.Load() {
+		return errCrash
+	}
+	return s.memStore.SetMark(ctx, migration, owner, m)
+}
+
+// writeBetweenCountAndMark arranges that, when mover is about to mark owner Copied (it has
+// copied and counted both shards), the application writes a row of owner through app.Do,
+// and waits for the write a while: long enough for a Do that does not wait for mover's
+// move to land on the old shard before mover deletes it. It returns a wait for the write.
+func writeBetweenCountAndMark(t *testing.T, w *world, st *hookStore, app *Migration, owner string) (wait func()) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	var once atomic.Bool
+	hook := func(o string, m Mark) {
+		if o != owner || m != Copied || !once.CompareAndSwap(false, true) {
+			return
+		}
+		go func() {
+			done <- app.Do(ctx, owner, func(s int) error {
+				w.store.put(s, owner, 100, "acknowledged")
+				w.rows[owner].Add(1)
+				return nil
+			})
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(300 * time.Millisecond): // Do waits for the move, as it should
+		}
+	}
+	st.beforeMark.Store(&hook)
+	return func() {
+		t.Helper()
+		require.True(t, once.Load(), "the mover never marked %s Copied", owner)
+		require.NoError(t, <-done)
+	}
+}
+
+// TestMoverStartedTwiceWaitsForTheOtherValuesDo: the application reads and writes through
+// Migration value app; the mover is started a second time by mistake as value twin, of the
+// same ID, over a plain Store. A write through app.Do while twin moves the owner waits for
+// the move (the values share their locks) and lands on the new shard: nothing is lost.
+func TestMoverStartedTwiceWaitsForTheOtherValuesDo(t *testing.T) {
+	w := newWorld(t, 1, 2, 3)
+	w.owners = []string{movingOwner(w.before, w.after)}
+	o := w.owners[0]
+	w.rows[o] = new(atomic.Int64)
+	for k := range 4 {
+		w.store.put(w.before.Locate(o), o, k, fmt.Sprint(o, "/", k))
+	}
+	w.rows[o].Store(4)
+	st := &hookStore{memStore: w.store}
+	ctx := context.Background()
+	app := w.migration(t, "twice", st, Options{})
+	twin := w.migration(t, "twice", st, Options{})
+	wait := writeBetweenCountAndMark(t, w, st, app, o)
+	require.NoError(t, twin.Run(ctx, slices.Values(w.owners)))
+	wait()
+	require.NoError(t, app.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, app.Finish(ctx, slices.Values(w.owners)))
+	w.checkMoved(t)
+	w.checkServed(t, app)
+}
+
+// TestResumeWithANewValueWaitsForTheFirstValuesDo: the resume the doc describes done in
+// one process: the first value's Run stops on a fault, the mover retries with a new value
+// of the same ID while the application keeps using the first value. A write through the
+// first value while the new one moves the owner waits for the move and is not lost.
+func TestResumeWithANewValueWaitsForTheFirstValuesDo(t *testing.T) {
+	w := newWorld(t, 1, 1, 2)
+	w.owners = []string{movingOwner(w.before, w.after)}
+	o := w.owners[0]
+	w.store.put(0, o, 0, "r0")
+	w.rows[o] = new(atomic.Int64)
+	w.rows[o].Store(1)
+	st := &hookStore{memStore: w.store}
+	st.failMark.Store(true)
+	ctx := context.Background()
+	app := w.migration(t, "resume-new-value", st, Options{})
+	require.ErrorIs(t, app.Run(ctx, slices.Values(w.owners)), errCrash)
+	st.failMark.Store(false)
+	wait := writeBetweenCountAndMark(t, w, st, app, o)
+	resumed := w.migration(t, "resume-new-value", st, Options{})
+	require.NoError(t, resumed.Run(ctx, slices.Values(w.owners)))
+	wait()
+	require.NoError(t, app.Finish(ctx, slices.Values(w.owners)))
+	w.checkMoved(t)
+	w.checkServed(t, app)
+}
+
+// TestLockTablesAreDroppedWithTheirMigrations: the process-wide table of locks by ID
+// holds an ID only while a Migration value of it is reachable.
+func TestLockTablesAreDroppedWithTheirMigrations(t *testing.T) {
+	w := newWorld(t, 1, 2, 3)
+	ids := func() int {
+		lockTables.Lock()
+		defer lockTables.Unlock()
+		n := 0
+		for id := range lockTables.byID {
+			if len(id) > 8 && id[:8] == "dropped-" {
+				n++
+			}
+		}
+		return n
+	}
+	a := w.migration(t, "dropped-0", w.store, Options{Stripes: 8})
+	b := w.migration(t, "dropped-0", w.store, Options{Stripes: 16})
+	require.True(t, a.locks == b.locks, "two values of one ID share their locks")
+	require.Len(t, b.locks.stripes, 8)
+	for i := range 100 {
+		w.migration(t, fmt.Sprint("dropped-", i+1), w.store, Options{Stripes: 1})
+	}
+	require.Eventually(t, func() bool { runtime.GC(); return ids() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"IDs of unreachable Migrations are dropped; the one of a live value is kept")
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/shardkit/shard"
-	"github.com/shardkit/shard/internal/keyhash"
 )
 
 var (
@@ -89,7 +88,9 @@ type Options struct {
 	Progress func(Progress)
 	// Stripes is the number of per-owner locks, in [0, MaxStripes]: owners share them by
 	// hash, so memory stays fixed however many owners there are, and two owners in one
-	// stripe at worst wait for each other's move. Zero means 1024.
+	// stripe at worst wait for each other's move. Zero means 1024. Migration values of one
+	// ID in one process share their locks: while one of them is reachable, a later New of
+	// that ID uses its locks, and their number, whatever Stripes it is given.
 	Stripes int
 	// Mover and Lease name this mover and bound its claim, as SharedOptions' do, when the
 	// Store is a MoverLock: Run then claims the migration first, and a second Run of the
@@ -118,7 +119,7 @@ type Migration struct {
 	before, after shard.Sharder
 	store         Store
 	opts          Options
-	locks         []sync.RWMutex
+	locks         *stripeTable // shared by every value of this ID in the process
 	finished      atomic.Bool
 	byRun, lazily atomic.Int64
 }
@@ -158,7 +159,7 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 		opts.Stripes = 1024
 	}
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
-		locks: make([]sync.RWMutex, opts.Stripes)}, nil
+		locks: lockTable(id, opts.Stripes)}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.
@@ -240,9 +241,7 @@ func (m *Migration) Stats() Stats {
 	return Stats{ByRun: m.byRun.Load(), Lazily: m.lazily.Load()}
 }
 
-func (m *Migration) lock(owner string) *sync.RWMutex {
-	return &m.locks[keyhash.XXH64(owner)%uint64(len(m.locks))]
-}
+func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) }
 
 // Do calls fn with the shard that serves owner now, and returns fn's error. In Lazy mode it
 // first moves owner if it has not moved yet; in either mode it first finishes the move of an
@@ -512,12 +511,13 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
 	// on its old shard between the listing and the finish.
-	for i := range m.locks {
-		m.locks[i].Lock()
+	stripes := m.locks.stripes
+	for i := range stripes {
+		stripes[i].Lock()
 	}
 	defer func() {
-		for i := range m.locks {
-			m.locks[i].Unlock()
+		for i := range stripes {
+			stripes[i].Unlock()
 		}
 	}()
 	if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
