@@ -218,3 +218,85 @@ func TestLockTablesAreDroppedWithTheirMigrations(t *testing.T) {
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 }
+
+// TestDrainRefusesAPendingBatchOntoTheDrainedShard: a failed Move leaves a batch that pins
+// an owner onto shard 3; Drain(3) would finish it in its first batch and leave that owner
+// on the shard it drains. It refuses, naming the owner, before moving anything; finishing
+// the batch with Move and draining with a new ID then empties the shard.
+func TestDrainRefusesAPendingBatchOntoTheDrainedShard(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 200)
+	crash := &crashStore{memStore: w.store, op: "copy", when: "before", at: 1}
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	r, err := NewRepin("drain-pending", w.d, rule, crash, Options{})
+	require.NoError(t, err)
+	var p string
+	for _, o := range w.owners {
+		if w.d.Locate(o) != 3 {
+			p = o
+			break
+		}
+	}
+	require.ErrorIs(t, r.Move(ctx, map[string]int{p: 3}), errCrash, "the hot owner's copy fails")
+	crash.at = 0
+	three, err := shard.NewJump(3)
+	require.NoError(t, err)
+	pinned := w.d.Len()
+	err = r.Drain(ctx, 3, slices.Values(w.owners), 25, three.Locate)
+	require.ErrorIs(t, err, ErrConfig, "Drain(3) with a pending batch that pins %s onto shard 3", p)
+	require.ErrorContains(t, err, p)
+	require.Equal(t, pinned, w.d.Len(), "nothing pinned by the refused Drain")
+	w.check(t, r)
+
+	require.NoError(t, r.Move(ctx, nil), "the pending batch finished")
+	require.Equal(t, 3, w.d.Locate(p))
+	r2, err := NewRepin("drain-pending-2", w.d, rule, w.store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r2.Drain(ctx, 3, slices.Values(w.owners), 25, three.Locate))
+	w.check(t, r2)
+	for _, o := range w.owners {
+		require.NotEqual(t, 3, w.d.Locate(o), "owner %s after Drain(3)", o)
+	}
+}
+
+// TestDrainNamesAnOwnerCreatedOnTheDrainedShard: while shard 3 drains, the application
+// writes the first row of a new owner whom the rule places on shard 3. Over an OwnerLister
+// Drain then fails with ErrUnfinished naming it, rather than return nil and let the
+// shard's removal strand the row.
+func TestDrainNamesAnOwnerCreatedOnTheDrainedShard(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 100)
+	st := &hookStore{memStore: w.store}
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	r, err := NewRepin("drain-new-owner", w.d, rule, st, Options{})
+	require.NoError(t, err)
+	n := ""
+	for i := 0; n == ""; i++ {
+		if o := fmt.Sprint("new:", i); w.d.Locate(o) == 3 {
+			n = o
+		}
+	}
+	var once atomic.Bool
+	hook := func(string, Mark) {
+		if once.CompareAndSwap(false, true) { // a request of the application during the drain
+			require.NoError(t, r.Do(ctx, n, func(s int) error { w.store.put(s, n, 0, "acknowledged"); return nil }))
+		}
+	}
+	st.beforeMark.Store(&hook)
+	three, err := shard.NewJump(3)
+	require.NoError(t, err)
+	err = r.Drain(ctx, 3, slices.Values(w.owners), 10, three.Locate)
+	require.ErrorIs(t, err, ErrUnfinished, "Drain(3) after new owner %s wrote its first row on shard 3", n)
+	require.ErrorContains(t, err, n)
+	require.Equal(t, 1, w.store.count(3, n))
+
+	w.owners = append(w.owners, n)
+	w.rows[n] = new(atomic.Int64)
+	w.rows[n].Store(1)
+	r2, err := NewRepin("drain-new-owner-2", w.d, rule, w.store, Options{})
+	require.NoError(t, err)
+	require.NoError(t, r2.Drain(ctx, 3, slices.Values(w.owners), 10, three.Locate), "drained again with the new owner listed")
+	w.check(t, r2)
+}

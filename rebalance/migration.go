@@ -23,7 +23,8 @@ var (
 	// ErrMark reports a mark that a Store returned outside Unmoved, Copied and Done.
 	ErrMark = errors.New("invalid mark")
 	// ErrUnfinished reports owners left unmoved when Finish is called; the error is an
-	// *UnfinishedError that says how many and which.
+	// *UnfinishedError that says how many and which. Repin.Drain wraps it too, naming the
+	// owners still on the drained shard after its last batch.
 	ErrUnfinished = errors.New("owners left to move")
 	// ErrFinished reports a Run after a successful Finish, when the marks may already be
 	// gone and moving again would copy an empty old shard over the data; also a claim of a
