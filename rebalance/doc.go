@@ -69,6 +69,15 @@
 // time". Never delete them earlier: an unmarked owner is read from its old shard, and moving
 // it again would copy the empty old shard over its data.
 //
+// Finish is durable over a Store that is a [FinishRecorder] (the sqlstore module's is): a
+// process that restarts while the configuration still names the migration makes its
+// Migration again, which reads the record, routes by the after sharder alone (an owner
+// created after Finish has no mark, and is not read from its old shard) and refuses Run
+// ([ErrFinished]). Over any other Store, only the value that finished knows it: until every
+// process routes by the after sharder alone, no process may make a Migration of that ID
+// again, or a new owner written after Finish is read from its old shard, and a Run copies
+// that shard over its rows.
+//
 // The per-owner locks of a Migration are in-process, shared by every Migration value of one
 // ID in one process: a mover started twice by mistake, or a mover that resumes after an
 // error with a new value while the application keeps calling Do on the first, waits for the

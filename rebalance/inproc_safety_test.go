@@ -300,3 +300,42 @@ func TestDrainNamesAnOwnerCreatedOnTheDrainedShard(t *testing.T) {
 	require.NoError(t, r2.Drain(ctx, 3, slices.Values(w.owners), 10, three.Locate), "drained again with the new owner listed")
 	w.check(t, r2)
 }
+
+// TestFinishIsRecordedForARestart: after Run and Finish, a new owner's first row is written
+// through Do to its after shard; the process restarts while the configuration still names
+// the migration. The new value reads the finish the Store recorded: Do routes the new owner
+// by the after sharder, and Run is refused (ErrFinished) rather than copy the new owner's
+// empty old shard over its row.
+func TestFinishIsRecordedForARestart(t *testing.T) {
+	w := newWorld(t, 10, 2, 3)
+	ctx := context.Background()
+	m := w.migration(t, "recorded", w.store, Options{})
+	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
+
+	n := ""
+	for i := 0; n == ""; i++ {
+		if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) {
+			n = o
+		}
+	}
+	w.owners = append(w.owners, n)
+	w.rows[n] = new(atomic.Int64)
+	write := func(m *Migration, id int) {
+		t.Helper()
+		require.NoError(t, m.Do(ctx, n, func(s int) error {
+			require.Equal(t, w.after.Locate(n), s, "new owner %s routed after the finish", n)
+			w.store.put(s, n, id, fmt.Sprint("row ", id))
+			w.rows[n].Add(1)
+			return nil
+		}))
+	}
+	write(m, 0)
+
+	restarted := w.migration(t, "recorded", w.store, Options{}) // a crash, then the same ID
+	write(restarted, 1)
+	require.ErrorIs(t, restarted.Run(ctx, slices.Values(w.owners)), ErrFinished, "Run of a recorded finished migration")
+	require.NoError(t, restarted.Finish(ctx, slices.Values(w.owners)))
+	w.checkMoved(t)
+	w.checkServed(t, restarted)
+}

@@ -26,9 +26,11 @@ var (
 	// *UnfinishedError that says how many and which. Repin.Drain wraps it too, naming the
 	// owners still on the drained shard after its last batch.
 	ErrUnfinished = errors.New("owners left to move")
-	// ErrFinished reports a Run after a successful Finish, when the marks may already be
-	// gone and moving again would copy an empty old shard over the data; also a claim of a
-	// migration that the store recorded finished, by any process (MoverLock.Claim).
+	// ErrFinished reports a Run after a successful Finish (of this value or, over a
+	// FinishRecorder, of any Migration of the ID, in any process), when the marks may
+	// already be gone and moving again would copy an empty old shard over the data; also a
+	// claim of a migration that the store recorded finished, by any process
+	// (MoverLock.Claim).
 	ErrFinished = errors.New("migration finished")
 	// ErrCopyMismatch reports a Copy after which the new shard does not hold as many of the
 	// owner's rows as the old one: the Store's Copy lost or left rows, or something wrote to
@@ -122,6 +124,10 @@ type Migration struct {
 	opts          Options
 	locks         *stripeTable // shared by every value of this ID in the process
 	finished      atomic.Bool
+	finishRead    atomic.Bool // whether Do has asked the FinishRecorder, if any
+	// repin says this is a batch of a Repin: batches share the Repin's ID and each
+	// finishes, so their finish is kept in the directory's pins, not in a FinishRecorder.
+	repin         bool
 	byRun, lazily atomic.Int64
 }
 
@@ -250,10 +256,21 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // shard while an old copy waits to be checked against it. While fn runs, owner's move cannot
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
+// The first Do of a value asks a Store that is a FinishRecorder whether the migration
+// finished, and if so routes by the after sharder alone from then on.
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {
 		return fn(to)
+	}
+	if !m.finishRead.Load() { // once per value: a restart after Finish must not read marks
+		if _, err := m.recordedFinished(ctx); err != nil {
+			return err
+		}
+		m.finishRead.Store(true)
+		if m.finished.Load() {
+			return fn(to)
+		}
 	}
 	l := m.lock(owner)
 	// Every release is deferred: a panic in the Store or in fn that the application
@@ -390,13 +407,16 @@ func (m *Migration) changed(owners iter.Seq[string]) iter.Seq[string] {
 // Run moves every owner of owners whose shard changes and that is not Done, up to
 // Options.Concurrency at once, and reports Progress. It ranges over owners twice: once to
 // count, once to move. It stops at the first error, or when ctx is done, and returns it;
-// running it again resumes. After a successful Finish it returns an error wrapping
-// ErrFinished; owners must not be nil (ErrConfig).
+// running it again resumes. After a successful Finish (of this value, or one the Store
+// recorded: see FinishRecorder) it returns an error wrapping ErrFinished; owners must not
+// be nil (ErrConfig).
 func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
 	}
-	if m.finished.Load() {
+	if done, err := m.recordedFinished(ctx); err != nil {
+		return err
+	} else if done {
 		return fmt.Errorf("rebalance: migration %q: Run after Finish: %w", m.id, ErrFinished)
 	}
 	total := 0
@@ -487,12 +507,22 @@ func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished
 
 // Finish checks the mark of every owner of owners whose shard changes, and, if the Store is
 // an OwnerLister, that no shard holds rows of an owner the after sharder places elsewhere.
-// If so, from then on Do routes by the after sharder alone, reading no mark, and Finish
-// returns nil. Otherwise nothing changes and it returns an *UnfinishedError. owners must not
-// be nil (ErrConfig): a nil sequence would check nothing and finish.
+// If so, it records the finish if the Store is a FinishRecorder, from then on Do routes by
+// the after sharder alone, reading no mark, and Finish returns nil. Otherwise nothing
+// changes and it returns an *UnfinishedError. A migration finished already (by this value,
+// or as the FinishRecorder records) is not checked again: Finish returns nil. owners must not be nil (ErrConfig): a nil
+// sequence would check nothing and finish.
+//
+// Over a Store that is not a FinishRecorder only this value knows it finished: no process
+// may make a Migration of this ID again while owners are written (see FinishRecorder).
 func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
+	}
+	// Finished already, here or as the Store records: the marks may be gone, and owners
+	// created since have none.
+	if done, err := m.recordedFinished(ctx); err != nil || done {
+		return err
 	}
 	left := &UnfinishedError{Migration: m.id}
 	for o := range m.changed(owners) {
@@ -527,6 +557,31 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if left.Unlisted > 0 {
 		return left
 	}
+	if rec, ok := m.store.(FinishRecorder); ok && !m.repin {
+		if err := rec.RecordFinished(ctx, m.id); err != nil {
+			return fmt.Errorf("rebalance: migration %q: record it finished: %w", m.id, err)
+		}
+	}
 	m.finished.Store(true)
 	return nil
+}
+
+// recordedFinished reports whether the migration is finished: by this value, or, if the
+// store is a FinishRecorder, as recorded there by any Migration of the ID.
+func (m *Migration) recordedFinished(ctx context.Context) (bool, error) {
+	if m.finished.Load() {
+		return true, nil
+	}
+	rec, ok := m.store.(FinishRecorder)
+	if !ok || m.repin {
+		return false, nil
+	}
+	done, err := rec.IsFinished(ctx, m.id)
+	if err != nil {
+		return false, fmt.Errorf("rebalance: migration %q: read whether it is finished: %w", m.id, err)
+	}
+	if done {
+		m.finished.Store(true)
+	}
+	return done, nil
 }

@@ -81,7 +81,12 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 			return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
 		}
 	}
-	return New(r.id, r.d, after, r.store, r.opts)
+	m, err := New(r.id, r.d, after, r.store, r.opts)
+	if err != nil {
+		return nil, err
+	}
+	m.repin = true
+	return m, nil
 }
 
 // Do calls fn with the shard that serves owner now, and returns fn's error: through the
