@@ -69,12 +69,26 @@
 // time". Never delete them earlier: an unmarked owner is read from its old shard, and moving
 // it again would copy the empty old shard over its data.
 //
-// The per-owner locks of a Migration are in-process: every process that reads or writes
-// owners being moved must do so through the same Migration value. For many processes, use
-// [Shared]. A mover started twice is still safe: over a Store that is a [MoverLock] (the
-// sqlstore module's is) the second Run is refused while the first runs, and over any Store,
-// Copy refuses to copy a source its twin deleted ([ErrSourceEmpty]) and the Migration then
-// finds the twin's mark.
+// Finish is durable over a Store that is a [FinishRecorder] (the sqlstore module's is): a
+// process that restarts while the configuration still names the migration makes its
+// Migration again, which reads the record, routes by the after sharder alone (an owner
+// created after Finish has no mark, and is not read from its old shard) and refuses Run
+// ([ErrFinished]). Over any other Store, only the value that finished knows it: until every
+// process routes by the after sharder alone, no process may make a Migration of that ID
+// again, or a new owner written after Finish is read from its old shard, and a Run copies
+// that shard over its rows.
+//
+// The per-owner locks of a Migration are in-process, shared by every Migration value of one
+// ID in one process: a mover started twice by mistake, or a mover that resumes after an
+// error with a new value while the application keeps calling Do on the first, waits for the
+// other value's accesses and moves instead of deleting a write that landed between its
+// count and its mark. Every process that reads or writes owners being moved must do so in
+// the process that moves them; for many processes, use [Shared], whose fences are kept on
+// the shards. Over a Store that is a [MoverLock] (the sqlstore module's is) a second Run is
+// also refused while the first runs, in any process; and over any Store, Copy refuses to
+// copy a source that another mover deleted ([ErrSourceEmpty]) and the Migration then finds
+// that mover's mark. Nothing makes two processes that each move or write owners of one
+// Migration (not a Shared) safe: their locks are not each other's.
 //
 // # Across processes
 //

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/shardkit/shard"
-	"github.com/shardkit/shard/internal/keyhash"
 )
 
 var (
@@ -24,11 +23,14 @@ var (
 	// ErrMark reports a mark that a Store returned outside Unmoved, Copied and Done.
 	ErrMark = errors.New("invalid mark")
 	// ErrUnfinished reports owners left unmoved when Finish is called; the error is an
-	// *UnfinishedError that says how many and which.
+	// *UnfinishedError that says how many and which. Repin.Drain wraps it too, naming the
+	// owners still on the drained shard after its last batch.
 	ErrUnfinished = errors.New("owners left to move")
-	// ErrFinished reports a Run after a successful Finish, when the marks may already be
-	// gone and moving again would copy an empty old shard over the data; also a claim of a
-	// migration that the store recorded finished, by any process (MoverLock.Claim).
+	// ErrFinished reports a Run after a successful Finish (of this value or, over a
+	// FinishRecorder, of any Migration of the ID, in any process), when the marks may
+	// already be gone and moving again would copy an empty old shard over the data; also a
+	// claim of a migration that the store recorded finished, by any process
+	// (MoverLock.Claim).
 	ErrFinished = errors.New("migration finished")
 	// ErrCopyMismatch reports a Copy after which the new shard does not hold as many of the
 	// owner's rows as the old one: the Store's Copy lost or left rows, or something wrote to
@@ -89,7 +91,9 @@ type Options struct {
 	Progress func(Progress)
 	// Stripes is the number of per-owner locks, in [0, MaxStripes]: owners share them by
 	// hash, so memory stays fixed however many owners there are, and two owners in one
-	// stripe at worst wait for each other's move. Zero means 1024.
+	// stripe at worst wait for each other's move. Zero means 1024. Migration values of one
+	// ID in one process share their locks: while one of them is reachable, a later New of
+	// that ID uses its locks, and their number, whatever Stripes it is given.
 	Stripes int
 	// Mover and Lease name this mover and bound its claim, as SharedOptions' do, when the
 	// Store is a MoverLock: Run then claims the migration first, and a second Run of the
@@ -118,8 +122,12 @@ type Migration struct {
 	before, after shard.Sharder
 	store         Store
 	opts          Options
-	locks         []sync.RWMutex
+	locks         *stripeTable // shared by every value of this ID in the process
 	finished      atomic.Bool
+	finishRead    atomic.Bool // whether Do has asked the FinishRecorder, if any
+	// repin says this is a batch of a Repin: batches share the Repin's ID and each
+	// finishes, so their finish is kept in the directory's pins, not in a FinishRecorder.
+	repin         bool
 	byRun, lazily atomic.Int64
 }
 
@@ -158,7 +166,7 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 		opts.Stripes = 1024
 	}
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
-		locks: make([]sync.RWMutex, opts.Stripes)}, nil
+		locks: lockTable(id, opts.Stripes)}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.
@@ -240,9 +248,7 @@ func (m *Migration) Stats() Stats {
 	return Stats{ByRun: m.byRun.Load(), Lazily: m.lazily.Load()}
 }
 
-func (m *Migration) lock(owner string) *sync.RWMutex {
-	return &m.locks[keyhash.XXH64(owner)%uint64(len(m.locks))]
-}
+func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) }
 
 // Do calls fn with the shard that serves owner now, and returns fn's error. In Lazy mode it
 // first moves owner if it has not moved yet; in either mode it first finishes the move of an
@@ -250,27 +256,45 @@ func (m *Migration) lock(owner string) *sync.RWMutex {
 // shard while an old copy waits to be checked against it. While fn runs, owner's move cannot
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
+// The first Do of a value asks a Store that is a FinishRecorder whether the migration
+// finished, and if so routes by the after sharder alone from then on.
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {
 		return fn(to)
 	}
+	if !m.finishRead.Load() { // once per value: a restart after Finish must not read marks
+		if _, err := m.recordedFinished(ctx); err != nil {
+			return err
+		}
+		m.finishRead.Store(true)
+		if m.finished.Load() {
+			return fn(to)
+		}
+	}
 	l := m.lock(owner)
+	// Every release is deferred: a panic in the Store or in fn that the application
+	// recovers (as net/http does) must not leave the owner locked, or Run and Finish wait
+	// for it forever. held says whether the read lock is held when a panic unwinds.
 	l.RLock()
+	held := true
+	defer func() {
+		if held {
+			l.RUnlock()
+		}
+	}()
 	if m.finished.Load() { // Finish held every lock meanwhile, and finished
-		l.RUnlock()
 		return fn(to)
 	}
 	mark, err := m.mark(ctx, owner)
 	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
+		held = false
 		l.RUnlock()
-		l.Lock()
-		err = m.move(ctx, owner, from, to, &m.lazily)
-		l.Unlock()
+		err = m.moveLocked(ctx, l, owner, from, to, &m.lazily)
 		l.RLock()
+		held = true
 		mark = Done // marks only advance, so it is still Done
 	}
-	defer l.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -278,6 +302,14 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return fn(from)
 	}
 	return fn(to)
+}
+
+// moveLocked moves owner holding l exclusively, and releases l however move returns,
+// a panic included.
+func (m *Migration) moveLocked(ctx context.Context, l *sync.RWMutex, owner string, from, to int, count *atomic.Int64) error {
+	l.Lock()
+	defer l.Unlock()
+	return m.move(ctx, owner, from, to, count)
 }
 
 func (m *Migration) mark(ctx context.Context, owner string) (Mark, error) {
@@ -375,13 +407,16 @@ func (m *Migration) changed(owners iter.Seq[string]) iter.Seq[string] {
 // Run moves every owner of owners whose shard changes and that is not Done, up to
 // Options.Concurrency at once, and reports Progress. It ranges over owners twice: once to
 // count, once to move. It stops at the first error, or when ctx is done, and returns it;
-// running it again resumes. After a successful Finish it returns an error wrapping
-// ErrFinished; owners must not be nil (ErrConfig).
+// running it again resumes. After a successful Finish (of this value, or one the Store
+// recorded: see FinishRecorder) it returns an error wrapping ErrFinished; owners must not
+// be nil (ErrConfig).
 func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
 	}
-	if m.finished.Load() {
+	if done, err := m.recordedFinished(ctx); err != nil {
+		return err
+	} else if done {
 		return fmt.Errorf("rebalance: migration %q: Run after Finish: %w", m.id, ErrFinished)
 	}
 	total := 0
@@ -416,10 +451,7 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	for range min(m.opts.Concurrency, total) {
 		wg.Go(func() {
 			for o := range work {
-				l := m.lock(o)
-				l.Lock()
-				err := m.move(ctx, o, m.before.Locate(o), m.after.Locate(o), &m.byRun)
-				l.Unlock()
+				err := m.moveLocked(ctx, m.lock(o), o, m.before.Locate(o), m.after.Locate(o), &m.byRun)
 				mu.Lock()
 				if err != nil {
 					firstErr = cmp.Or(firstErr, err)
@@ -475,12 +507,22 @@ func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished
 
 // Finish checks the mark of every owner of owners whose shard changes, and, if the Store is
 // an OwnerLister, that no shard holds rows of an owner the after sharder places elsewhere.
-// If so, from then on Do routes by the after sharder alone, reading no mark, and Finish
-// returns nil. Otherwise nothing changes and it returns an *UnfinishedError. owners must not
-// be nil (ErrConfig): a nil sequence would check nothing and finish.
+// If so, it records the finish if the Store is a FinishRecorder, from then on Do routes by
+// the after sharder alone, reading no mark, and Finish returns nil. Otherwise nothing
+// changes and it returns an *UnfinishedError. A migration finished already (by this value,
+// or as the FinishRecorder records) is not checked again: Finish returns nil. owners must not be nil (ErrConfig): a nil
+// sequence would check nothing and finish.
+//
+// Over a Store that is not a FinishRecorder only this value knows it finished: no process
+// may make a Migration of this ID again while owners are written (see FinishRecorder).
 func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
+	}
+	// Finished already, here or as the Store records: the marks may be gone, and owners
+	// created since have none.
+	if done, err := m.recordedFinished(ctx); err != nil || done {
+		return err
 	}
 	left := &UnfinishedError{Migration: m.id}
 	for o := range m.changed(owners) {
@@ -500,12 +542,13 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
 	// on its old shard between the listing and the finish.
-	for i := range m.locks {
-		m.locks[i].Lock()
+	stripes := m.locks.stripes
+	for i := range stripes {
+		stripes[i].Lock()
 	}
 	defer func() {
-		for i := range m.locks {
-			m.locks[i].Unlock()
+		for i := range stripes {
+			stripes[i].Unlock()
 		}
 	}()
 	if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
@@ -514,6 +557,31 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if left.Unlisted > 0 {
 		return left
 	}
+	if rec, ok := m.store.(FinishRecorder); ok && !m.repin {
+		if err := rec.RecordFinished(ctx, m.id); err != nil {
+			return fmt.Errorf("rebalance: migration %q: record it finished: %w", m.id, err)
+		}
+	}
 	m.finished.Store(true)
 	return nil
+}
+
+// recordedFinished reports whether the migration is finished: by this value, or, if the
+// store is a FinishRecorder, as recorded there by any Migration of the ID.
+func (m *Migration) recordedFinished(ctx context.Context) (bool, error) {
+	if m.finished.Load() {
+		return true, nil
+	}
+	rec, ok := m.store.(FinishRecorder)
+	if !ok || m.repin {
+		return false, nil
+	}
+	done, err := rec.IsFinished(ctx, m.id)
+	if err != nil {
+		return false, fmt.Errorf("rebalance: migration %q: read whether it is finished: %w", m.id, err)
+	}
+	if done {
+		m.finished.Store(true)
+	}
+	return done, nil
 }

@@ -103,8 +103,11 @@ func TestRunMovesEveryOwner(t *testing.T) {
 			require.NoError(t, m.Finish(context.Background(), slices.Values(w.owners)))
 			w.checkServed(t, m)
 
-			// A second Run of the same migration, in a new process, finds nothing to do.
+			// A second Run of the same migration, in a new process, is refused where the
+			// store recorded the finish, and finds nothing to do where it did not.
 			again := w.migration(t, "m1", w.store, Options{})
+			require.ErrorIs(t, again.Run(context.Background(), slices.Values(w.owners)), ErrFinished)
+			again = w.migration(t, "m1", struct{ Store }{w.store}, Options{})
 			require.NoError(t, again.Run(context.Background(), slices.Values(w.owners)))
 			assert.Equal(t, Stats{}, again.Stats())
 		})

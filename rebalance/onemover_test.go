@@ -215,6 +215,13 @@ func TestSharedReplacedMoverChangesNothing(t *testing.T) {
 	}
 }
 
+// inOtherProcess gives m locks of its own, as a Migration of its ID has in another process,
+// and returns it.
+func inOtherProcess(m *Migration) *Migration {
+	m.locks = &stripeTable{stripes: make([]sync.RWMutex, len(m.locks.stripes))}
+	return m
+}
+
 // twinStore lets a test order the steps of two Migrations of one ID over one memStore.
 type twinStore struct {
 	*memStore
@@ -238,8 +245,9 @@ func (s *twinStore) Delete(ctx context.Context, owner string, shard int) error {
 	return err
 }
 
-// TestMigrationTwinsForced: two Migrations of one ID both read the owner Unmoved, and the
-// second's Copy runs after the first deleted the old copy. The second's Copy finds no row
+// TestMigrationTwinsForced: two Migrations of one ID, the second as in another process
+// (values in one process share their locks, and one waits for the other's move), both read
+// the owner Unmoved, and the second's Copy runs after the first deleted the old copy. The second's Copy finds no row
 // on its source and changes nothing (ErrSourceEmpty); the Migration reads the mark again,
 // finds it Copied or Done, and carries on from there. Both Runs and Finish succeed with every row in place.
 func TestMigrationTwinsForced(t *testing.T) {
@@ -271,7 +279,7 @@ func TestMigrationTwinsForced(t *testing.T) {
 		require.NoError(t, err)
 		return m
 	}
-	a, b := twin(), twin()
+	a, b := twin(), inOtherProcess(twin())
 	ctx := context.Background()
 	errA := make(chan error, 1)
 	go func() { errA <- a.Run(ctx, slices.Values([]string{owner})) }()
@@ -283,12 +291,14 @@ func TestMigrationTwinsForced(t *testing.T) {
 	require.NoError(t, b.Run(ctx, slices.Values([]string{owner})))
 	require.NoError(t, <-errA)
 	require.NoError(t, b.Finish(ctx, slices.Values([]string{owner})))
+	require.Equal(t, int64(2), st.copies.Load(), "Copies: the second twin did not copy")
 	require.Equal(t, 4, st.count(1, owner), "the owner's rows on its new shard")
 	require.Zero(t, st.count(0, owner))
 }
 
 // TestMigrationTwinsRandom: two Migrations of one ID run over the same owners at once, 100
-// times, their steps interleaved at random; every owner ends with all its rows, once.
+// times, the second as in another process, their steps interleaved at random; every owner
+// ends with all its rows, once.
 func TestMigrationTwinsRandom(t *testing.T) {
 	before, _ := shard.NewModulo(3)
 	after, _ := shard.NewModulo(5)
@@ -307,6 +317,9 @@ func TestMigrationTwinsRandom(t *testing.T) {
 		for i := range 2 {
 			m, err := New("grow", before, after, st, Options{Concurrency: 3})
 			require.NoError(t, err)
+			if i == 1 {
+				inOtherProcess(m)
+			}
 			wg.Go(func() { errs[i] = m.Run(context.Background(), slices.Values(owners)) })
 		}
 		wg.Wait()

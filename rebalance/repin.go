@@ -81,7 +81,12 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 			return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
 		}
 	}
-	return New(r.id, r.d, after, r.store, r.opts)
+	m, err := New(r.id, r.d, after, r.store, r.opts)
+	if err != nil {
+		return nil, err
+	}
+	m.repin = true
+	return m, nil
 }
 
 // Do calls fn with the shard that serves owner now, and returns fn's error: through the
@@ -173,10 +178,21 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 // Drain moves every owner of owners that the directory places on shard from to shard
 // to(owner), batch owners at a time (the last batch may be smaller), each batch as Move
 // moves it: the shard empties gradually while everything else keeps working. to must not
-// return from, and batch must be at least 1 (ErrConfig). To remove the shard afterwards
-// without moving anything, let to place owners where the rule with the shard removed does
-// (for Jump draining its last shard, a Jump of one shard fewer), Resize the directory, and
-// the drained owners' entries then agree with the rule and may be unpinned.
+// return from, and batch must be at least 1 (ErrConfig). An unfinished batch left by a
+// failed Move is finished by the first batch, so one that pins owners onto from is refused
+// before anything moves (ErrConfig, naming them): finish it with Move, then drain with a
+// Repin of a new ID. To remove the shard afterwards without moving anything, let to place
+// owners where the rule with the shard removed does (for Jump draining its last shard, a
+// Jump of one shard fewer), Resize the directory, and the drained owners' entries then agree
+// with the rule and may be unpinned.
+//
+// After the last batch Drain checks that the shard is empty, and returns an error wrapping
+// ErrUnfinished that names the owners left on it: those of owners the directory still
+// places there and, if the store is an OwnerLister, every owner with rows on it, such as an
+// owner created during the drain whom the rule places on from. Over a Store that is not an
+// OwnerLister such an owner goes unnoticed: stop creating owners that the directory places
+// on from before draining it, or drain again with them listed. Either way an owner created
+// after Drain returns and before the Resize still lands on from.
 func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], batch int, to func(owner string) int) error {
 	if owners == nil || to == nil || batch < 1 {
 		return fmt.Errorf("rebalance: repin %q: drain with nil owners or to, or batch %d: want a batch of at least 1: %w", r.id, batch, ErrConfig)
@@ -186,6 +202,15 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 	}
 	r.run.Lock()
 	defer r.run.Unlock()
+	var onto []string
+	for _, o := range slices.Sorted(maps.Keys(r.pending)) {
+		if r.pending[o] == from {
+			onto = append(onto, o)
+		}
+	}
+	if len(onto) > 0 {
+		return fmt.Errorf("rebalance: repin %q: drain shard %d: an unfinished batch pins %d owners onto it, among them %.64q: finish it with Move, then drain with a Repin of a new ID: %w", r.id, from, len(onto), onto[:min(len(onto), 10)], ErrConfig)
+	}
 	pins := map[string]int{}
 	for o := range owners {
 		if r.d.Locate(o) != from {
@@ -201,5 +226,33 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 			clear(pins)
 		}
 	}
-	return r.move(ctx, pins)
+	if err := r.move(ctx, pins); err != nil {
+		return err
+	}
+	return r.drained(ctx, from, owners)
+}
+
+// drained returns nil if no owner of owners is placed on shard from and, if the store is
+// an OwnerLister, no owner has rows on it; else an error wrapping ErrUnfinished naming them.
+func (r *Repin) drained(ctx context.Context, from int, owners iter.Seq[string]) error {
+	left := map[string]bool{}
+	for o := range owners {
+		if r.d.Locate(o) == from {
+			left[o] = true
+		}
+	}
+	if lister, ok := r.store.(OwnerLister); ok {
+		for o, err := range lister.Owners(ctx, from) {
+			if err != nil {
+				return fmt.Errorf("rebalance: repin %q: drain shard %d: list the owners left on it: %w", r.id, from, err)
+			}
+			left[o] = true
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(left))
+	return fmt.Errorf("rebalance: repin %q: drain shard %d: after the last batch %d owners are still on it, among them %.64q (created during the drain, or not among the owners given): drain again with them listed: %w",
+		r.id, from, len(names), names[:min(len(names), 10)], ErrUnfinished)
 }

@@ -557,6 +557,21 @@ func (s *MemShared) SetMark(_ context.Context, migration, owner string, m Mark) 
 	return nil
 }
 
+// RecordFinished records a Migration's finish with the Shared ones' (FinishRecorder), as
+// the sqlstore module's does in the control database.
+func (s *MemShared) RecordFinished(_ context.Context, migration string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done[migration] = true
+	return nil
+}
+
+func (s *MemShared) IsFinished(_ context.Context, migration string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[migration], nil
+}
+
 func (s *MemShared) Marks(_ context.Context, migration string, owners []string) ([]Mark, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -42,6 +42,26 @@ type Store interface {
 	SetMark(ctx context.Context, migration, owner string, mark Mark) error
 }
 
+// FinishRecorder is a Store that keeps durably which migrations finished. Migration.Finish
+// records its migration there before it returns nil, and a Migration of that ID, in any
+// process and after any restart, then refuses Run (ErrFinished) and routes Do by the after
+// sharder alone, reading no mark: a new owner whose first rows were written after Finish,
+// and so has no mark, is never read from, nor copied over from, its old shard.
+//
+// A Store that is not one leaves the finish in the memory of the Migration value that
+// finished. The application must then make sure that no Migration of a finished ID is made
+// again, in any process, while owners may be written: every process that starts after Finish
+// routes by the after sharder alone (the configuration stops naming the migration before any
+// process restarts), or a new owner's rows are read from its old shard and the next Run
+// copies that shard over them.
+type FinishRecorder interface {
+	// RecordFinished durably records that migration finished, before returning. Recording
+	// it again is not an error.
+	RecordFinished(ctx context.Context, migration string) error
+	// IsFinished reports whether RecordFinished succeeded for migration, in any process.
+	IsFinished(ctx context.Context, migration string) (bool, error)
+}
+
 // Mark is how far one owner's move has gone in one migration: the rebalancing post's [004]
 // messages_rebalanced flag, with one more state so that a crash after the copy never leaves
 // a stale copy on the old shard. A mark only ever advances.

@@ -16,10 +16,11 @@ type memStore struct {
 	mu     sync.Mutex
 	shards []map[string]map[int]string
 	marks  map[[2]string]Mark
+	done   map[string]bool // the migrations finished (FinishRecorder)
 }
 
 func newMemStore(n int) *memStore {
-	s := &memStore{shards: make([]map[string]map[int]string, n), marks: map[[2]string]Mark{}}
+	s := &memStore{shards: make([]map[string]map[int]string, n), marks: map[[2]string]Mark{}, done: map[string]bool{}}
 	for i := range s.shards {
 		s.shards[i] = map[string]map[int]string{}
 	}
@@ -63,6 +64,19 @@ func (s *memStore) SetMark(_ context.Context, migration, owner string, m Mark) e
 	defer s.mu.Unlock()
 	s.marks[[2]string{migration, owner}] = m
 	return nil
+}
+
+func (s *memStore) RecordFinished(_ context.Context, migration string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done[migration] = true
+	return nil
+}
+
+func (s *memStore) IsFinished(_ context.Context, migration string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[migration], nil
 }
 
 // put writes one row of owner on shard: what the application's writes do inside Do.

@@ -203,11 +203,11 @@ func TestReplacedMoverChangesNothing(t *testing.T) {
 // nothing, so two of one ID can run at once.
 type plainStore struct{ rebalance.Store }
 
-// TestMigrationTwins: two in-process Migrations of one ID (the mover started twice).
-// Over the sqlstore (a MoverLock) the second Run is refused while the first runs. Over a
-// store without claims, forced to the worst interleaving (both read the owner unmoved, the
-// second's Copy after the first deleted the old copy) and then at random 100 times, Copy
-// refuses to copy a source that is gone, and no row is lost.
+// TestMigrationTwins: two Migrations of one ID (the mover started twice). Over the
+// sqlstore (a MoverLock) the second Run is refused while the first runs. Over a store
+// without claims, forced to the worst interleaving of two processes (both read the owner
+// unmoved, the second's Copy after the first deleted the old copy) Copy refuses to copy a
+// source that is gone; and run at once 100 times in one process, no row is lost.
 func TestMigrationTwins(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -251,22 +251,36 @@ func TestMigrationTwins(t *testing.T) {
 		})
 
 		t.Run("forced", func(t *testing.T) {
+			// Migrations of one ID in one process share their locks and never interleave;
+			// the test plays the twin of another process: it reads the owner Unmoved before
+			// the first copies, and copies after the first deleted the old copy.
 			u := w.users[0]
 			st := &twinOrder{Store: e.open(t, 2).store, secondRead: make(chan struct{}), firstDeleted: make(chan struct{})}
 			a, err := rebalance.New("forced", w.before, w.after, plainStore{st}, rebalance.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
+			errA := make(chan error, 1)
+			go func() { errA <- a.Run(ctx, slices.Values([]string{u})) }()
+			if mark, err := st.Mark(ctx, "forced", u); err != nil || mark != rebalance.Unmoved {
+				t.Fatalf("the twin read %v (%v), want unmoved", mark, err)
+			}
+			for copies := 0; copies == 0; time.Sleep(time.Millisecond) { // the first copies first
+				st.mu.Lock()
+				copies = st.copies
+				st.mu.Unlock()
+			}
+			if err := st.Copy(ctx, u, w.before.Locate(u), w.after.Locate(u)); !errors.Is(err, rebalance.ErrSourceEmpty) {
+				t.Fatalf("the twin's Copy after the first deleted the old copy: %v, want ErrSourceEmpty", err)
+			}
+			if err := <-errA; err != nil {
+				t.Fatal(err)
+			}
 			b, err := rebalance.New("forced", w.before, w.after, plainStore{st}, rebalance.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			errA := make(chan error, 1)
-			go func() { errA <- a.Run(ctx, slices.Values([]string{u})) }()
 			if err := b.Run(ctx, slices.Values([]string{u})); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-errA; err != nil {
 				t.Fatal(err)
 			}
 			if st.refused.Load() == 0 {

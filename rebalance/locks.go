@@ -1,0 +1,54 @@
+package rebalance
+
+import (
+	"runtime"
+	"sync"
+	"weak"
+
+	"github.com/shardkit/shard/internal/keyhash"
+)
+
+// stripeTable holds the per-owner locks of one migration ID in this process, striped by hash.
+// Every Migration value of that ID shares them (see lockTable): a mover started twice by
+// mistake, or a mover that resumes after an error with a new value while the application
+// keeps using the first one for Do, must wait for the other value's accesses and moves, or a
+// write through one value could land on the old shard between the other's count and its
+// deletion of the old copy.
+type stripeTable struct {
+	stripes []sync.RWMutex
+}
+
+func (l *stripeTable) of(owner string) *sync.RWMutex {
+	return &l.stripes[keyhash.XXH64(owner)%uint64(len(l.stripes))]
+}
+
+// lockTables maps a migration ID to the locks its live Migration values share. It holds
+// weak pointers, and a cleanup deletes an ID's entry once no value of it is reachable, so
+// it holds at most one entry per ID that a live Migration uses, not one per ID ever made.
+var lockTables = struct {
+	sync.Mutex
+	byID map[string]weak.Pointer[stripeTable]
+}{byID: map[string]weak.Pointer[stripeTable]{}}
+
+// lockTable returns the locks of migration id, made with n stripes if no live Migration of
+// id has them; otherwise the existing ones, whatever their number of stripes.
+func lockTable(id string, n int) *stripeTable {
+	lockTables.Lock()
+	defer lockTables.Unlock()
+	if l := lockTables.byID[id].Value(); l != nil {
+		return l
+	}
+	l := &stripeTable{stripes: make([]sync.RWMutex, n)}
+	wp := weak.Make(l)
+	lockTables.byID[id] = wp
+	// The cleanup holds wp, which does not keep l alive; it deletes the entry only if no
+	// newer table of id replaced it meanwhile.
+	runtime.AddCleanup(l, func(id string) {
+		lockTables.Lock()
+		defer lockTables.Unlock()
+		if lockTables.byID[id] == wp {
+			delete(lockTables.byID, id)
+		}
+	}, id)
+	return l
+}
