@@ -114,7 +114,8 @@ type Stats struct {
 }
 
 // Migration routes each owner to its old or its new shard while a resize moves the data,
-// following the owner's durable Mark. All its methods are safe for concurrent use.
+// following the owner's durable Mark. All its methods are safe for concurrent use, and
+// Migration values of one ID in one process share their per-owner locks.
 //
 // before and after must not be resized while the Migration is in use.
 type Migration struct {
@@ -125,10 +126,11 @@ type Migration struct {
 	locks         *stripeTable // shared by every value of this ID in the process
 	finished      atomic.Bool
 	finishRead    atomic.Bool // whether Do has asked the FinishRecorder, if any
+	byRun, lazily atomic.Int64
+
 	// repin says this is a batch of a Repin: batches share the Repin's ID and each
 	// finishes, so their finish is kept in the directory's pins, not in a FinishRecorder.
-	repin         bool
-	byRun, lazily atomic.Int64
+	repin bool
 }
 
 // New returns a Migration with the given ID from before to after. The ID names the
