@@ -16,7 +16,8 @@
 // deleted: see kept.go), rebalance_claim (migration, election epoch, token, mover, lease end:
 // [Store.Claim] decides there, in one transaction), rebalance_tables (the tables each
 // migration moves, from its first claim: a Store that moves others is refused), its own
-// rebalance_epoch, rebalance_placement and rebalance_finished, and rebalance_shards, the
+// rebalance_epoch, rebalance_placement and rebalance_finished (also of the in-process
+// rebalance.Migration: see finished.go), and rebalance_shards, the
 // shards' IDs by position: [Store.Init] refuses shards listed in another order than before,
 // or a database listed twice ([ErrShardOrder]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
