@@ -245,6 +245,27 @@ func (s *twinStore) Delete(ctx context.Context, owner string, shard int) error {
 	return err
 }
 
+// markRead is the second twin's view of a twinStore: it calls read with the first mark its
+// Migration reads, and beforeCopy before its Copy.
+type markRead struct {
+	*twinStore
+	once       sync.Once
+	read       func(Mark)
+	beforeCopy func()
+}
+
+func (s *markRead) Mark(ctx context.Context, migration, owner string) (Mark, error) {
+	m, err := s.twinStore.Mark(ctx, migration, owner)
+	s.once.Do(func() { s.read(m) })
+	return m, err
+}
+
+func (s *markRead) Copy(ctx context.Context, owner string, from, to int) error {
+	s.beforeCopy()
+	s.copies.Add(1)
+	return s.memStore.Copy(ctx, owner, from, to)
+}
+
 // TestMigrationTwinsForced: two Migrations of one ID, the second as in another process
 // (values in one process share their locks, and one waits for the other's move), both read
 // the owner Unmoved, and the second's Copy runs after the first deleted the old copy. The second's Copy finds no row
@@ -264,31 +285,25 @@ func TestMigrationTwinsForced(t *testing.T) {
 		st.put(0, owner, k, fmt.Sprint(owner, "/", k))
 	}
 	firstDeleted, secondRead := make(chan struct{}), make(chan struct{})
-	st.beforeCopy = func(n int) {
-		switch n {
-		case 0: // the first Copy waits until the second Run has read the mark
-			<-secondRead
-		case 1: // the second Copy runs after the first Delete
-			<-firstDeleted
-		}
-	}
+	st.beforeCopy = func(int) { <-secondRead } // a's Copy waits until b has read the mark
 	var once sync.Once // the second Run deletes too when it finds the owner Copied
 	st.afterDel = func() { once.Do(func() { close(firstDeleted) }) }
-	twin := func() *Migration {
+	twin := func(st Store) *Migration {
 		m, err := New("grow", before, after, st, Options{})
 		require.NoError(t, err)
 		return m
 	}
-	a, b := twin(), inOtherProcess(twin())
+	// b reads Unmoved, then lets a copy; its own Copy waits for a's Delete.
+	var bMark Mark
+	a, b := twin(st), inOtherProcess(twin(&markRead{twinStore: st, read: func(m Mark) {
+		bMark = m
+		close(secondRead)
+	}, beforeCopy: func() { <-firstDeleted }}))
 	ctx := context.Background()
 	errA := make(chan error, 1)
 	go func() { errA <- a.Run(ctx, slices.Values([]string{owner})) }()
-	// b reads Unmoved, then lets a copy; its own Copy waits for a's Delete.
-	mark, err := st.Mark(ctx, "grow", owner)
-	require.NoError(t, err)
-	require.Equal(t, Unmoved, mark)
-	close(secondRead)
 	require.NoError(t, b.Run(ctx, slices.Values([]string{owner})))
+	require.Equal(t, Unmoved, bMark, "the second twin's first read of the mark")
 	require.NoError(t, <-errA)
 	require.NoError(t, b.Finish(ctx, slices.Values([]string{owner})))
 	require.Equal(t, int64(2), st.copies.Load(), "Copies: the second twin did not copy")
