@@ -635,6 +635,16 @@ func (s *slowLister) Owners(ctx context.Context, shard int) iter.Seq2[string, er
 	return s.Store.Owners(ctx, shard)
 }
 
+// newMovingUser returns a user not loaded in w whose shard changes and whose old shard is
+// below below.
+func newMovingUser(w *world, below int) string {
+	for u := 1000; ; u++ {
+		if s := strconv.Itoa(u); w.before.Locate(s) != w.after.Locate(s) && w.before.Locate(s) < below {
+			return s
+		}
+	}
+}
+
 // TestNewOwnerDuringFinish: while Finish lists the owners of the shards, and after it listed
 // a new user's old shard, a process that has not heard of the finish writes that user. The
 // write waits for the finish and lands on the user's new shard, where the listing of the
@@ -645,12 +655,7 @@ func TestNewOwnerDuringFinish(t *testing.T) {
 		admin := e.open(t, 2)
 		w := newWorld(t, e, 2, 4)
 		w.load(t, admin, span(1, 20), 5)
-		var fresh string
-		for u := 1000; fresh == ""; u++ {
-			if s := strconv.Itoa(u); w.before.Locate(s) != w.after.Locate(s) && w.before.Locate(s) < 3 {
-				fresh = s
-			}
-		}
+		fresh := newMovingUser(w, 3)
 		st := &slowLister{Store: e.open(t, 2).store, at: 3, listing: make(chan struct{}), release: make(chan struct{})}
 		operator, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
 		if err != nil {
@@ -690,12 +695,7 @@ func TestFinishGivingUpEndsOnlyItsOwnRecord(t *testing.T) {
 		admin := e.open(t, 2)
 		w := newWorld(t, e, 2, 4)
 		w.load(t, admin, span(1, 20), 5)
-		var fresh string
-		for u := 1000; fresh == ""; u++ {
-			if s := strconv.Itoa(u); w.before.Locate(s) != w.after.Locate(s) && w.before.Locate(s) < 3 {
-				fresh = s
-			}
-		}
+		fresh := newMovingUser(w, 3)
 		finisher := func(at int) (*rebalance.Shared[*sql.Tx], *slowLister) {
 			st := &slowLister{Store: e.open(t, 2).store, at: at, listing: make(chan struct{}), release: make(chan struct{})}
 			m, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](st), rebalance.SharedOptions{})
