@@ -286,7 +286,7 @@ func TestMigrationTwinsForced(t *testing.T) {
 	}
 	firstDeleted, secondRead := make(chan struct{}), make(chan struct{})
 	st.beforeCopy = func(int) { <-secondRead } // a's Copy waits until b has read the mark
-	var once sync.Once // the second Run deletes too when it finds the owner Copied
+	var once sync.Once                         // the second Run deletes too when it finds the owner Copied
 	st.afterDel = func() { once.Do(func() { close(firstDeleted) }) }
 	twin := func(st Store) *Migration {
 		m, err := New("grow", before, after, st, Options{})
