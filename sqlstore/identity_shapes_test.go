@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -20,8 +19,8 @@ import (
 	"github.com/shardkit/shard/sqlstore"
 )
 
-// advOwner returns an owner name that Jump(1) puts on shard 0 and Jump(2) on shard 1.
-func advOwner(prefix string) string {
+// movingOwner returns an owner name that Jump(1) puts on shard 0 and Jump(2) on shard 1.
+func movingOwner(prefix string) string {
 	two, _ := shard.NewJump(2)
 	for i := 0; ; i++ {
 		if u := fmt.Sprintf("%s%d", prefix, i); two.Locate(u) == 1 {
@@ -30,32 +29,23 @@ func advOwner(prefix string) string {
 	}
 }
 
-// pgDBName returns the database name of a PostgreSQL DSN of the engine.
-func pgDBName(t *testing.T, dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(u.Path, "/")
-}
-
-// advRow is an acknowledged row of a table (k, owner, body).
-type advRow struct {
+// ownedRow is an acknowledged row of a table (k, owner, body).
+type ownedRow struct {
 	k           int64
 	owner, body string
 }
 
-// advRows reads every row of table q's (k, owner, body) on each shard.
-func advRows(t *testing.T, p *proc, table string) map[int][]advRow {
+// rowsByShard reads every row of table q's (k, owner, body) on each shard.
+func rowsByShard(t *testing.T, p *proc, table string) map[int][]ownedRow {
 	t.Helper()
-	out := map[int][]advRow{}
+	out := map[int][]ownedRow{}
 	for s, db := range p.dbs {
 		rs, err := db.Query("SELECT k, CAST(owner AS TEXT), body FROM " + table + " ORDER BY k")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for rs.Next() {
-			var r advRow
+			var r ownedRow
 			if err := rs.Scan(&r.k, &r.owner, &r.body); err != nil {
 				t.Fatal(err)
 			}
@@ -129,7 +119,7 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 			}
 		}
 		admin := e.open(t, 4)
-		want := []advRow{{1, x, "x one"}, {2, x, "x two"}, {3, x, "x three"}, {1, y, "y one"}}
+		want := []ownedRow{{1, x, "x one"}, {2, x, "x two"}, {3, x, "x three"}, {1, y, "y one"}}
 		for _, r := range want {
 			mustExec(t, admin.dbs[two.Locate(r.owner)], "INSERT INTO notes VALUES ($1, $2, $3)", r.k, r.owner, r.body)
 		}
@@ -143,7 +133,7 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 		if !errors.Is(err, sqlstore.ErrKeyTaken) {
 			t.Fatalf("Run: %v, want ErrKeyTaken", err)
 		}
-		got := advRows(t, admin, "notes")
+		got := rowsByShard(t, admin, "notes")
 		for _, r := range want {
 			found := false
 			for _, rows := range got {
@@ -184,10 +174,10 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []advRow
+	var want []ownedRow
 	for i, o := range owners {
 		for j := range 3 {
-			r := advRow{int64(i*10 + j), o, fmt.Sprintf("%q/%d", o, j)}
+			r := ownedRow{int64(i*10 + j), o, fmt.Sprintf("%q/%d", o, j)}
 			if err := appM.Do(ctx, o, func(tx *sql.Tx, _ int) error {
 				_, err := tx.ExecContext(ctx, "INSERT INTO notes VALUES ($1, $2, $3)", r.k, r.owner, r.body)
 				return err
@@ -207,7 +197,7 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 	if err := m.Finish(ctx, slices.Values(owners)); err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
-	got := advRows(t, app, "notes")
+	got := rowsByShard(t, app, "notes")
 	n := 0
 	for _, rows := range got {
 		n += len(rows)
@@ -235,7 +225,7 @@ CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
 	spec := sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "body"}}
 	one, _ := shard.NewJump(1)
 	two, _ := shard.NewJump(2)
-	u := advOwner("ann-")
+	u := movingOwner("ann-")
 
 	e := newEngine(t, sqlstore.SQLite, 2, schema, []sqlstore.TableSpec{spec})
 	app := e.open(t, 2)
