@@ -1,7 +1,7 @@
 package sqlstore_test
 
 // FuzzSharedOperations plays a sequence of operations, decoded from the fuzz input, against a
-// resize from two SQLite shards to three and the migration back: the application's inserts,
+// resize from two SQLite shards to three (its seeds on PostgreSQL too) and the migration back: the application's inserts,
 // updates and deletes through Shared.Do (as of the migration in force, or of the other one: a
 // process with a stale or early view), movers in processes of their own that run to the end,
 // stop after their k-th write (a crash), run with an older token, or pause inside a write
@@ -55,8 +55,7 @@ type opsWorld struct {
 	bg       *background // a mover paused between two writes, if not nil
 }
 
-func newOpsWorld(t *testing.T) *opsWorld {
-	e := newSQLite(t, 3)
+func newOpsWorld(t *testing.T, e *engine) *opsWorld {
 	w := &opsWorld{t: t, e: e, admin: e.open(t, 2), rows: map[int64]*opsRow{}, ids: [2]string{"grow", "back"}, user: 1000}
 	for i, n := range []int{2, 3} {
 		s, err := shard.NewJump(n)
@@ -144,6 +143,9 @@ func (w *opsWorld) write(view int, id int64, state string, q string, args ...any
 	case err == nil:
 		if n == 0 && !slices.Contains(r.states, absent) {
 			w.t.Fatalf("row %d of user %s (%v): its %s through %s found no row where the user is served", id, user, r.states, q, w.ids[view])
+		}
+		if n == 0 { // an update of a row deleted before
+			state = absent
 		}
 		r.states = []string{state}
 	case ran:
@@ -422,35 +424,51 @@ func (w *opsWorld) settle() {
 	w.check(w.layout[1-w.cur], nil, "at the end")
 }
 
+// sharedOpsSeeds are FuzzSharedOperations' seeds, which TestSharedOperationsOnPostgres
+// plays on PostgreSQL too. An operation is two bytes: its kind (mod 12) and its argument.
+var sharedOpsSeeds = []string{
+	"\x05\x00\x06\x00",                         // grow, finish
+	"\x00\x01\x04\x05\x02\x01\x05\x00\x06\x00", // insert, crash at write 6, update, resume, finish
+	"\x01\x81\x05\x00\x06\x00",                 // a new user nobody listed, grow, finish
+	"\x04\x08\x09\x03\x00\x00\x06\x00",         // crash, an older epoch, insert, finish early
+	// A mover paused before its 6th write; the application updates, deletes and
+	// inserts; 4 writes further; an update; on to the end; finish.
+	"\x07\x05\x02\x00\x03\x01\x00\x00\x0a\x03\x02\x02\x0b\x00\x06\x00",
+	// Paused between two copy chunks; updates of rows copied and not copied yet; on.
+	"\x07\x06\x02\x00\x02\x01\x02\x03\x02\x04\x02\x06\x02\x07\x02\x09\x02\x0a\x0b\x00\x06\x00",
+	"\x07\x08\x05\x00\x06\x00\x02\x01\x0b\x00", // paused; a newer mover runs, finishes; let go
+	"\x07\x03\x05\x80\x0b\x00\x06\x00",         // paused; a second mover of its epoch
+	"\x07\x0c\x06\x00\x02\x00\x0a\x02\x06\x00", // paused in the copy; Finish early; update
+	// Grow and finish; back published; a write by a process still routing by grow;
+	// back in the background, paused; writes; on; finish.
+	"\x05\x00\x06\x00\x08\x00\x00\x40\x07\x06\x02\x03\x02\x43\x0b\x00\x06\x00",
+	// Grow, finish, back published; back runs in the background, paused; a grow mover
+	// of an older process; writes of a process still routing by grow; on; finish.
+	"\x05\x00\x06\x00\x08\x00\x07\x0a\x04\x00\x00\x42\x02\x41\x0b\x00\x06\x00",
+}
+
 func FuzzSharedOperations(f *testing.F) {
-	for _, seed := range []string{
-		"\x05\x00\x06\x00",                         // grow, finish
-		"\x00\x01\x04\x05\x02\x01\x05\x00\x06\x00", // insert, crash at write 6, update, resume, finish
-		"\x01\x81\x05\x00\x06\x00",                 // a new user nobody listed, grow, finish
-		"\x04\x08\x09\x03\x00\x00\x06\x00",         // crash, an older epoch, insert, finish early
-		// A mover paused before its 6th write; the application updates, deletes and
-		// inserts; 4 writes further; an update; on to the end; finish.
-		"\x07\x05\x02\x00\x03\x01\x00\x00\x0a\x03\x02\x02\x0b\x00\x06\x00",
-		"\x07\x08\x05\x00\x06\x00\x02\x01\x0b\x00", // paused; a newer mover runs, finishes; let go
-		"\x07\x03\x05\x80\x0b\x00\x06\x00",         // paused; a second mover of its epoch
-		"\x07\x0c\x06\x00\x02\x00\x0a\x02\x06\x00", // paused in the copy; Finish early; update
-		// Grow and finish; back published; a write by a process still routing by grow;
-		// back in the background, paused; writes; on; finish.
-		"\x05\x00\x06\x00\x08\x00\x00\x40\x07\x06\x02\x03\x02\x43\x0b\x00\x06\x00",
-		// Grow, finish, back published; back runs in the background, paused; a grow mover
-		// of an older process; writes of a process still routing by grow; on; finish.
-		"\x05\x00\x06\x00\x08\x00\x07\x0a\x04\x00\x00\x42\x02\x41\x0b\x00\x06\x00",
-	} {
+	for _, seed := range sharedOpsSeeds {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) > 24 {
-			ops = ops[:24]
-		}
-		w := newOpsWorld(t)
-		for i := 0; i+1 < len(ops); i += 2 {
-			w.step(ops[i], ops[i+1])
-		}
-		w.settle()
-	})
+	f.Fuzz(func(t *testing.T, ops []byte) { playOps(newSQLite(t, 3), t, ops) })
+}
+
+func TestSharedOperationsOnPostgres(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	for i, seed := range sharedOpsSeeds {
+		t.Run(strconv.Itoa(i), func(t *testing.T) { playOps(newPostgres(t, 3), t, []byte(seed)) })
+	}
+}
+
+// playOps plays the operations of ops (at most 16) on e's three shards, then settles.
+func playOps(e *engine, t *testing.T, ops []byte) {
+	ops = ops[:min(len(ops), 32)]
+	w := newOpsWorld(t, e)
+	for i := 0; i+1 < len(ops); i += 2 {
+		w.step(ops[i], ops[i+1])
+	}
+	w.settle()
 }
