@@ -15,8 +15,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,7 +124,7 @@ func (w *opsWorld) mover(i int, token uint64, wrap func(*proc) rebalance.SharedS
 // updates the model of row id: to state if acknowledged, state or the old ones if the
 // outcome is unknown. An update or delete that finds no row where its owner is served, for a
 // row that must be there, is a loss the application sees.
-func (w *opsWorld) write(view int, id int64, state string, q string, args ...any) {
+func (w *opsWorld) write(view int, id int64, state string, q string, args ...any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := w.rows[id]
@@ -142,7 +144,7 @@ func (w *opsWorld) write(view int, id int64, state string, q string, args ...any
 	switch {
 	case err == nil:
 		if n == 0 && !slices.Contains(r.states, absent) {
-			w.t.Fatalf("row %d of user %s (%v): its %s through %s found no row where the user is served", id, user, r.states, q, w.ids[view])
+			return fmt.Errorf("row %d of user %s (%v): its %s through %s found no row where the user is served", id, user, r.states, q, w.ids[view])
 		}
 		if n == 0 { // an update of a row deleted before
 			state = absent
@@ -153,26 +155,27 @@ func (w *opsWorld) write(view int, id int64, state string, q string, args ...any
 			r.states = append(r.states, state)
 		}
 	}
+	return nil
 }
 
-func (w *opsWorld) insert(view int, user string) {
+func (w *opsWorld) insert(view int, user string) error {
 	w.next++
 	w.val++
 	id, msg := w.next, "v"+strconv.Itoa(w.val)
 	uid, _ := strconv.ParseInt(user, 10, 64)
 	w.rows[id] = &opsRow{user: uid, states: []string{absent}}
 	w.order = append(w.order, id)
-	w.write(view, id, msg, "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, $3, 0)", id, uid, msg)
+	return w.write(view, id, msg, "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, $3, 0)", id, uid, msg)
 }
 
-func (w *opsWorld) update(view int, id int64) {
+func (w *opsWorld) update(view int, id int64) error {
 	w.val++
 	msg := "v" + strconv.Itoa(w.val)
-	w.write(view, id, msg, "UPDATE messages SET message = $1 WHERE id = $2", msg, id)
+	return w.write(view, id, msg, "UPDATE messages SET message = $1 WHERE id = $2", msg, id)
 }
 
-func (w *opsWorld) delete(view int, id int64) {
-	w.write(view, id, absent, "DELETE FROM messages WHERE id = $1", id)
+func (w *opsWorld) delete(view int, id int64) error {
+	return w.write(view, id, absent, "DELETE FROM messages WHERE id = $1", id)
 }
 
 // check scans every shard: each row of users (all if nil) must be found at most once, on
@@ -285,11 +288,12 @@ func (w *opsWorld) start(mig, n int) {
 	})
 	go func() { b.done <- m.Run(context.Background(), slices.Values(b.listed)) }()
 	w.bg = b
-	w.wait()
+	w.wait(nil)
 }
 
-// advance lets the background mover through n more writes (all if n < 0).
-func (w *opsWorld) advance(n int) {
+// advance lets the background mover through n more writes (all if n < 0), while the
+// application writes up to traffic rows at once.
+func (w *opsWorld) advance(n, traffic int) {
 	b := w.bg
 	b.s.mu.Lock()
 	b.s.n = b.s.stopAt.at + n
@@ -297,13 +301,49 @@ func (w *opsWorld) advance(n int) {
 		b.s.n = 0
 	}
 	b.s.mu.Unlock()
+	var (
+		stop    = make(chan struct{})
+		writing sync.WaitGroup
+		failed  error
+	)
+	writing.Go(func() {
+		r := rand.New(rand.NewPCG(uint64(n), uint64(len(w.order))))
+		for range traffic {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if failed = w.random(r); failed != nil {
+				return
+			}
+		}
+	})
 	b.s.resume <- struct{}{}
-	w.wait()
+	w.wait(func() {
+		close(stop)
+		writing.Wait()
+		if failed != nil {
+			w.t.Fatal(failed)
+		}
+	})
 }
 
-// wait waits until the background mover pauses or ends; if it ended, its Run's claim is
-// checked.
-func (w *opsWorld) wait() {
+// random writes a row picked by r: an insert, an update or a delete.
+func (w *opsWorld) random(r *rand.Rand) error {
+	id := w.order[r.IntN(len(w.order))]
+	switch r.IntN(3) {
+	case 0:
+		return w.insert(w.cur, strconv.FormatInt(w.rows[id].user, 10))
+	case 1:
+		return w.update(w.cur, id)
+	}
+	return w.delete(w.cur, id)
+}
+
+// wait waits until the background mover pauses or ends, then calls then (if not nil); if the
+// mover ended, its Run's claim is checked.
+func (w *opsWorld) wait(then func()) {
 	b := w.bg
 	select {
 	case what := <-b.s.paused:
@@ -311,11 +351,18 @@ func (w *opsWorld) wait() {
 	case err := <-b.done:
 		w.bg = nil
 		w.logf("%s's background mover's Run: %v", w.ids[b.mig], err)
+		if then != nil {
+			then()
+		}
 		if err == nil {
 			w.check(w.layout[1-b.mig], b.listed, "after a background mover's Run returned nil")
 		}
+		return
 	case <-time.After(time.Minute):
 		w.t.Fatalf("%s's background mover neither paused nor ended in a minute", w.ids[b.mig])
+	}
+	if then != nil {
+		then()
 	}
 }
 
@@ -343,6 +390,7 @@ func (w *opsWorld) step(kind, arg byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := int(arg&0x1f) + 1
+	var err error
 	switch kind % 12 {
 	case 0, 1: // insert, for a user that exists or a new one (whom the operator did not list)
 		user := w.users[int(arg&0x3f)%len(w.users)]
@@ -351,11 +399,11 @@ func (w *opsWorld) step(kind, arg byte) {
 			user = strconv.Itoa(w.user)
 			w.users = append(w.users, user)
 		}
-		w.insert(view, user)
+		err = w.insert(view, user)
 	case 2:
-		w.update(view, w.order[int(arg&0x3f)%len(w.order)])
+		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
 	case 3:
-		w.delete(view, w.order[int(arg&0x3f)%len(w.order)])
+		err = w.delete(view, w.order[int(arg&0x3f)%len(w.order)])
 	case 4: // a mover that crashes at its nth write, before it or right after
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -371,11 +419,12 @@ func (w *opsWorld) step(kind, arg byte) {
 		_ = w.run(mig, w.mover(mig, token, nil), ctx)
 	case 6:
 		_ = w.finish(mig)
-	case 7, 10: // a mover in the background, paused before its nth write; or let it on
+	case 7, 10: // a mover in the background, paused before its nth write; or let it on, the
+		// application writing meanwhile if the argument says so
 		if w.bg == nil {
 			w.start(mig, n)
 		} else {
-			w.advance(n)
+			w.advance(n, int(arg>>5&3)*4)
 		}
 	case 8: // the operator publishes the migration back: the application routes by it
 		// (coord's placement record takes a next migration once the one before is done)
@@ -391,15 +440,18 @@ func (w *opsWorld) step(kind, arg byte) {
 		_ = w.run(mig, m, sctx)
 	case 11: // the background mover let on to its end
 		if w.bg != nil {
-			w.advance(-1)
+			w.advance(-1, int(arg&0x0f))
 		}
+	}
+	if err != nil {
+		w.t.Fatal(err)
 	}
 }
 
 // settle runs and finishes grow, then back if it was published, and checks every row.
 func (w *opsWorld) settle() {
 	for w.bg != nil {
-		w.advance(-1)
+		w.advance(-1, 0)
 	}
 	w.listed = slices.Clone(w.users)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
