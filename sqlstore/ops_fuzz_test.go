@@ -1,14 +1,16 @@
 package sqlstore_test
 
 // FuzzSharedOperations plays a sequence of operations, decoded from the fuzz input, against a
-// resize from two SQLite shards to three (its seeds on PostgreSQL too) and the migration back: the application's inserts,
-// updates and deletes through Shared.Do (as of the migration in force, or of the other one: a
-// process with a stale or early view), movers in processes of their own that run to the end,
-// stop after their k-th write (a crash), run with an older token, or pause inside a write
-// while a second mover (newer token, or the same one: started twice) runs and finishes, and
-// Finish anywhere. Each Run and Finish that returns nil is checked at once against what it
-// claims; at the end the migrations are run and finished in order, and every acknowledged
-// row must be found exactly once, on its owner's shard, with its last acknowledged value.
+// resize from two shards to three and the migration back, on SQLite (its seeds on PostgreSQL
+// too), over two tables per user: the application's inserts (one table, or both in one
+// transaction), updates and deletes through Shared.Do, as of the migration in force or of the
+// one before (a process with a stale view); movers in processes of their own that run to the
+// end, crash at their kth write, carry an older epoch, or run a second time with the same
+// one; a mover paused between two of its writes while the application writes, other movers
+// run and Finish is called, then let on; Finish anywhere. Each Run and Finish that returns
+// nil is checked at once against what it claims; at the end the migrations are run and
+// finished in order, and every acknowledged row must be found once, on its owner's shard,
+// with its last acknowledged value.
 
 import (
 	"context"
@@ -24,7 +26,15 @@ import (
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
 )
+
+// The users' rows are in two tables: messages, and notes, which nothing links to them.
+const opsSchema = messagesSchema + `;
+CREATE TABLE IF NOT EXISTS notes (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS notes_user_id_id ON notes (user_id, id)`
+
+var opsTables = []sqlstore.TableSpec{messages, {Table: "notes", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "message"}}}
 
 // absent is the state of a row that is not there.
 const absent = "\x00absent"
@@ -32,6 +42,7 @@ const absent = "\x00absent"
 // opsRow is what the application knows of one row: its owner and the states it may be in
 // (one, unless a write of it ended with an error after its statement ran).
 type opsRow struct {
+	table  string
 	user   int64
 	states []string
 }
@@ -70,20 +81,18 @@ func newOpsWorld(t *testing.T, e *engine) *opsWorld {
 	for i := range w.app {
 		w.app[i] = w.shared(app, i, rebalance.SharedOptions{FenceWait: 20 * time.Millisecond})
 	}
-	// Four users who move and one who stays, three rows each, on their shards of jump(2).
+	// Four users who move and one who stays, three messages and a note each, on their
+	// shards of jump(2).
 	for u := 1; len(w.users) < 5; u++ {
 		s := strconv.Itoa(u)
 		if moves := w.layout[0].Locate(s) != w.layout[1].Locate(s); moves == (len(w.users) < 4) {
 			w.users = append(w.users, s)
-			for range 3 {
-				w.next++
-				w.val++
-				msg := "v" + strconv.Itoa(w.val)
-				if _, err := w.admin.dbs[w.layout[0].Locate(s)].Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, $3, 0)", w.next, u, msg); err != nil {
+			for _, table := range []string{"messages", "messages", "messages", "notes"} {
+				o := w.insertion(table, s)
+				if _, err := w.admin.dbs[w.layout[0].Locate(s)].Exec(o.q, o.args...); err != nil {
 					t.Fatal(err)
 				}
-				w.rows[w.next] = &opsRow{user: int64(u), states: []string{msg}}
-				w.order = append(w.order, w.next)
+				w.rows[o.id].states = []string{o.state}
 			}
 		}
 	}
@@ -120,62 +129,80 @@ func (w *opsWorld) mover(i int, token uint64, wrap func(*proc) rebalance.SharedS
 	return m
 }
 
-// write runs statement q through the application's view of migration view for user and
-// updates the model of row id: to state if acknowledged, state or the old ones if the
-// outcome is unknown. An update or delete that finds no row where its owner is served, for a
-// row that must be there, is a loss the application sees.
-func (w *opsWorld) write(view int, id int64, state string, q string, args ...any) error {
+// opsWrite is one statement of a write, on row id, which leaves it in state.
+type opsWrite struct {
+	id    int64
+	state string
+	q     string
+	args  []any
+}
+
+// write runs statements, all on one user's rows, in one transaction through the
+// application's view of migration view and updates the model of their rows: to their states
+// if acknowledged, to those or the old ones if the outcome is unknown. An update or delete
+// that finds no row where its owner is served, for a row that must be there, is a loss the
+// application sees.
+func (w *opsWorld) write(view int, writes ...opsWrite) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r := w.rows[id]
-	user := strconv.FormatInt(r.user, 10)
+	user := strconv.FormatInt(w.rows[writes[0].id].user, 10)
 	ran := false
-	var n int64
+	n := make([]int64, len(writes))
 	err := w.app[view].Do(ctx, user, func(tx *sql.Tx, s int) error {
 		ran = true
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return err
+		for i, o := range writes {
+			res, err := tx.ExecContext(ctx, o.q, o.args...)
+			if err == nil {
+				n[i], err = res.RowsAffected()
+			}
+			if err != nil {
+				return err
+			}
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
-	w.logf("%s row %d of user %s through %s: %v", q[:6], id, user, w.ids[view], err)
-	switch {
-	case err == nil:
-		if n == 0 && !slices.Contains(r.states, absent) {
-			return fmt.Errorf("row %d of user %s (%v): its %s through %s found no row where the user is served", id, user, r.states, q, w.ids[view])
-		}
-		if n == 0 { // an update of a row deleted before
-			state = absent
-		}
-		r.states = []string{state}
-	case ran:
-		if !slices.Contains(r.states, state) {
-			r.states = append(r.states, state)
+	for i, o := range writes {
+		r := w.rows[o.id]
+		w.logf("%s (row %d of user %s) through %s: %v", o.q, o.id, user, w.ids[view], err)
+		switch {
+		case err == nil:
+			if n[i] == 0 && !slices.Contains(r.states, absent) {
+				return fmt.Errorf("row %d of user %s (%v): %s through %s found no row where the user is served", o.id, user, r.states, o.q, w.ids[view])
+			}
+			if n[i] == 0 { // an update of a row deleted before
+				o.state = absent
+			}
+			r.states = []string{o.state}
+		case ran && !slices.Contains(r.states, o.state):
+			r.states = append(r.states, o.state)
 		}
 	}
 	return nil
 }
 
-func (w *opsWorld) insert(view int, user string) error {
+// insertion adds a new row of user in table to the model and returns its insert.
+func (w *opsWorld) insertion(table, user string) opsWrite {
 	w.next++
 	w.val++
 	id, msg := w.next, "v"+strconv.Itoa(w.val)
 	uid, _ := strconv.ParseInt(user, 10, 64)
-	w.rows[id] = &opsRow{user: uid, states: []string{absent}}
+	w.rows[id] = &opsRow{table: table, user: uid, states: []string{absent}}
 	w.order = append(w.order, id)
-	return w.write(view, id, msg, "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, $3, 0)", id, uid, msg)
+	q := "INSERT INTO " + table + " (id, user_id, message) VALUES ($1, $2, $3)"
+	if table == "messages" {
+		q = "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, $3, 0)"
+	}
+	return opsWrite{id, msg, q, []any{id, uid, msg}}
 }
 
 func (w *opsWorld) update(view int, id int64) error {
 	w.val++
 	msg := "v" + strconv.Itoa(w.val)
-	return w.write(view, id, msg, "UPDATE messages SET message = $1 WHERE id = $2", msg, id)
+	return w.write(view, opsWrite{id, msg, "UPDATE " + w.rows[id].table + " SET message = $1 WHERE id = $2", []any{msg, id}})
 }
 
 func (w *opsWorld) delete(view int, id int64) error {
-	return w.write(view, id, absent, "DELETE FROM messages WHERE id = $1", id)
+	return w.write(view, opsWrite{id, absent, "DELETE FROM " + w.rows[id].table + " WHERE id = $1", []any{id}})
 }
 
 // check scans every shard: each row of users (all if nil) must be found at most once, on
@@ -188,7 +215,7 @@ func (w *opsWorld) check(layout shard.Sharder, users []string, what string) {
 	}
 	seen := map[int64][]found{}
 	for s, db := range w.admin.dbs {
-		rows, err := db.Query("SELECT id, message FROM messages")
+		rows, err := db.Query("SELECT id, message FROM messages UNION ALL SELECT id, message FROM notes")
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -334,7 +361,7 @@ func (w *opsWorld) random(r *rand.Rand) error {
 	id := w.order[r.IntN(len(w.order))]
 	switch r.IntN(3) {
 	case 0:
-		return w.insert(w.cur, strconv.FormatInt(w.rows[id].user, 10))
+		return w.write(w.cur, w.insertion(w.rows[id].table, strconv.FormatInt(w.rows[id].user, 10)))
 	case 1:
 		return w.update(w.cur, id)
 	}
@@ -399,7 +426,11 @@ func (w *opsWorld) step(kind, arg byte) {
 			user = strconv.Itoa(w.user)
 			w.users = append(w.users, user)
 		}
-		err = w.insert(view, user)
+		if kind%12 == 0 {
+			err = w.write(view, w.insertion("messages", user))
+		} else { // a message and a note in one transaction
+			err = w.write(view, w.insertion("messages", user), w.insertion("notes", user))
+		}
 	case 2:
 		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
 	case 3:
@@ -503,7 +534,9 @@ func FuzzSharedOperations(f *testing.F) {
 	for _, seed := range sharedOpsSeeds {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, ops []byte) { playOps(newSQLite(t, 3), t, ops) })
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		playOps(newEngine(t, sqlstore.SQLite, 3, opsSchema, opsTables), t, ops)
+	})
 }
 
 func TestSharedOperationsOnPostgres(t *testing.T) {
@@ -511,7 +544,9 @@ func TestSharedOperationsOnPostgres(t *testing.T) {
 		t.Skip("PostgreSQL not available: " + pgWhy)
 	}
 	for i, seed := range sharedOpsSeeds {
-		t.Run(strconv.Itoa(i), func(t *testing.T) { playOps(newPostgres(t, 3), t, []byte(seed)) })
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			playOps(newEngine(t, sqlstore.PostgreSQL, 3, opsSchema, opsTables), t, []byte(seed))
+		})
 	}
 }
 
