@@ -53,7 +53,8 @@ type opsWorld struct {
 	admin  *proc
 	layout [2]shard.Sharder // jump(2), jump(3)
 	ids    [2]string        // grow: layout 0 -> 1; back: 1 -> 0
-	app    [2]*rebalance.Shared[*sql.Tx]
+	// access runs fn in a transaction on the shard that serves user as of migration view.
+	access func(ctx context.Context, view int, user string, fn func(*sql.Tx) error) error
 	cur    int // the migration in force for the application: 0, or 1 once back is published
 	token  uint64
 	rows   map[int64]*opsRow
@@ -78,8 +79,12 @@ func newOpsWorld(t *testing.T, e *engine) *opsWorld {
 		w.layout[i] = s
 	}
 	app := e.open(t, 2)
-	for i := range w.app {
-		w.app[i] = w.shared(app, i, rebalance.SharedOptions{FenceWait: 20 * time.Millisecond})
+	var views [2]*rebalance.Shared[*sql.Tx]
+	for i := range views {
+		views[i] = w.shared(app, i, rebalance.SharedOptions{FenceWait: 20 * time.Millisecond})
+	}
+	w.access = func(ctx context.Context, view int, user string, fn func(*sql.Tx) error) error {
+		return views[view].Do(ctx, user, func(tx *sql.Tx, _ int) error { return fn(tx) })
 	}
 	// Four users who move and one who stays, three messages and a note each, on their
 	// shards of jump(2).
@@ -148,7 +153,7 @@ func (w *opsWorld) write(view int, writes ...opsWrite) error {
 	user := strconv.FormatInt(w.rows[writes[0].id].user, 10)
 	ran := false
 	n := make([]int64, len(writes))
-	err := w.app[view].Do(ctx, user, func(tx *sql.Tx, s int) error {
+	err := w.access(ctx, view, user, func(tx *sql.Tx) error {
 		ran = true
 		for i, o := range writes {
 			res, err := tx.ExecContext(ctx, o.q, o.args...)

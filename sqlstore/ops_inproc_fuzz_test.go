@@ -1,0 +1,206 @@
+package sqlstore_test
+
+// FuzzInProcessOperations is FuzzSharedOperations for the in-process rebalance.Migration, in
+// Async or Lazy mode: the application's writes through Do (some of whose functions fail
+// after their write committed), movers that crash at their kth write to the store, run to
+// the end or run the migration before after the next one was published, and Finish
+// anywhere, each a new Migration value of the process; every nil Run and Finish is checked
+// at once, and every acknowledged row at the end.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// inprocStopAt is stopAt for the in-process Store's writes.
+type inprocStopAt struct{ *stopAt }
+
+func (s inprocStopAt) Copy(ctx context.Context, owner string, from, to int) error {
+	return s.do(ctx, "copy", func(ctx context.Context) error { return s.Store.Copy(ctx, owner, from, to) })
+}
+
+func (s inprocStopAt) Delete(ctx context.Context, owner string, shard int) error {
+	return s.do(ctx, "delete", func(ctx context.Context) error { return s.Store.Delete(ctx, owner, shard) })
+}
+
+func (s inprocStopAt) SetMark(ctx context.Context, migration, owner string, m rebalance.Mark) error {
+	return s.do(ctx, "mark "+m.String(), func(ctx context.Context) error { return s.Store.SetMark(ctx, migration, owner, m) })
+}
+
+type inprocWorld struct {
+	*opsWorld
+	mode rebalance.Mode
+	p    *proc // the one process
+}
+
+func newInprocWorld(t *testing.T, e *engine, mode rebalance.Mode) *inprocWorld {
+	w := &inprocWorld{opsWorld: newOpsWorld(t, e), mode: mode, p: e.open(t, 4)}
+	var views [2]*rebalance.Migration
+	for i := range views {
+		views[i] = w.migration(i, nil)
+	}
+	w.access = func(ctx context.Context, view int, user string, fn func(*sql.Tx) error) error {
+		return views[view].Do(ctx, user, func(s int) error {
+			tx, err := w.p.dbs[s].BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+	}
+	return w
+}
+
+// migration is a new value of migration i in the process, over its store wrapped by stop
+// if not nil.
+func (w *inprocWorld) migration(i int, stop *stopAt) *rebalance.Migration {
+	var store rebalance.Store = w.p.store
+	if stop != nil {
+		stop.Store = w.p.store
+		store = inprocStopAt{stop}
+	}
+	m, err := rebalance.New(w.ids[i], w.layout[i], w.layout[1-i], store, rebalance.Options{Mode: w.mode})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return m
+}
+
+// run runs migration i over the listed users with a new value and, if Run returns nil,
+// checks that they moved.
+func (w *inprocWorld) run(ctx context.Context, i int, stop *stopAt) error {
+	listed := slices.Clone(w.listed)
+	err := w.migration(i, stop).Run(ctx, slices.Values(listed))
+	w.logf("%s's Run: %v", w.ids[i], err)
+	if err == nil {
+		w.check(w.layout[1-i], listed, fmt.Sprintf("after %s's Run returned nil", w.ids[i]))
+	}
+	return err
+}
+
+func (w *inprocWorld) finish(ctx context.Context, i int, stop *stopAt) error {
+	err := w.migration(i, stop).Finish(ctx, slices.Values(slices.Clone(w.listed)))
+	w.logf("%s's Finish: %v", w.ids[i], err)
+	if err == nil {
+		w.finished[i] = true
+		w.check(w.layout[1-i], nil, fmt.Sprintf("after %s's Finish returned nil", w.ids[i]))
+	}
+	return err
+}
+
+func (w *inprocWorld) step(kind, arg byte) {
+	view := w.cur
+	if arg&0x40 != 0 {
+		view = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	crash := func() *stopAt {
+		return &stopAt{n: int(arg&0x1f) + 1, after: arg&0x80 != 0, cancel: cancel}
+	}
+	var err error
+	switch kind % 10 {
+	case 0, 1: // insert, for a user that exists or a new one (whom the operator did not list)
+		user := w.users[int(arg&0x3f)%len(w.users)]
+		if arg&0x80 != 0 {
+			w.user++
+			user = strconv.Itoa(w.user)
+			w.users = append(w.users, user)
+		}
+		if kind%10 == 0 {
+			err = w.write(view, w.insertion("messages", user))
+		} else {
+			err = w.write(view, w.insertion("messages", user), w.insertion("notes", user))
+		}
+	case 2:
+		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
+	case 3:
+		err = w.delete(view, w.order[int(arg&0x3f)%len(w.order)])
+	case 4: // a mover that crashes at its nth write, before it or right after
+		_ = w.run(ctx, w.cur, crash())
+	case 5:
+		_ = w.run(ctx, w.cur, nil)
+	case 6:
+		_ = w.finish(ctx, w.cur, nil)
+	case 7: // a Finish that crashes at its nth write
+		_ = w.finish(ctx, w.cur, crash())
+	case 8: // the operator publishes the migration back
+		if w.finished[0] {
+			w.cur = 1
+		}
+	case 9: // a mover of the migration before, once back is published
+		if w.cur == 1 {
+			if err := w.run(ctx, 0, nil); err != nil && !errors.Is(err, rebalance.ErrFinished) {
+				w.t.Fatalf("grow's Run after grow finished: %v, want ErrFinished", err)
+			}
+		}
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// settle runs and finishes grow, then back if it was published, and checks every row.
+func (w *inprocWorld) settle() {
+	w.listed = slices.Clone(w.users)
+	ctx := context.Background()
+	for i := range w.cur + 1 {
+		if w.finished[i] {
+			continue
+		}
+		if err := w.run(ctx, i, nil); err != nil {
+			w.t.Fatalf("settling: %s's Run: %v", w.ids[i], err)
+		}
+		if err := w.finish(ctx, i, nil); err != nil {
+			w.t.Fatalf("settling: %s's Finish: %v", w.ids[i], err)
+		}
+	}
+	w.check(w.layout[1-w.cur], nil, "at the end")
+}
+
+// inprocOpsSeeds are FuzzInProcessOperations' seeds. The first byte picks the mode (odd:
+// lazy); then an operation is two bytes: its kind (mod 10) and its argument.
+var inprocOpsSeeds = []string{
+	"\x00\x05\x00\x06\x00",                         // async: grow, finish
+	"\x01\x05\x00\x06\x00",                         // lazy
+	"\x00\x00\x01\x04\x02\x02\x01\x05\x00\x06\x00", // insert, crash at write 3, update, resume, finish
+	"\x01\x04\x01\x00\x01\x02\x00\x03\x03\x06\x00", // lazy: crash, writes that move owners, finish
+	"\x00\x01\x81\x05\x00\x06\x00",                 // a new user nobody listed
+	"\x00\x04\x83\x07\x02\x06\x00\x02\x05",         // crash after write 4; Finish crashes; Finish
+	// Grow, finish, back published; a grow mover; writes of a process still routing by grow.
+	"\x00\x05\x00\x06\x00\x08\x00\x09\x00\x00\x42\x02\x41\x04\x05\x06\x00",
+}
+
+func FuzzInProcessOperations(f *testing.F) {
+	for _, seed := range inprocOpsSeeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) == 0 {
+			return
+		}
+		mode := rebalance.Async
+		if ops[0]%2 == 1 {
+			mode = rebalance.Lazy
+		}
+		ops = ops[1:min(len(ops), 33)]
+		w := newInprocWorld(t, newEngine(t, sqlstore.SQLite, 3, opsSchema, opsTables), mode)
+		for i := 0; i+1 < len(ops); i += 2 {
+			w.step(ops[i], ops[i+1])
+		}
+		w.settle()
+	})
+}
