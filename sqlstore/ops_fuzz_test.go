@@ -116,7 +116,7 @@ func (w *opsWorld) shared(p *proc, i int, opts rebalance.SharedOptions) *rebalan
 }
 
 // mover is migration i in a new process with a new token (or token if not 0), its store
-// wrapped by wrap if not nil.
+// wrapped by wrap if not nil, its options picked by the token.
 func (w *opsWorld) mover(i int, token uint64, wrap func(*proc) rebalance.SharedStore[*sql.Tx]) *rebalance.Shared[*sql.Tx] {
 	p := w.e.open(w.t, 2)
 	if token == 0 {
@@ -127,7 +127,15 @@ func (w *opsWorld) mover(i int, token uint64, wrap func(*proc) rebalance.SharedS
 	if wrap != nil {
 		store = wrap(p)
 	}
-	m, err := rebalance.NewShared(w.ids[i], w.layout[i], w.layout[1-i], store, rebalance.SharedOptions{Token: token, ChunkRows: 2, Batch: 2, Group: 2, FenceWait: 20 * time.Millisecond})
+	// Movers in turn take other options, as an operator who restarts one might: small
+	// chunks and groups, the defaults with two owners at once, or one row at a time.
+	opts := []rebalance.SharedOptions{
+		{ChunkRows: 2, Batch: 2, Group: 2},
+		{Concurrency: 2},
+		{ChunkRows: 1, Batch: 1, Group: 1, DeleteRows: 1},
+	}[(token-1)%3]
+	opts.Token, opts.FenceWait = token, 20*time.Millisecond
+	m, err := rebalance.NewShared(w.ids[i], w.layout[i], w.layout[1-i], store, opts)
 	if err != nil {
 		w.t.Fatal(err)
 	}
