@@ -1,8 +1,10 @@
 package rebalance
 
 import (
+	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	"github.com/shardkit/shard/internal/keyhash"
@@ -14,8 +16,34 @@ import (
 // keeps using the first one for Do, must wait for the other value's accesses and moves, or a
 // write through one value could land on the old shard between the other's count and its
 // deletion of the old copy.
+//
+// Values of the ID over one Store share whether the migration finished too: a Finish through
+// one sets it while it holds every lock, so that a Do through another, which read its
+// owner's mark as Unmoved, does not write a new owner's first rows on the old shard once
+// the shards have been listed and the finish recorded.
 type stripeTable struct {
-	stripes []sync.RWMutex
+	stripes  []sync.RWMutex
+	mu       sync.Mutex
+	finished map[any]*atomic.Bool // by Store
+}
+
+// finishedOver returns the flag that the values of the ID over store share, or a flag of its
+// own for a store that cannot be a map key.
+func (l *stripeTable) finishedOver(store Store) *atomic.Bool {
+	if v := reflect.ValueOf(store); !v.IsValid() || !v.Comparable() {
+		return new(atomic.Bool)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.finished == nil {
+		l.finished = map[any]*atomic.Bool{}
+	}
+	f := l.finished[store]
+	if f == nil {
+		f = new(atomic.Bool)
+		l.finished[store] = f
+	}
+	return f
 }
 
 func (l *stripeTable) of(owner string) *sync.RWMutex {

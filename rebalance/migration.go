@@ -124,8 +124,8 @@ type Migration struct {
 	store         Store
 	opts          Options
 	locks         *stripeTable // shared by every value of this ID in the process
-	finished      atomic.Bool
-	finishRead    atomic.Bool // whether Do has asked the FinishRecorder, if any
+	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batches
+	finishRead    atomic.Bool  // whether Do has asked the FinishRecorder, if any
 	byRun, lazily atomic.Int64
 
 	// repin says this is a batch of a Repin: batches share the Repin's ID and each
@@ -167,8 +167,9 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	if opts.Stripes == 0 {
 		opts.Stripes = 1024
 	}
+	locks := lockTable(id, opts.Stripes)
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
-		locks: lockTable(id, opts.Stripes)}, nil
+		locks: locks, finished: locks.finishedOver(store)}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.
@@ -515,8 +516,10 @@ func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished
 // or as the FinishRecorder records) is not checked again: Finish returns nil. owners must not be nil (ErrConfig): a nil
 // sequence would check nothing and finish.
 //
-// Over a Store that is not a FinishRecorder only this value knows it finished: no process
-// may make a Migration of this ID again while owners are written (see FinishRecorder).
+// The values of the ID over the same Store in this process see the finish at once (a Do
+// through any of them routes by the after sharder from then on). Over a Store that is not a
+// FinishRecorder only they know it: no process may make a Migration of this ID again while
+// owners are written (see FinishRecorder).
 func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)

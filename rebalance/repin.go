@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shardkit/shard"
 )
@@ -85,7 +86,8 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.repin = true
+	// The batches share the Repin's ID, and so its locks, but each finishes on its own.
+	m.repin, m.finished = true, new(atomic.Bool)
 	return m, nil
 }
 

@@ -180,6 +180,9 @@ var inprocOpsSeeds = []string{
 	"\x01\x04\x01\x00\x01\x02\x00\x03\x03\x06\x00", // lazy: crash, writes that move owners, finish
 	"\x00\x01\x81\x05\x00\x06\x00",                 // a new user nobody listed
 	"\x00\x04\x83\x07\x02\x06\x00\x02\x05",         // crash after write 4; Finish crashes; Finish
+	// A write, grow, finish (through another value), a new user's first write: it went to
+	// the old shard through the application's value, which had read the migration unfinished.
+	"\x00\x00\x00\x05\x00\x06\x00\x00\x80",
 	// Grow, finish, back published; a grow mover; writes of a process still routing by grow.
 	"\x00\x05\x00\x06\x00\x08\x00\x09\x00\x00\x42\x02\x41\x04\x05\x06\x00",
 }
