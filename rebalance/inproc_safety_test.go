@@ -342,38 +342,48 @@ func TestFinishIsRecordedForARestart(t *testing.T) {
 
 // TestFinishThroughAnotherValueOfTheProcess: the application routes through one value (whose
 // first Do read the migration unfinished) while the operator runs and finishes it through
-// another value of the ID in the same process. A new owner's first write through the
-// application's value then went to its old shard, after Finish had listed the shards and
-// recorded the finish: nothing would ever move or find it. Values of one ID over one store
-// share the finish, as they share the locks.
+// another value of the ID in the same process, over the same Store or another Store value
+// over the same data (a wrapper). A new owner's first write through the application's value
+// then went to its old shard, after Finish had listed the shards and recorded the finish:
+// nothing would ever move or find it. Values of one ID over one Store share the finish, as
+// they share the locks, and a Do of an unmoved owner asks the FinishRecorder again.
 func TestFinishThroughAnotherValueOfTheProcess(t *testing.T) {
-	w := newWorld(t, 10, 2, 3)
-	ctx := context.Background()
-	app := w.migration(t, "finished-elsewhere", w.store, Options{})
-	require.NoError(t, app.Do(ctx, movingOwner(w.before, w.after), func(int) error { return nil }))
-	mover := w.migration(t, "finished-elsewhere", w.store, Options{})
-	require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
-	require.NoError(t, mover.Finish(ctx, slices.Values(w.owners)))
+	type wrapped struct{ *memStore }
+	for _, name := range []string{"same store", "wrapped store"} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 10, 2, 3)
+			ctx := context.Background()
+			app := w.migration(t, "finished-elsewhere", w.store, Options{})
+			require.NoError(t, app.Do(ctx, movingOwner(w.before, w.after), func(int) error { return nil }))
+			var store Store = w.store
+			if name == "wrapped store" {
+				store = wrapped{w.store}
+			}
+			mover := w.migration(t, "finished-elsewhere", store, Options{})
+			require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
+			require.NoError(t, mover.Finish(ctx, slices.Values(w.owners)))
 
-	n := ""
-	for i := 0; n == ""; i++ {
-		if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) {
-			n = o
-		}
+			n := ""
+			for i := 0; n == ""; i++ {
+				if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) {
+					n = o
+				}
+			}
+			w.owners = append(w.owners, n)
+			w.rows[n] = new(atomic.Int64)
+			require.NoError(t, app.Do(ctx, n, func(s int) error {
+				w.store.put(s, n, 0, "first row")
+				w.rows[n].Add(1)
+				return nil
+			}))
+			w.checkMoved(t)
+			w.checkServed(t, mover)
+
+			// A store of another cluster with a migration of the same ID is another migration.
+			other := newWorld(t, 10, 2, 3)
+			again := other.migration(t, "finished-elsewhere", other.store, Options{})
+			require.NoError(t, again.Run(ctx, slices.Values(other.owners)))
+			other.checkMoved(t)
+		})
 	}
-	w.owners = append(w.owners, n)
-	w.rows[n] = new(atomic.Int64)
-	require.NoError(t, app.Do(ctx, n, func(s int) error {
-		w.store.put(s, n, 0, "first row")
-		w.rows[n].Add(1)
-		return nil
-	}))
-	w.checkMoved(t)
-	w.checkServed(t, mover)
-
-	// A store of another cluster with a migration of the same ID is another migration.
-	other := newWorld(t, 10, 2, 3)
-	again := other.migration(t, "finished-elsewhere", other.store, Options{})
-	require.NoError(t, again.Run(ctx, slices.Values(other.owners)))
-	other.checkMoved(t)
 }

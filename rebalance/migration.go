@@ -290,6 +290,15 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return fn(to)
 	}
 	mark, err := m.mark(ctx, owner)
+	if err == nil && mark == Unmoved && m.opts.Mode != Lazy {
+		// Finish through a value that shares no flag with this one (another Store value over
+		// the same databases) may have recorded the finish since this value last asked; a
+		// Finish holds every lock, so what the recorder says now holds until fn returns.
+		var done bool
+		if done, err = m.recordedFinished(ctx); done {
+			return fn(to)
+		}
+	}
 	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
 		held = false
 		l.RUnlock()
