@@ -22,6 +22,17 @@ func movingOwner(before, after shard.Sharder) string {
 	}
 }
 
+// newOwner adds an owner with no rows yet, whom before and after place apart.
+func (w *world) newOwner() string {
+	for i := 0; ; i++ {
+		if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) && w.rows[o] == nil {
+			w.owners = append(w.owners, o)
+			w.rows[o] = new(atomic.Int64)
+			return o
+		}
+	}
+}
+
 // panicStore panics in Mark or Copy while armed: a Store bug, or a driver that panics on
 // a broken connection.
 type panicStore struct {
@@ -313,14 +324,7 @@ func TestFinishIsRecordedForARestart(t *testing.T) {
 	require.NoError(t, m.Run(ctx, slices.Values(w.owners)))
 	require.NoError(t, m.Finish(ctx, slices.Values(w.owners)))
 
-	n := ""
-	for i := 0; n == ""; i++ {
-		if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) {
-			n = o
-		}
-	}
-	w.owners = append(w.owners, n)
-	w.rows[n] = new(atomic.Int64)
+	n := w.newOwner()
 	write := func(m *Migration, id int) {
 		t.Helper()
 		require.NoError(t, m.Do(ctx, n, func(s int) error {
@@ -363,14 +367,7 @@ func TestFinishThroughAnotherValueOfTheProcess(t *testing.T) {
 			require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
 			require.NoError(t, mover.Finish(ctx, slices.Values(w.owners)))
 
-			n := ""
-			for i := 0; n == ""; i++ {
-				if o := fmt.Sprint("new", i); w.before.Locate(o) != w.after.Locate(o) {
-					n = o
-				}
-			}
-			w.owners = append(w.owners, n)
-			w.rows[n] = new(atomic.Int64)
+			n := w.newOwner()
 			require.NoError(t, app.Do(ctx, n, func(s int) error {
 				w.store.put(s, n, 0, "first row")
 				w.rows[n].Add(1)

@@ -219,6 +219,29 @@ func (w *opsWorld) delete(view int, id int64) error {
 	return w.write(view, opsWrite{id, absent, "DELETE FROM " + w.rows[id].table + " WHERE id = $1", []any{id}})
 }
 
+// appWrite is the application's write of kind 0 to 3: an insert into messages, or into
+// messages and notes in one transaction, for a user that exists or a new one (whom the
+// operator did not list); an update; a delete.
+func (w *opsWorld) appWrite(kind, arg byte, view int) error {
+	if kind >= 2 {
+		id := w.order[int(arg&0x3f)%len(w.order)]
+		if kind == 2 {
+			return w.update(view, id)
+		}
+		return w.delete(view, id)
+	}
+	user := w.users[int(arg&0x3f)%len(w.users)]
+	if arg&0x80 != 0 {
+		w.user++
+		user = strconv.Itoa(w.user)
+		w.users = append(w.users, user)
+	}
+	if kind == 0 {
+		return w.write(view, w.insertion("messages", user))
+	}
+	return w.write(view, w.insertion("messages", user), w.insertion("notes", user))
+}
+
 // check scans every shard: each row of users (all if nil) must be found at most once, on
 // its owner's shard under layout, in a state the model allows.
 func (w *opsWorld) check(layout shard.Sharder, users []string, what string) {
@@ -433,22 +456,8 @@ func (w *opsWorld) step(kind, arg byte) {
 	n := int(arg&0x1f) + 1
 	var err error
 	switch kind % 12 {
-	case 0, 1: // insert, for a user that exists or a new one (whom the operator did not list)
-		user := w.users[int(arg&0x3f)%len(w.users)]
-		if arg&0x80 != 0 {
-			w.user++
-			user = strconv.Itoa(w.user)
-			w.users = append(w.users, user)
-		}
-		if kind%12 == 0 {
-			err = w.write(view, w.insertion("messages", user))
-		} else { // a message and a note in one transaction
-			err = w.write(view, w.insertion("messages", user), w.insertion("notes", user))
-		}
-	case 2:
-		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
-	case 3:
-		err = w.delete(view, w.order[int(arg&0x3f)%len(w.order)])
+	case 0, 1, 2, 3:
+		err = w.appWrite(kind%12, arg, view)
 	case 4: // a mover that crashes at its nth write, before it or right after
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -121,22 +120,8 @@ func (w *inprocWorld) step(kind, arg byte) {
 	}
 	var err error
 	switch kind % 11 {
-	case 0, 1: // insert, for a user that exists or a new one (whom the operator did not list)
-		user := w.users[int(arg&0x3f)%len(w.users)]
-		if arg&0x80 != 0 {
-			w.user++
-			user = strconv.Itoa(w.user)
-			w.users = append(w.users, user)
-		}
-		if kind%11 == 0 {
-			err = w.write(view, w.insertion("messages", user))
-		} else {
-			err = w.write(view, w.insertion("messages", user), w.insertion("notes", user))
-		}
-	case 2:
-		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
-	case 3:
-		err = w.delete(view, w.order[int(arg&0x3f)%len(w.order)])
+	case 0, 1, 2, 3:
+		err = w.appWrite(kind%11, arg, view)
 	case 4: // a mover that crashes at its nth write, before it or right after
 		_ = w.run(ctx, w.cur, crash())
 	case 5:
