@@ -260,7 +260,8 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
 // The first Do of a value asks a Store that is a FinishRecorder whether the migration
-// finished, and if so routes by the after sharder alone from then on.
+// finished, and if so routes by the after sharder alone from then on; in Async mode, so does
+// each Do of an owner not moved yet, under its lock (a Finish through another Store value).
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {
