@@ -98,6 +98,9 @@ type Options struct {
 	// Mover and Lease name this mover and bound its claim, as SharedOptions' do, when the
 	// Store is a MoverLock: Run then claims the migration first, and a second Run of the
 	// same ID (the mover started twice) is refused with a *MoverError while this one runs.
+	// The claim carries the migration's Placement: a store whose shards serve another
+	// migration, unfinished, refuses it with a *PlacementError (see Placement.Accepts), so a
+	// migration started before the one in force finished moves nothing.
 	Mover string
 	Lease time.Duration
 }
@@ -126,6 +129,7 @@ type Migration struct {
 	locks         *stripeTable // shared by every value of this ID in the process
 	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batches
 	finishRead    atomic.Bool  // whether Do has asked the FinishRecorder, if any
+	placementRead atomic.Bool  // whether Do has found the placement served, if checked
 	byRun, lazily atomic.Int64
 
 	// repin says this is a batch of a Repin: batches share the Repin's ID and each
@@ -259,10 +263,17 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // shard while an old copy waits to be checked against it. While fn runs, owner's move cannot
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
-// The first Do of a value asks a Store that is a FinishRecorder whether the migration
-// finished, and if so routes by the after sharder alone from then on; in Async mode, so does
-// each Do of an owner not moved yet, under its lock (a Finish through another Store value).
+// The first Do of a value asks a Store that is a PlacementChecker whether its shards serve
+// the migration, and if not returns its *PlacementError (wrapped), calling no function. It
+// asks a Store that is a FinishRecorder whether the migration finished, and if so routes by
+// the after sharder alone from then on; in Async mode, so does each Do of an owner not
+// moved yet, under its lock (a Finish through another Store value).
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
+	if !m.placementRead.Load() {
+		if err := m.checkPlacement(ctx); err != nil {
+			return err
+		}
+	}
 	from, to := m.before.Locate(owner), m.after.Locate(owner)
 	if from == to || m.finished.Load() {
 		return fn(to)
@@ -315,6 +326,19 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return fn(from)
 	}
 	return fn(to)
+}
+
+// checkPlacement asks a Store that is a PlacementChecker whether its shards accept the
+// migration's accesses, and remembers a yes. An owner that does not change shard is checked
+// too: it may be one that the migration in force moves.
+func (m *Migration) checkPlacement(ctx context.Context) error {
+	if pc, ok := m.store.(PlacementChecker); ok && !m.repin {
+		if err := pc.CheckPlacement(ctx, PlacementOf(m.id, m.before, m.after)); err != nil {
+			return fmt.Errorf("rebalance: migration %q: %w", m.id, err)
+		}
+	}
+	m.placementRead.Store(true)
+	return nil
 }
 
 // moveLocked moves owner holding l exclusively, and releases l however move returns,
@@ -443,7 +467,15 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		_, stop, err := hold(ctx, lock, Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease}, cancel)
+		c := Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease}
+		if !m.repin {
+			// The placement too, as Shared's claim: a store that serves another migration
+			// unfinished refuses this one (started before that one finished, its before
+			// sharder does not say where the owners are, and its copies would replace
+			// their rows with what its Do wrote in the wrong place).
+			c.Placement = PlacementOf(m.id, m.before, m.after)
+		}
+		_, stop, err := hold(ctx, lock, c, cancel)
 		if err != nil {
 			return err
 		}

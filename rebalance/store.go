@@ -56,10 +56,25 @@ type Store interface {
 // copies that shard over them.
 type FinishRecorder interface {
 	// RecordFinished durably records that migration finished, before returning. Recording
-	// it again is not an error.
+	// it again is not an error. A store that is also a MoverLock records it, as
+	// SharedStore.Finished does, on the shards whose placement the migration's claim
+	// recorded, so that the next migration may claim them.
 	RecordFinished(ctx context.Context, migration string) error
 	// IsFinished reports whether RecordFinished succeeded for migration, in any process.
 	IsFinished(ctx context.Context, migration string) (bool, error)
+}
+
+// PlacementChecker is a Store that records on its shards the placement each serves, as a
+// MoverLock keeps Claim.Placement (the in-process Migration's Run claims with its own). The
+// first Do of a Migration value asks it whether every shard accepts an access routed by the
+// migration (Placement.Accepts), and until one does, Do calls no function and returns its
+// *PlacementError: a process that routes by a migration started before the one in force
+// finished, or by one a newer migration replaced, would write where no mover reads, and a
+// later copy could replace the owner's rows with what it wrote.
+type PlacementChecker interface {
+	// CheckPlacement returns a *PlacementError naming the first shard that does not accept
+	// an access routed by p, or nil if every shard does.
+	CheckPlacement(ctx context.Context, p Placement) error
 }
 
 // Mark is how far one owner's move has gone in one migration: the rebalancing post's [004]

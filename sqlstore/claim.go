@@ -208,7 +208,7 @@ func (s *Store) where(i int, what string, err error) error {
 
 // served reads the placement shard i (-1: the control database) serves: zero if none is
 // recorded.
-func (s *Store) served(ctx context.Context, tx *sql.Tx, i int) (rebalance.Placement, bool, error) {
+func (s *Store) served(ctx context.Context, tx querier, i int) (rebalance.Placement, bool, error) {
 	var p rebalance.Placement
 	var before, after, finished int64
 	err := tx.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished FROM rebalance_placement WHERE id = 0").
@@ -235,6 +235,35 @@ const refusesPlacement = `(EXISTS (SELECT 1 FROM rebalance_placement WHERE NOT (
 		migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) AND (finished = 1 OR %[5]s = 0)
 		OR %[5]s = 0 AND finished = 1 AND migration <> %[1]s AND after_fp = %[2]s AND NOT EXISTS (SELECT 1 FROM rebalance_finished f WHERE f.migration = %[1]s)))
 	OR %[5]s = 1 AND NOT EXISTS (SELECT 1 FROM rebalance_placement))`
+
+// CheckPlacement returns a *rebalance.PlacementError for the first shard that refuses an
+// access routed by p (by the rule of every Access), or nil; see rebalance.PlacementChecker.
+func (s *Store) CheckPlacement(ctx context.Context, p rebalance.Placement) error {
+	lv, ar := 0, 0
+	if p.Leaving {
+		lv = 1
+	}
+	if p.Arriving {
+		ar = 1
+	}
+	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5") + " THEN 1 ELSE 0 END"
+	for i, db := range s.shards {
+		var refused int
+		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), lv, ar).Scan(&refused); err != nil {
+			return s.wrap(i, "read the placement served", err)
+		}
+		if refused > 0 {
+			served, finished, err := s.served(ctx, db, i)
+			if err != nil {
+				return err
+			}
+			return &rebalance.PlacementError{Shard: i, Served: served, Wanted: p, Finished: finished}
+		}
+	}
+	return nil
+}
+
+var _ rebalance.PlacementChecker = (*Store)(nil)
 
 // Renew extends the lease of the claim of token; see rebalance.MoverLock.
 func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease time.Duration) error {

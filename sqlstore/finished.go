@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/shardkit/shard/rebalance"
@@ -10,17 +11,41 @@ import (
 // This file keeps the finish of an in-process rebalance.Migration (rebalance.FinishRecorder):
 // in rebalance_finished of the control database, with the Shared migrations finished
 // there, so that a process that restarts after Finish routes by the after sharder alone
-// instead of reading a new owner's missing mark as Unmoved. The shards need no record of
-// it: an in-process Migration claims no placement on them.
+// instead of reading a new owner's missing mark as Unmoved; and on the shards whose
+// placement the migration's Run claimed (rebalance.Migration claims with its placement
+// too), so that the next migration's claim is accepted there, and this one's never again.
 
-// RecordFinished records in the control database that migration is finished; recording it
-// again changes nothing. No claim of a Shared migration of that ID is granted afterwards.
+// RecordFinished records that migration is finished: on every shard that serves a placement
+// of it, as Finished does, then in the control database. Recording it again changes
+// nothing. No claim of a migration of that ID is granted afterwards.
 func (s *Store) RecordFinished(ctx context.Context, migration string) error {
-	_, err := s.control.ExecContext(ctx, "INSERT INTO rebalance_finished (migration) VALUES ($1) ON CONFLICT (migration) DO NOTHING", migration)
-	if err != nil {
-		return fmt.Errorf("sqlstore: control database: record migration %.64q finished: %w", migration, err)
+	// The control database records it whether or not a claim recorded a placement (a
+	// migration that moved nothing never claimed).
+	finish := func(db *sql.DB, always bool) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = 1 WHERE migration = $1", migration); err != nil {
+			return err
+		}
+		record := "INSERT INTO rebalance_finished (migration) SELECT migration FROM rebalance_placement WHERE migration = $1 ON CONFLICT (migration) DO NOTHING"
+		if always {
+			record = "INSERT INTO rebalance_finished (migration) VALUES ($1) ON CONFLICT (migration) DO NOTHING"
+		}
+		if _, err := tx.ExecContext(ctx, record, migration); err != nil {
+			return err
+		}
+		return tx.Commit()
 	}
-	return nil
+	what := fmt.Sprintf("record migration %.64q finished", migration)
+	for i, db := range s.shards {
+		if err := finish(db, false); err != nil {
+			return s.wrap(i, what, err)
+		}
+	}
+	return s.where(-1, what, finish(s.control, true))
 }
 
 // IsFinished reports whether the control database records migration finished, by

@@ -3,11 +3,13 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
 	"github.com/shardkit/shard/sqlstore"
 )
@@ -81,5 +83,65 @@ func TestFinishIsRecordedInTheControlDatabase(t *testing.T) {
 			t.Fatal("Finish after the restart:", err)
 		}
 		w.requireClean(t, admin, w.after)
+	})
+}
+
+// TestMigrationBackBeforeTheFirstFinished: the operator makes the migration back (3 shards
+// -> 2) while the grow (2 -> 3) has moved one of two users, and the application routes
+// through it. The back migration's before sharder places the user the grow has not moved
+// on a shard that holds none of its rows: a write there, then the back Run's copy of that
+// shard over the user's old rows, lost them while Run and Finish returned nil. Now the
+// grow's claim records its placement on the shards: the back value's Do is refused before
+// it calls the function, and so is its Run; once the grow has finished, the back migration
+// runs and finishes, losing nothing.
+func TestMigrationBackBeforeTheFirstFinished(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.moving(1, 2), 4)
+		p := e.open(t, 2)
+		grow, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := grow.Run(ctx, slices.Values(w.users[:1])); err != nil {
+			t.Fatal(err)
+		}
+		three, _ := shard.NewJump(3)
+		two, _ := shard.NewJump(2)
+		back, err := rebalance.New("back", three, two, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := w.users[1] // not moved by the grow: its rows are where two places it
+		called := false
+		err = back.Do(ctx, u, func(s int) error { called = true; return insertAcked(ctx, e, p, w, u, s) })
+		if !errors.Is(err, rebalance.ErrPlacement) || called {
+			t.Fatalf("back's Do while the grow is unfinished: %v (function called: %v), want ErrPlacement before the function", err, called)
+		}
+		if err := back.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("back's Run while the grow is unfinished: %v, want ErrPlacement", err)
+		}
+		for _, step := range []func(context.Context, iter.Seq[string]) error{grow.Run, grow.Finish} {
+			if err := step(ctx, slices.Values(w.users)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.requireClean(t, admin, w.after)
+		// The grow finished: a new value of the back migration is served, and moves.
+		back, err = rebalance.New("back", three, two, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Do(ctx, u, func(s int) error { return insertAcked(ctx, e, p, w, u, s) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []func(context.Context, iter.Seq[string]) error{back.Run, back.Finish} {
+			if err := step(ctx, slices.Values(w.users)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.requireClean(t, admin, two)
 	})
 }
