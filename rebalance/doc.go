@@ -86,8 +86,10 @@
 // the process that moves them; for many processes, use [Shared], whose fences are kept on
 // the shards. Over a Store that is a [MoverLock] (the sqlstore module's is) a second Run is
 // also refused while the first runs, in any process; and over any Store, Copy refuses to
-// copy a source that another mover deleted ([ErrSourceEmpty]) and the Migration then finds
-// that mover's mark. Nothing makes two processes that each move or write owners of one
+// copy a source that another mover deleted ([ErrSourceEmpty]), the sqlstore's refuses to copy
+// over rows its destination holds that no copy of its own wrote ([ErrStrayRows]: the other
+// mover's, served there already, or a write routed by another plan), and the Migration then
+// finds that mover's mark. Nothing makes two processes that each move or write owners of one
 // Migration (not a Shared) safe: their locks are not each other's.
 //
 // # Across processes

@@ -48,6 +48,11 @@ var (
 	// deleted its old copy meanwhile looks like that, and copying "nothing" (or a part) over
 	// the destination would lose rows.
 	ErrSourceEmpty = errors.New("copy source holds no row while its destination does")
+	// ErrStrayRows reports a Copy that found rows of the owner on its destination that no
+	// copy of its own wrote (a Store that can tell: sqlstore's does): a process routed the
+	// owner there by a placement not in force, or it is served there already. Copying over
+	// them would lose them; the Copy changed nothing.
+	ErrStrayRows = errors.New("copy destination holds rows no copy wrote")
 )
 
 // Upper bounds of Options, beyond which New returns an error wrapping ErrConfig. More movers
@@ -264,7 +269,7 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
 // The first Do of a value asks a Store that is a PlacementChecker whether its shards serve
-// the migration, and if not returns its *PlacementError (wrapped), calling no function. It
+// the migration, and if not returns its *PlacementError, calling no function. It
 // asks a Store that is a FinishRecorder whether the migration finished, and if so routes by
 // the after sharder alone from then on; in Async mode, so does each Do of an owner not
 // moved yet, under its lock (a Finish through another Store value).
@@ -334,7 +339,7 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 func (m *Migration) checkPlacement(ctx context.Context) error {
 	if pc, ok := m.store.(PlacementChecker); ok && !m.repin {
 		if err := pc.CheckPlacement(ctx, PlacementOf(m.id, m.before, m.after)); err != nil {
-			return fmt.Errorf("rebalance: migration %q: %w", m.id, err)
+			return err // a *PlacementError names the migration
 		}
 	}
 	m.placementRead.Store(true)
@@ -381,7 +386,7 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 	}
 	if mark == Unmoved {
 		if err := m.store.Copy(ctx, owner, from, to); err != nil {
-			if errors.Is(err, ErrSourceEmpty) {
+			if errors.Is(err, ErrSourceEmpty) || errors.Is(err, ErrStrayRows) {
 				// A twin of this Migration moved the owner since its mark was read (it is
 				// Copied or Done now), or rows outside the Migration are out of place.
 				if now, merr := m.mark(ctx, owner); merr == nil && now > Unmoved {

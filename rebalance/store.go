@@ -25,7 +25,10 @@ type Store interface {
 	// delete the owner's rows, then insert every row read from from. If from holds no row of
 	// owner while to holds some, or from lost rows while Copy read them, it changes nothing
 	// and returns an error wrapping ErrSourceEmpty: the source may be gone because the owner
-	// moved meanwhile.
+	// moved meanwhile. A Store that records which copies it made should replace only rows a
+	// Copy of the owner to that shard wrote (a crash before the owner was marked Copied) and
+	// otherwise change nothing and return an error wrapping ErrStrayRows: rows a process
+	// wrote there by another placement would be lost.
 	Copy(ctx context.Context, owner string, from, to int) error
 	// Count returns how many rows owner has on shard, read from the shard itself (no cache).
 	// Before every Delete the Migration compares the counts of the old and the new shard, so

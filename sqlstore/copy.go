@@ -509,8 +509,29 @@ func rowBytes(row []any) int {
 // that deletes the owner's rows there (children first) and inserts every row read from
 // from (parents first), chunk by chunk. If from holds none while to held some, or from's
 // count after the copy differs from the rows copied, it rolls back and returns an error
-// wrapping rebalance.ErrSourceEmpty.
-func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
+// wrapping rebalance.ErrSourceEmpty. It replaces rows of the owner on to only where a Copy
+// to that shard wrote them and Delete has not yet deleted the old copy (the control
+// database's rebalance_copying says so): a crash before the owner was marked copied left
+// them. Any other row of the owner there was written by a process that routed the owner to
+// a shard that does not serve it, or is served there already; Copy then changes nothing and
+// returns an error wrapping rebalance.ErrStrayRows.
+func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error) {
+	copying, err := s.copying(ctx, owner, to)
+	if err != nil {
+		return err
+	}
+	if !copying {
+		// Recorded before the copy, so that a crash after its commit leaves it; forgotten
+		// again unless the copy commits.
+		if err := s.setCopying(ctx, owner, to, true); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				err = errors.Join(err, s.setCopying(context.WithoutCancel(ctx), owner, to, false))
+			}
+		}()
+	}
 	db, err := s.shard(from)
 	if err != nil {
 		return err
@@ -580,6 +601,9 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) error {
 	}
 	if n != copied {
 		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner read here, %d here now: the source changed during the copy: nothing changed: %w", copied, n, rebalance.ErrSourceEmpty))
+	}
+	if deleted > 0 && !copying {
+		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here that no copy to this shard wrote: a process routed the owner here by a placement not in force (a migration made before the one in force finished, or a wrong plan), or it is served here already (another mover moved it): copying over them would lose them: nothing changed: %w", deleted, rebalance.ErrStrayRows))
 	}
 	if err := s.sameReferences(ctx, tx, to, refs); err != nil {
 		return err
@@ -692,8 +716,12 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 	})
 }
 
-// Delete removes every row of owner from shard, children first, in one transaction.
+// Delete removes every row of owner from shard, children first, in one transaction. The
+// owner's copies to other shards are served from then on: it first forgets them (see Copy).
 func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+	if err := s.setCopying(ctx, owner, -1, false); err != nil {
+		return err
+	}
 	release, err := s.writeTurn(ctx, shard)
 	if err != nil {
 		return err
@@ -715,6 +743,33 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 		return err
 	}
 	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), s.commitMover(ctx, tx))
+}
+
+// copying says whether a Copy of owner to shard to committed, or may have, since the last
+// Delete of the owner.
+func (s *Store) copying(ctx context.Context, owner string, to int) (bool, error) {
+	var n int
+	err := s.control.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_copying WHERE owner = $1 AND shard = $2", owner, to).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: control database: read the copies of owner %q: %w", owner, err)
+	}
+	return n > 0, nil
+}
+
+// setCopying records a Copy of owner to shard to (on), or forgets it (off; to -1: every
+// shard's).
+func (s *Store) setCopying(ctx context.Context, owner string, to int, on bool) error {
+	q, args := "INSERT INTO rebalance_copying (owner, shard) VALUES ($1, $2) ON CONFLICT (owner, shard) DO NOTHING", []any{owner, to}
+	switch {
+	case !on && to < 0:
+		q, args = "DELETE FROM rebalance_copying WHERE owner = $1", args[:1]
+	case !on:
+		q = "DELETE FROM rebalance_copying WHERE owner = $1 AND shard = $2"
+	}
+	if _, err := s.control.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("sqlstore: control database: record the copies of owner %q: %w", owner, err)
+	}
+	return nil
 }
 
 // DeleteChunk deletes up to limit rows of owners on shard, children first (a table's rows

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
 	"github.com/shardkit/shard/sqlstore"
 )
@@ -597,5 +598,82 @@ func TestInProcessCopyChecksTheSchema(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// TestCopyKeepsStrayRows: on a store no migration has claimed yet, the application routes by
+// a migration whose before sharder is not where the data is (3 -> 2 on data laid out for 2
+// shards). Its Do writes a user's row on a shard that holds none of the user's rows, and its
+// Run then copied that shard over the user's 4 rows, returning nil. The in-process Copy now
+// replaces only rows a copy of its own wrote: it refuses with ErrStrayRows, changing nothing.
+func TestCopyKeepsStrayRows(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.moving(1, 1), 4)
+		u := w.users[0] // jump 2 and jump 3 place it apart
+		p := e.open(t, 2)
+		three, _ := shard.NewJump(3)
+		wrong, err := rebalance.New("wrong", three, w.before, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stray := three.Locate(u)
+		if err := wrong.Do(ctx, u, func(s int) error {
+			if s != stray {
+				t.Fatalf("Do routed user %s to shard %d, want %d", u, s, stray)
+			}
+			return insertAcked(ctx, e, p, w, u, s)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wrong.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrStrayRows) {
+			t.Fatalf("Run of the wrong plan: %v, want ErrStrayRows", err)
+		}
+		for s, want := range map[int]int64{stray: 1, w.before.Locate(u): 4} {
+			if n, err := admin.store.Count(ctx, u, s); err != nil || n != want {
+				t.Fatalf("user %s: %d rows on shard %d (%v), want %d", u, n, s, err, want)
+			}
+		}
+	})
+}
+
+// TestCopyAgainAfterACrash: a Copy that committed and then crashed before the owner was
+// marked copied, while the application wrote to the owner's old shard, is copied again
+// over what it wrote (its own rows), and the move finishes with every row.
+func TestCopyAgainAfterACrash(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 1, 2)
+		w.load(t, admin, w.moving(1, 2), 3)
+		p := e.open(t, 2)
+		runCtx, cancel := context.WithCancel(ctx)
+		stop := inprocStopAt{&stopAt{Store: p.store, n: 2, after: true, cancel: cancel}} // the claim, then the copy
+		m, err := rebalance.New("crashed", w.before, w.after, stop, rebalance.Options{Lease: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || stop.what != "copy" {
+			t.Fatalf("Run: %v at %q, want it stopped right after its first copy", err, stop.what)
+		}
+		for _, u := range w.users { // served by the old shards still
+			if err := insertAcked(ctx, e, p, w, u, w.before.Locate(u)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		again, err := rebalance.New("crashed", w.before, w.after, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // the crashed mover's lease
+		if err := again.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, w.after)
 	})
 }

@@ -130,16 +130,19 @@ func (w *inprocWorld) step(kind, arg byte) {
 		_ = w.finish(ctx, w.cur, nil)
 	case 7: // a Finish that crashes at its nth write
 		_ = w.finish(ctx, w.cur, crash())
-	case 8: // the operator publishes the migration back
-		if w.finished[0] {
+	case 8: // the operator publishes the migration back, also before the grow finished
+		// Not before the grow claimed the shards: on a store that serves no placement yet,
+		// nothing tells a plan whose before sharder is not where the data is (its writes
+		// land where nobody reads; its mover's copies stop at ErrStrayRows).
+		if w.finished[0] || errors.Is(w.p.store.CheckPlacement(ctx, rebalance.PlacementOf(w.ids[1], w.layout[1], w.layout[0])), rebalance.ErrPlacement) {
 			w.cur = 1
 		}
 	case 10: // an update whose function fails after its commit: not acknowledged
 		w.failAfterCommit = true
 		err = w.update(view, w.order[int(arg&0x3f)%len(w.order)])
 		w.failAfterCommit = false
-	case 9: // a mover of the migration before, once back is published
-		if w.cur == 1 {
+	case 9: // a mover of the migration before, once back is published and it finished
+		if w.cur == 1 && w.finished[0] {
 			if err := w.run(ctx, 0, nil); err != nil && !errors.Is(err, rebalance.ErrFinished) {
 				w.t.Fatalf("grow's Run after grow finished: %v, want ErrFinished", err)
 			}
@@ -190,6 +193,9 @@ var inprocOpsSeeds = []string{
 	"\x01\x0a\x00\x0a\x05\x05\x00\x0a\x01\x06\x00", // lazy: functions that fail after their commit
 	// Grow, finish, back published; a grow mover; writes.
 	"\x00\x05\x00\x06\x00\x08\x00\x09\x00\x00\x42\x02\x41\x04\x05\x06\x00",
+	// Grow crashes after its claim, back published before it finished: writes, back's
+	// mover and Finish are refused; then grow and back run to the end.
+	"\x00\x04\x82\x08\x00\x00\x01\x02\x03\x05\x00\x06\x00",
 }
 
 func FuzzInProcessOperations(f *testing.F) {

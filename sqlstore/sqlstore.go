@@ -17,7 +17,8 @@
 // [Store.Claim] decides there, in one transaction), rebalance_tables (the tables each
 // migration moves, from its first claim: a Store that moves others is refused), its own
 // rebalance_epoch, rebalance_placement and rebalance_finished (also of the in-process
-// rebalance.Migration: see finished.go), and rebalance_shards, the
+// rebalance.Migration: see finished.go), rebalance_copying (the shards [Store.Copy] copied
+// an owner to, until [Store.Delete] deletes its old copy), and rebalance_shards, the
 // shards' IDs by position: [Store.Init] refuses shards listed in another order than before,
 // or a database listed twice ([ErrShardOrder]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
@@ -428,6 +429,11 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 );
 CREATE TABLE IF NOT EXISTS rebalance_finished (
 	migration TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS rebalance_copying (
+	owner TEXT NOT NULL,
+	shard INTEGER NOT NULL,
+	PRIMARY KEY (owner, shard)
 )`
 
 // recordFinished adds the migration finished that a database serves, if any, to those it
