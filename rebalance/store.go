@@ -28,7 +28,10 @@ type Store interface {
 	// moved meanwhile. A Store that records which copies it made should replace only rows a
 	// Copy of the owner to that shard wrote (a crash before the owner was marked Copied) and
 	// otherwise change nothing and return an error wrapping ErrStrayRows: rows a process
-	// wrote there by another placement would be lost.
+	// wrote there by another placement would be lost. Such a Store may copy an empty source
+	// over a crashed copy of its own (the application deleted the owner's rows since), once
+	// it has checked, after reading the source, that the copy is still recorded (a twin that
+	// moved the owner forgets it before deleting the old copy).
 	Copy(ctx context.Context, owner string, from, to int) error
 	// Count returns how many rows owner has on shard, read from the shard itself (no cache).
 	// Before every Delete the Migration compares the counts of the old and the new shard, so

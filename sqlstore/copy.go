@@ -507,14 +507,18 @@ func rowBytes(row []any) int {
 
 // Copy makes owner's rows on shard to equal those on shard from, in one transaction on to
 // that deletes the owner's rows there (children first) and inserts every row read from
-// from (parents first), chunk by chunk. If from holds none while to held some, or from's
-// count after the copy differs from the rows copied, it rolls back and returns an error
-// wrapping rebalance.ErrSourceEmpty. It replaces rows of the owner on to only where a Copy
-// to that shard wrote them and Delete has not yet deleted the old copy (the control
-// database's rebalance_copying says so): a crash before the owner was marked copied left
-// them. Any other row of the owner there was written by a process that routed the owner to
-// a shard that does not serve it, or is served there already; Copy then changes nothing and
-// returns an error wrapping rebalance.ErrStrayRows.
+// from (parents first), chunk by chunk.
+//
+// It replaces rows of the owner already on to only where a Copy to that shard wrote them
+// and Delete has not deleted the old copy since (the control database's rebalance_copying
+// says so): a crash before the owner was marked copied left them. Any other row there was
+// written by a process that routed the owner to a shard that does not serve it, or the
+// owner is served there already; Copy then changes nothing and returns an error wrapping
+// rebalance.ErrStrayRows. If from's count after the copy differs from the rows copied, or
+// from holds no row while to held rows that are not such a copy (a twin of the Migration
+// moved the owner and deleted its old copy), it changes nothing and returns an error
+// wrapping rebalance.ErrSourceEmpty; over a crashed copy of its own, an empty source is the
+// application's deletion of the owner's rows, and Copy makes to empty too.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error) {
 	copying, err := s.copying(ctx, owner, to)
 	if err != nil {
@@ -591,7 +595,20 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 		}
 	}
 	if copied == 0 && deleted > 0 {
-		return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
+		// The destination's rows are a crashed copy's of its own, and the application has
+		// deleted every row of the owner since: the copy of nothing is right. Asked again
+		// after the read of the source: a twin of the Migration that moved the owner
+		// forgets the copy before it deletes the old copy, so if the source was empty
+		// because a twin deleted it, the record is gone by now.
+		again := false
+		if copying {
+			if again, err = s.copying(ctx, owner, to); err != nil {
+				return err
+			}
+		}
+		if !again {
+			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
+		}
 	}
 	// The rows were read in several statements: a deletion between two of them (a twin of
 	// the Migration deleting the old copy) leaves a part; counted again, it shows.

@@ -640,40 +640,54 @@ func TestCopyKeepsStrayRows(t *testing.T) {
 }
 
 // TestCopyAgainAfterACrash: a Copy that committed and then crashed before the owner was
-// marked copied, while the application wrote to the owner's old shard, is copied again
-// over what it wrote (its own rows), and the move finishes with every row.
+// marked copied is copied again over its own rows, whatever the application did on the
+// owner's old shard meanwhile: wrote a row, or deleted all of the owner's rows (the copy of
+// nothing then empties the stale copy; it stopped at ErrSourceEmpty on every Run, the move
+// never finishing). The move finishes with every acknowledged row and no other.
 func TestCopyAgainAfterACrash(t *testing.T) {
-	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 1, 2)
-		w.load(t, admin, w.moving(1, 2), 3)
-		p := e.open(t, 2)
-		runCtx, cancel := context.WithCancel(ctx)
-		stop := inprocStopAt{&stopAt{Store: p.store, n: 2, after: true, cancel: cancel}} // the claim, then the copy
-		m, err := rebalance.New("crashed", w.before, w.after, stop, rebalance.Options{Lease: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || stop.what != "copy" {
-			t.Fatalf("Run: %v at %q, want it stopped right after its first copy", err, stop.what)
-		}
-		for _, u := range w.users { // served by the old shards still
-			if err := insertAcked(ctx, e, p, w, u, w.before.Locate(u)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		again, err := rebalance.New("crashed", w.before, w.after, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond) // the crashed mover's lease
-		if err := again.Run(ctx, slices.Values(w.users)); err != nil {
-			t.Fatal(err)
-		}
-		if err := again.Finish(ctx, slices.Values(w.users)); err != nil {
-			t.Fatal(err)
-		}
-		w.requireClean(t, admin, w.after)
-	})
+	for _, deletes := range []bool{false, true} {
+		t.Run(map[bool]string{false: "writes", true: "deletes"}[deletes], func(t *testing.T) {
+			forEngines(t, 2, func(t *testing.T, e *engine) {
+				ctx := context.Background()
+				admin := e.open(t, 2)
+				w := newWorld(t, e, 1, 2)
+				w.load(t, admin, w.moving(1, 2), 3)
+				p := e.open(t, 2)
+				runCtx, cancel := context.WithCancel(ctx)
+				stop := inprocStopAt{&stopAt{Store: p.store, n: 2, after: true, cancel: cancel}} // the claim, then the copy
+				m, err := rebalance.New("crashed", w.before, w.after, stop, rebalance.Options{Lease: time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || stop.what != "copy" {
+					t.Fatalf("Run: %v at %q, want it stopped right after its first copy", err, stop.what)
+				}
+				u := w.users[0] // its copy crashed; served by its old shard still
+				if deletes {
+					if _, err := p.dbs[w.before.Locate(u)].ExecContext(ctx, "DELETE FROM messages WHERE user_id = "+u); err != nil {
+						t.Fatal(err)
+					}
+					w.mu.Lock()
+					maps.DeleteFunc(w.ledger, func(_, uid int64) bool { return strconv.FormatInt(uid, 10) == u })
+					w.mu.Unlock()
+				} else if err := insertAcked(ctx, e, p, w, u, w.before.Locate(u)); err != nil {
+					t.Fatal(err)
+				}
+				again, err := rebalance.New("crashed", w.before, w.after, p.store, rebalance.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond) // the crashed mover's lease
+				if err := again.Run(ctx, slices.Values(w.users)); err != nil {
+					t.Fatal(err)
+				}
+				if err := again.Finish(ctx, slices.Values(w.users)); err != nil {
+					t.Fatal(err)
+				}
+				if v := w.requireClean(t, admin, w.after); v.unacked > 0 {
+					t.Fatalf("verification: %v", v)
+				}
+			})
+		})
+	}
 }
