@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -41,6 +42,10 @@ func TestMain(m *testing.M) {
 		os.Exit(moverMain())
 	}
 	var err error
+	if fuzzing() {
+		pg, pgWhy = nil, "not started by a fuzz worker: the fuzz targets run on SQLite"
+		os.Exit(m.Run())
+	}
 	pg, err = startPostgres()
 	if err != nil {
 		pgWhy = err.Error()
@@ -55,6 +60,15 @@ func TestMain(m *testing.M) {
 		pg.stop()
 	}
 	os.Exit(code)
+}
+
+// fuzzing reports whether this process fuzzes (go test -fuzz): every fuzz worker runs
+// TestMain and is restarted often, and starting PostgreSQL in each would take most of the
+// fuzzing time.
+func fuzzing() bool {
+	flag.Parse()
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }
 
 type pgServer struct {
