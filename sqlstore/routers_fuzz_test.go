@@ -713,11 +713,7 @@ func (w *routerWorld) settle() {
 			continue
 		}
 		m := w.value(mig)
-		err := m.Run(ctx, slices.Values(w.owners))
-		for try := 0; errors.Is(err, rebalance.ErrSourceEmpty) && try < len(w.owners) && w.clearStaleCopy(mig); try++ {
-			err = m.Run(ctx, slices.Values(w.owners))
-		}
-		if err != nil {
+		if err := m.Run(ctx, slices.Values(w.owners)); err != nil {
 			w.fatalf("settle: Run %s with a fresh value: %v", mig.id, err)
 		}
 		if err := m.Finish(ctx, slices.Values(w.owners)); err != nil {
@@ -726,39 +722,6 @@ func (w *routerWorld) settle() {
 		mig.finished = true
 		w.logf("settle: %s run and finished by a fresh value", mig.id)
 	}
-}
-
-// clearStaleCopy does by hand what the operator does after ErrSourceEmpty when the
-// application deleted all of an owner's rows after a crashed copy (the mover cannot tell
-// that from a source that lost its rows): for an owner of m still Unmoved, with no row on
-// its old shard and a stale copy on its new one, it deletes that copy. It reports whether
-// it deleted one.
-func (w *routerWorld) clearStaleCopy(m *routerMig) bool {
-	count := func(s int, o string) int {
-		var n int
-		if err := w.admin.dbs[s].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = ?", o).Scan(&n); err != nil {
-			w.t.Fatal(err)
-		}
-		return n
-	}
-	for _, o := range w.owners {
-		from, to := m.before.Locate(o), m.after.Locate(o)
-		if from == to || count(from, o) > 0 || count(to, o) == 0 {
-			continue
-		}
-		if mark, err := w.p.store.Mark(context.Background(), m.id, o); err != nil || mark != rebalance.Unmoved {
-			continue
-		}
-		for _, id := range w.ids {
-			if m := w.rows[id]; m.owner == o && !m.absent {
-				return false // an acknowledged row must be somewhere: not the known hole
-			}
-		}
-		w.exec(w.admin, to, "DELETE FROM messages WHERE user_id = ?", o)
-		w.logf("settle: owner %s, Unmoved, has no row on shard %d: its stale copy on shard %d deleted by hand", o, from, to)
-		return true
-	}
-	return false
 }
 
 // checkOwners checks the rows of owners: each acknowledged row once, on the shard layout
