@@ -28,6 +28,11 @@ import (
 // moved are found Done by their marks and only pinned. An ID moves each owner at most once;
 // to move an owner again, use a new ID.
 //
+// Over a Store that is a PlacementChecker (the sqlstore module's is), Move, Drain and the
+// first Do of a Repin return its *PlacementError while the shards serve a migration the
+// directory does not follow: one unfinished, whose owners are not all where the directory
+// places them, or a finished one whose after sharder is not the directory's placement.
+//
 // All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
 // moves nothing: its methods return an error wrapping ErrConfig.
 type Repin struct {
@@ -41,6 +46,8 @@ type Repin struct {
 	// when no access routed without it is still running.
 	mu  sync.RWMutex
 	cur *Migration // the batch under way or left by an error, nil between batches
+
+	placementRead atomic.Bool // whether Do has found the placement served, if checked
 
 	run     sync.Mutex     // serializes Move and Drain, and guards the fields below
 	pending map[string]int // the batch left unfinished by an error: the next Move ends it
@@ -98,12 +105,30 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 	if r.d == nil {
 		return errZeroRepin
 	}
+	if !r.placementRead.Load() {
+		if err := r.checkPlacement(ctx); err != nil {
+			return err
+		}
+		r.placementRead.Store(true)
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.cur != nil {
 		return r.cur.Do(ctx, owner, fn)
 	}
 	return fn(r.d.Locate(owner))
+}
+
+// checkPlacement asks a Store that is a PlacementChecker whether its shards accept an access
+// routed by the directory: they serve no migration, or a finished one whose after sharder
+// places keys as the directory does. While a migration is unfinished, or after one the
+// directory does not follow, an owner's rows are not where the directory says, and a batch
+// would copy "nothing" and pin the owner to an empty shard.
+func (r *Repin) checkPlacement(ctx context.Context) error {
+	if pc, ok := r.store.(PlacementChecker); ok {
+		return pc.CheckPlacement(ctx, PlacementOf(r.id, r.d, r.d))
+	}
+	return nil
 }
 
 // Move moves every owner of pins to its shard and then pins it there in the directory, as
@@ -140,6 +165,9 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	}
 	if len(batch) == 0 {
 		return nil
+	}
+	if err := r.checkPlacement(ctx); err != nil {
+		return err
 	}
 	m, err := r.batch(batch)
 	if err != nil {

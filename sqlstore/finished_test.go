@@ -145,3 +145,56 @@ func TestMigrationBackBeforeTheFirstFinished(t *testing.T) {
 		w.requireClean(t, admin, two)
 	})
 }
+
+// TestRepinBeforeTheMigrationFinished: the operator pins a user with a Repin over the grow's
+// after layout while the grow (2 -> 3) is unfinished. The user the grow has not moved has
+// its rows on its 2-shard place; the Repin copied "nothing" from its 3-shard place, pinned
+// it to an empty shard, and the grow then moved its rows where the directory never looks:
+// Move returned nil and the user read no row. Now the Repin asks the shards first: they
+// serve the grow unfinished, and Move and Do are refused until it finished.
+func TestRepinBeforeTheMigrationFinished(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.moving(1, 2), 4)
+		p := e.open(t, 2)
+		grow, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := grow.Run(ctx, slices.Values(w.users[:1])); err != nil {
+			t.Fatal(err)
+		}
+		three, _ := shard.NewJump(3)
+		d := shard.NewDirectory(three, nil)
+		rule, _ := shard.NewJump(3)
+		r, err := rebalance.NewRepin("pin", d, rule, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := w.users[1] // not moved by the grow
+		to := (w.before.Locate(u) + 1) % 3
+		if to == w.after.Locate(u) {
+			to = (to + 1) % 3
+		}
+		err = r.Move(ctx, map[string]int{u: to})
+		if !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("Repin's Move while the grow is unfinished: %v, want ErrPlacement", err)
+		}
+		called := false
+		err = r.Do(ctx, u, func(int) error { called = true; return nil })
+		if !errors.Is(err, rebalance.ErrPlacement) || called {
+			t.Errorf("Repin's Do while the grow is unfinished: %v (function called: %v), want ErrPlacement", err, called)
+		}
+		for _, step := range []func(context.Context, iter.Seq[string]) error{grow.Run, grow.Finish} {
+			if err := step(ctx, slices.Values(w.users)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Move(ctx, map[string]int{u: to}); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d)
+	})
+}
