@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -121,14 +122,21 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 
 // checkPlacement asks a Store that is a PlacementChecker whether its shards accept an access
 // routed by the directory: they serve no migration, or a finished one whose after sharder
-// places keys as the directory does. While a migration is unfinished, or after one the
-// directory does not follow, an owner's rows are not where the directory says, and a batch
-// would copy "nothing" and pin the owner to an empty shard.
+// places keys as the directory does, or as its rule does (a directory whose owner function
+// maps the fingerprint's probe keys alike places them unlike any plain sharder). While a
+// migration is unfinished, or after one the directory does not follow, an owner's rows are
+// not where the directory says, and a batch would copy "nothing" and pin the owner to an
+// empty shard.
 func (r *Repin) checkPlacement(ctx context.Context) error {
-	if pc, ok := r.store.(PlacementChecker); ok {
-		return pc.CheckPlacement(ctx, PlacementOf(r.id, r.d, r.d))
+	pc, ok := r.store.(PlacementChecker)
+	if !ok {
+		return nil
 	}
-	return nil
+	err := pc.CheckPlacement(ctx, PlacementOf(r.id, r.d, r.d))
+	if errors.Is(err, ErrPlacement) && pc.CheckPlacement(ctx, PlacementOf(r.id, r.rule, r.rule)) == nil {
+		return nil
+	}
+	return err
 }
 
 // Move moves every owner of pins to its shard and then pins it there in the directory, as

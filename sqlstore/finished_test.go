@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -167,7 +168,9 @@ func TestRepinBeforeTheMigrationFinished(t *testing.T) {
 			t.Fatal(err)
 		}
 		three, _ := shard.NewJump(3)
-		d := shard.NewDirectory(three, nil)
+		// Owners are keys up to a '/': the directory places the fingerprint's probe keys
+		// ("rebalance/fingerprint/N") all alike, unlike its rule; it is served all the same.
+		d := shard.NewDirectory(three, func(k string) string { o, _, _ := strings.Cut(k, "/"); return o })
 		rule, _ := shard.NewJump(3)
 		r, err := rebalance.NewRepin("pin", d, rule, p.store, rebalance.Options{})
 		if err != nil {
