@@ -44,6 +44,7 @@ func FuzzInProcessRouters(f *testing.F) {
 		{{6, 3}, {7}, {1, 0, 9}, {0, 2, 29}, {3, 0}, {4, 0, 0}, {5, 0}},                               // a Lazy value, Do cancelled at its store calls
 		{{4, 5, 0}, {2, 0, 0}, {2, 1, 0}},                                                             // a crash before the mark Copied, then the owner's rows deleted
 		{{4, 3, 0}, {9}, {0, 0, 0}, {1, 1, 0}, {4, 0, 0}, {5, 0}, {3, 0}},                             // back before the grow finished: refused until it is
+		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                               // a Repin before the grow finished: refused until it is
 	} {
 		f.Add(slices.Concat(seed...))
 	}
@@ -618,8 +619,17 @@ func (w *routerWorld) newRule() shard.Sharder {
 // on, through a Repin of a new ID (and a new Repin of a new ID over the same directory
 // once one started, so that owners can move again).
 func (w *routerWorld) startRepin() {
-	if !w.cur.finished || w.dirty {
+	if w.dirty || w.r != nil && !w.cur.finished {
 		return
+	}
+	if !w.cur.finished {
+		// Before the migration finished: its claim makes the shards refuse the Repin's
+		// batches and accesses until settle finishes it (before any claim, as for the
+		// migration back, nothing tells where the owners are).
+		pin := rebalance.PlacementOf(fmt.Sprint("pin", w.pins+1), w.newRule(), w.newRule())
+		if !errors.Is(w.p.store.CheckPlacement(context.Background(), pin), rebalance.ErrPlacement) {
+			return
+		}
 	}
 	if w.d == nil {
 		w.d = shard.NewDirectory(w.newRule(), nil)
@@ -699,15 +709,14 @@ func (w *routerWorld) drain(a, batch, k int) {
 // current migration run to its end by a fresh value and finished.
 func (w *routerWorld) settle() {
 	ctx := context.Background()
-	if w.r != nil {
-		if w.dirty {
+	defer func() {
+		if w.r != nil && w.dirty {
 			if err := w.r.Move(ctx, nil); err != nil {
 				w.fatalf("the pending batch: Move: %v", err)
 			}
 			w.logf("settle: the pending batch moved")
 		}
-		return
-	}
+	}()
 	for _, mig := range []*routerMig{w.prev, w.cur} {
 		if mig == nil || mig.finished {
 			continue
