@@ -576,27 +576,35 @@ func TestSharedOperationsOnPostgres(t *testing.T) {
 // TestSharedOperationsRandom plays SQLSTORE_OPS random sequences (none if unset) on each
 // engine, from SQLSTORE_OPS_SEED (0 if unset): the fuzz's exploration where coverage
 // guidance is not needed, and on PostgreSQL. A failing sequence is logged as a seed.
-func TestSharedOperationsRandom(t *testing.T) {
+// TestOperationsRandom plays SQLSTORE_OPS random sequences of each operations fuzz target
+// (FuzzSharedOperations, FuzzInProcessOperations) on each engine, from seed
+// SQLSTORE_OPS_SEED, and names a failing one.
+func TestOperationsRandom(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SQLSTORE_OPS"))
 	if n <= 0 {
 		t.Skip("SQLSTORE_OPS=N plays N random sequences")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("SQLSTORE_OPS_SEED"), 10, 64)
 	forSchema(t, 3, opsSchema, opsTables, func(t *testing.T, e *engine) {
-		r := rand.New(rand.NewPCG(seed, 1))
-		for i := range n {
-			ops := make([]byte, 2*(2+r.IntN(15)))
-			for j := range ops {
-				ops[j] = byte(r.UintN(256))
-			}
-			if !t.Run(strconv.Itoa(i), func(t *testing.T) { playOps(e.fresh(t), t, ops) }) {
-				t.Fatalf("sequence %d: %q", i, ops)
+		for _, target := range []struct {
+			name  string
+			extra int // bytes before the operations
+			play  func(*engine, *testing.T, []byte)
+		}{{"shared", 0, playOps}, {"inproc", 1, playInproc}} {
+			r := rand.New(rand.NewPCG(seed, 1))
+			for i := range n {
+				ops := make([]byte, target.extra+2*(2+r.IntN(15)))
+				for j := range ops {
+					ops[j] = byte(r.UintN(256))
+				}
+				if !t.Run(target.name+"/"+strconv.Itoa(i), func(t *testing.T) { target.play(e.fresh(t), t, ops) }) {
+					t.Fatalf("%s sequence %d: %q", target.name, i, ops)
+				}
 			}
 		}
 	})
 }
 
-// playOps plays the operations of ops (at most 16) on e's three shards, then settles.
 func playOps(e *engine, t *testing.T, ops []byte) {
 	ops = ops[:min(len(ops), 32)]
 	w := newOpsWorld(t, e)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -203,18 +204,34 @@ func FuzzInProcessOperations(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) == 0 {
-			return
-		}
-		mode := rebalance.Async
-		if ops[0]%2 == 1 {
-			mode = rebalance.Lazy
-		}
-		ops = ops[1:min(len(ops), 33)]
-		w := newInprocWorld(t, newEngine(t, sqlstore.SQLite, 3, opsSchema, opsTables), mode)
-		for i := 0; i+1 < len(ops); i += 2 {
-			w.step(ops[i], ops[i+1])
-		}
-		w.settle()
+		playInproc(newEngine(t, sqlstore.SQLite, 3, opsSchema, opsTables), t, ops)
 	})
+}
+
+// TestInProcessOperationsOnPostgres plays FuzzInProcessOperations' seeds on PostgreSQL.
+func TestInProcessOperationsOnPostgres(t *testing.T) {
+	if pg == nil {
+		t.Skip("PostgreSQL not available: " + pgWhy)
+	}
+	for i, seed := range inprocOpsSeeds {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			playInproc(newEngine(t, sqlstore.PostgreSQL, 3, opsSchema, opsTables), t, []byte(seed))
+		})
+	}
+}
+
+func playInproc(e *engine, t *testing.T, ops []byte) {
+	if len(ops) == 0 {
+		return
+	}
+	mode := rebalance.Async
+	if ops[0]%2 == 1 {
+		mode = rebalance.Lazy
+	}
+	ops = ops[1:min(len(ops), 33)]
+	w := newInprocWorld(t, e, mode)
+	for i := 0; i+1 < len(ops); i += 2 {
+		w.step(ops[i], ops[i+1])
+	}
+	w.settle()
 }
