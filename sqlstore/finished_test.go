@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
-	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +86,36 @@ func TestFinishIsRecordedInTheControlDatabase(t *testing.T) {
 	})
 }
 
+// growUnderWay loads two users the grow from 2 shards to 3 moves, and moves the first of
+// them through a Migration "grow" of a process p that it returns with the grow unfinished.
+func growUnderWay(t *testing.T, e *engine) (admin *proc, w *world, p *proc, grow *rebalance.Migration) {
+	t.Helper()
+	admin = e.open(t, 2)
+	w = newWorld(t, e, 2, 3)
+	w.load(t, admin, w.moving(1, 2), 4)
+	p = e.open(t, 2)
+	grow, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := grow.Run(context.Background(), slices.Values(w.users[:1])); err != nil {
+		t.Fatal(err)
+	}
+	return admin, w, p, grow
+}
+
+// runAndFinish runs m over users, then finishes it.
+func runAndFinish(t *testing.T, m *rebalance.Migration, users []string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := m.Run(ctx, slices.Values(users)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Finish(ctx, slices.Values(users)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMigrationBackBeforeTheFirstFinished: the operator makes the migration back (3 shards
 // -> 2) while the grow (2 -> 3) has moved one of two users, and the application routes
 // through it. The back migration's before sharder places the user the grow has not moved
@@ -98,17 +127,7 @@ func TestFinishIsRecordedInTheControlDatabase(t *testing.T) {
 func TestMigrationBackBeforeTheFirstFinished(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 2, 3)
-		w.load(t, admin, w.moving(1, 2), 4)
-		p := e.open(t, 2)
-		grow, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := grow.Run(ctx, slices.Values(w.users[:1])); err != nil {
-			t.Fatal(err)
-		}
+		admin, w, p, grow := growUnderWay(t, e)
 		three, _ := shard.NewJump(3)
 		two, _ := shard.NewJump(2)
 		back, err := rebalance.New("back", three, two, p.store, rebalance.Options{})
@@ -124,11 +143,7 @@ func TestMigrationBackBeforeTheFirstFinished(t *testing.T) {
 		if err := back.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrPlacement) {
 			t.Fatalf("back's Run while the grow is unfinished: %v, want ErrPlacement", err)
 		}
-		for _, step := range []func(context.Context, iter.Seq[string]) error{grow.Run, grow.Finish} {
-			if err := step(ctx, slices.Values(w.users)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		runAndFinish(t, grow, w.users)
 		w.requireClean(t, admin, w.after)
 		// The grow finished: a new value of the back migration is served, and moves.
 		back, err = rebalance.New("back", three, two, p.store, rebalance.Options{})
@@ -138,35 +153,22 @@ func TestMigrationBackBeforeTheFirstFinished(t *testing.T) {
 		if err := back.Do(ctx, u, func(s int) error { return insertAcked(ctx, e, p, w, u, s) }); err != nil {
 			t.Fatal(err)
 		}
-		for _, step := range []func(context.Context, iter.Seq[string]) error{back.Run, back.Finish} {
-			if err := step(ctx, slices.Values(w.users)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		runAndFinish(t, back, w.users)
 		w.requireClean(t, admin, two)
 	})
 }
 
 // TestRepinBeforeTheMigrationFinished: the operator pins a user with a Repin over the grow's
 // after layout while the grow (2 -> 3) is unfinished. The user the grow has not moved has
-// its rows on its 2-shard place; the Repin copied "nothing" from its 3-shard place, pinned
-// it to an empty shard, and the grow then moved its rows where the directory never looks:
-// Move returned nil and the user read no row. Now the Repin asks the shards first: they
-// serve the grow unfinished, and Move and Do are refused until it finished.
+// its rows on its 2-shard place; the Repin copied "nothing" from its 3-shard place, and
+// while the batch's Finish refused (the rows were left on a shard it does not give the user)
+// the Repin's Do, routing by the pending batch, sent the user's writes to the empty shard
+// it was to be pinned to. Now the Repin asks the shards first: they serve the grow
+// unfinished, and Move and Do are refused until it finished.
 func TestRepinBeforeTheMigrationFinished(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		admin := e.open(t, 2)
-		w := newWorld(t, e, 2, 3)
-		w.load(t, admin, w.moving(1, 2), 4)
-		p := e.open(t, 2)
-		grow, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := grow.Run(ctx, slices.Values(w.users[:1])); err != nil {
-			t.Fatal(err)
-		}
+		admin, w, p, grow := growUnderWay(t, e)
 		three, _ := shard.NewJump(3)
 		// Owners are keys up to a '/': the directory places the fingerprint's probe keys
 		// ("rebalance/fingerprint/N") all alike, unlike its rule; it is served all the same.
@@ -190,11 +192,7 @@ func TestRepinBeforeTheMigrationFinished(t *testing.T) {
 		if !errors.Is(err, rebalance.ErrPlacement) || called {
 			t.Errorf("Repin's Do while the grow is unfinished: %v (function called: %v), want ErrPlacement", err, called)
 		}
-		for _, step := range []func(context.Context, iter.Seq[string]) error{grow.Run, grow.Finish} {
-			if err := step(ctx, slices.Values(w.users)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		runAndFinish(t, grow, w.users)
 		if err := r.Move(ctx, map[string]int{u: to}); err != nil {
 			t.Fatal(err)
 		}
