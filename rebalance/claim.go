@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/shardkit/shard"
-	"github.com/shardkit/shard/internal/keyhash"
 )
 
 // ErrMoverRunning reports a claim refused because another mover holds the migration: a
@@ -124,11 +125,14 @@ func (p Placement) IsZero() bool { return p == Placement{} }
 // fingerprintProbes is how many keys Fingerprint locates.
 const fingerprintProbes = 256
 
-// Fingerprint identifies where s puts keys: a hash of its shard count and of where it places
-// 256 fixed keys. Two sharders that place keys alike (one strategy and size, built in two
-// processes) have the same fingerprint; two that differ in strategy, size or seed have
-// different ones, but for a chance of about 2^-64, or when they agree on every probe key
-// (they then place nearly all keys alike). Never 0.
+// Fingerprint identifies where s puts keys: a hash of its shard count, of where it places
+// 256 fixed keys and, for a sharder with entries (a shard.Directory with owners pinned), of
+// every entry. Two sharders that place keys alike (one strategy and size, built in two
+// processes, with the same entries) have the same fingerprint; two that differ in strategy,
+// size, seed or an entry have different ones, but for a chance of about 2^-64, or when they
+// agree on every probe key (they then place nearly all keys alike). A directory with no
+// entry has its rule's fingerprint, if its owner function maps the probe keys to
+// themselves. Never 0.
 func Fingerprint(s shard.Sharder) uint64 {
 	buf := make([]byte, 0, 8*(fingerprintProbes+1))
 	put := func(v int) { buf = strconv.AppendInt(buf, int64(v), 10); buf = append(buf, ',') }
@@ -136,7 +140,20 @@ func Fingerprint(s shard.Sharder) uint64 {
 	for i := range fingerprintProbes {
 		put(s.Locate("rebalance/fingerprint/" + strconv.Itoa(i)))
 	}
-	return max(keyhash.XXH64(string(buf)), 1)
+	h := xxhash.New()
+	h.Write(buf)
+	if d, ok := s.(interface{ Entries() iter.Seq2[string, int] }); ok {
+		// A process whose directory lacks a pin routes that owner to where its rows no
+		// longer are, though every probe key agrees.
+		for owner, shard := range d.Entries() {
+			buf = buf[:0]
+			put(len(owner))
+			put(shard)
+			h.Write(buf)
+			h.WriteString(owner)
+		}
+	}
+	return max(h.Sum64(), 1)
 }
 
 // Accepts says whether a shard that serves placement served (the zero Placement: none

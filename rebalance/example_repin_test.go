@@ -40,7 +40,7 @@ func ExampleNewRepin() {
 	}
 	fmt.Println("shard 2 holds", len(store.shards[2]), "owners")
 	// Nothing is left on shard 2: the directory can shrink without moving anyone.
-	if err := d.Resize(2); err != nil {
+	if err := r.Resize(ctx, 2); err != nil {
 		panic(err)
 	}
 	for _, o := range owners {

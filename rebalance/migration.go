@@ -137,8 +137,11 @@ type Migration struct {
 	placementRead atomic.Bool  // whether Do has found the placement served, if checked
 	byRun, lazily atomic.Int64
 
-	// repin says this is a batch of a Repin: batches share the Repin's ID and each
-	// finishes, so their finish is kept in the directory's pins, not in a FinishRecorder.
+	// placement is what the claim records and Do checks, and its Migration the name the
+	// FinishRecorder keeps: PlacementOf the ID, but for a Repin's batch (see Repin.batch).
+	placement Placement
+	// repin says this is a batch of a Repin: batches share the Repin's ID, and so its marks
+	// and locks, but each claims and finishes under a name of its own.
 	repin bool
 }
 
@@ -178,7 +181,7 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	}
 	locks := lockTable(id, opts.Stripes)
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
-		locks: locks, finished: locks.finishedOver(store)}, nil
+		locks: locks, finished: locks.finishedOver(store), placement: PlacementOf(id, before, after)}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.
@@ -337,8 +340,8 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 // migration's accesses, and remembers a yes. An owner that does not change shard is checked
 // too: it may be one that the migration in force moves.
 func (m *Migration) checkPlacement(ctx context.Context) error {
-	if pc, ok := m.store.(PlacementChecker); ok && !m.repin {
-		if err := pc.CheckPlacement(ctx, PlacementOf(m.id, m.before, m.after)); err != nil {
+	if pc, ok := m.store.(PlacementChecker); ok {
+		if err := pc.CheckPlacement(ctx, m.placement); err != nil {
 			return err // a *PlacementError names the migration
 		}
 	}
@@ -465,26 +468,26 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	for range m.changed(owners) {
 		total++
 	}
-	if total == 0 {
-		return nil
-	}
+	// A migration that moves no owner claims too: the shards then serve its placement, and
+	// its Finish records it finished, so that processes routing by its after sharder are
+	// accepted (a directory resized once its removed shards are drained, say).
 	if lock, ok := m.store.(MoverLock); ok {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
-		c := Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease}
-		if !m.repin {
-			// The placement too, as Shared's claim: a store that serves another migration
-			// unfinished refuses this one (started before that one finished, its before
-			// sharder does not say where the owners are, and its copies would replace
-			// their rows with what its Do wrote in the wrong place).
-			c.Placement = PlacementOf(m.id, m.before, m.after)
-		}
+		// The placement too, as Shared's claim: a store that serves another migration
+		// unfinished refuses this one (started before that one finished, its before
+		// sharder does not say where the owners are, and its copies would replace their
+		// rows with what its Do wrote in the wrong place).
+		c := Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease, Placement: m.placement}
 		_, stop, err := hold(ctx, lock, c, cancel)
 		if err != nil {
 			return err
 		}
 		defer stop()
+	}
+	if total == 0 {
+		return nil
 	}
 	var (
 		wg       sync.WaitGroup
@@ -572,8 +575,9 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
 	}
 	// Finished already, here or as the Store records: the marks may be gone, and owners
-	// created since have none.
-	if done, err := m.recordedFinished(ctx); err != nil || done {
+	// created since have none. A Repin's batch keeps its marks: its owners are checked.
+	done, err := m.recordedFinished(ctx)
+	if err != nil || done && !m.repin {
 		return err
 	}
 	left := &UnfinishedError{Migration: m.id}
@@ -589,8 +593,15 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 			}
 		}
 	}
+	if left.Left > 0 && done {
+		return fmt.Errorf("rebalance: migration %q: a batch that started from this directory finished before, but %d of these owners are not moved, among them %q: move that batch's owners again, then these: %w",
+			m.id, left.Left, left.Owners, ErrUnfinished)
+	}
 	if left.Left > 0 {
 		return left
+	}
+	if done {
+		return nil
 	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
 	// on its old shard between the listing and the finish.
@@ -609,8 +620,8 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if left.Unlisted > 0 {
 		return left
 	}
-	if rec, ok := m.store.(FinishRecorder); ok && !m.repin {
-		if err := rec.RecordFinished(ctx, m.id); err != nil {
+	if rec, ok := m.store.(FinishRecorder); ok {
+		if err := rec.RecordFinished(ctx, m.placement.Migration); err != nil {
 			return fmt.Errorf("rebalance: migration %q: record it finished: %w", m.id, err)
 		}
 	}
@@ -625,10 +636,10 @@ func (m *Migration) recordedFinished(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	rec, ok := m.store.(FinishRecorder)
-	if !ok || m.repin {
+	if !ok {
 		return false, nil
 	}
-	done, err := rec.IsFinished(ctx, m.id)
+	done, err := rec.IsFinished(ctx, m.placement.Migration)
 	if err != nil {
 		return false, fmt.Errorf("rebalance: migration %q: read whether it is finished: %w", m.id, err)
 	}

@@ -29,10 +29,14 @@ import (
 // moved are found Done by their marks and only pinned. An ID moves each owner at most once;
 // to move an owner again, use a new ID.
 //
-// Over a Store that is a PlacementChecker (the sqlstore module's is), Move, Drain and the
-// first Do of a Repin return its *PlacementError while the shards serve a migration the
-// directory does not follow: one unfinished, whose owners are not all where the directory
-// places them, or a finished one whose after sharder is not the directory's placement.
+// Over a Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each
+// batch claims the shards as a migration named "<ID>/<fingerprint of the directory it starts
+// from>" and records it finished, and Move, Drain and the first Do of a Repin return a
+// *PlacementError while the shards serve a migration the directory does not follow: one
+// unfinished (another migration, or another Repin's batch), whose owners are not all where
+// the directory places them, or a finished one whose after sharder is not the directory (a
+// directory without a pin another Repin made). Change the directory's shard count with
+// Resize, which records the change the same way.
 //
 // All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
 // moves nothing: its methods return an error wrapping ErrConfig.
@@ -90,12 +94,22 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 			return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
 		}
 	}
+	return r.migration(after)
+}
+
+// migration returns the Migration from d to after, a clone of it. The batches share the
+// Repin's ID, and so its marks and locks, but each claims the shards and finishes as a
+// migration of its own, named by the directory it starts from (its Fingerprint, which
+// covers its entries): while it is unfinished no other migration or Repin may claim them,
+// and a batch left by an error or a crash is resumed, with any owners added, by the next
+// one that starts from the same directory.
+func (r *Repin) migration(after *shard.Directory) (*Migration, error) {
 	m, err := New(r.id, r.d, after, r.store, r.opts)
 	if err != nil {
 		return nil, err
 	}
-	// The batches share the Repin's ID, and so its locks, but each finishes on its own.
 	m.repin, m.finished = true, new(atomic.Bool)
+	m.placement.Migration = fmt.Sprintf("%s/%016x", r.id, m.placement.Before)
 	return m, nil
 }
 
@@ -106,37 +120,41 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 	if r.d == nil {
 		return errZeroRepin
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.cur != nil {
+		return r.cur.Do(ctx, owner, fn) // which checks the batch's placement
+	}
 	if !r.placementRead.Load() {
-		if err := r.checkPlacement(ctx); err != nil {
+		if _, err := r.served(ctx, PlacementOf(r.id, r.d, r.d)); err != nil {
 			return err
 		}
 		r.placementRead.Store(true)
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.cur != nil {
-		return r.cur.Do(ctx, owner, fn)
-	}
 	return fn(r.d.Locate(owner))
 }
 
-// checkPlacement asks a Store that is a PlacementChecker whether its shards accept an access
-// routed by the directory: they serve no migration, or a finished one whose after sharder
-// places keys as the directory does, or as its rule does (a directory whose owner function
-// maps the fingerprint's probe keys alike places them unlike any plain sharder). While a
-// migration is unfinished, or after one the directory does not follow, an owner's rows are
-// not where the directory says, and a batch would copy "nothing" and pin the owner to an
-// empty shard.
-func (r *Repin) checkPlacement(ctx context.Context) error {
+// served returns p if a Store that is a PlacementChecker accepts an access routed by it (see
+// Placement.Accepts), or else p with the rule's fingerprint as its before sharder's if that
+// is accepted: a directory whose owner function maps the fingerprint's probe keys alike
+// places them unlike any plain sharder, and follows a finished migration to its rule. While
+// another migration, or another Repin's batch, is unfinished, or after one the directory
+// does not follow, an owner's rows are not where the directory says, and a batch would copy
+// "nothing" and pin the owner to an empty shard: served returns the *PlacementError.
+func (r *Repin) served(ctx context.Context, p Placement) (Placement, error) {
 	pc, ok := r.store.(PlacementChecker)
 	if !ok {
-		return nil
+		return p, nil
 	}
-	err := pc.CheckPlacement(ctx, PlacementOf(r.id, r.d, r.d))
-	if errors.Is(err, ErrPlacement) && pc.CheckPlacement(ctx, PlacementOf(r.id, r.rule, r.rule)) == nil {
-		return nil
+	err := pc.CheckPlacement(ctx, p)
+	if errors.Is(err, ErrPlacement) {
+		byRule := p
+		byRule.Before = Fingerprint(r.rule)
+		if pc.CheckPlacement(ctx, byRule) == nil {
+			return byRule, nil
+		}
 	}
-	return err
+	return p, err
 }
 
 // Move moves every owner of pins to its shard and then pins it there in the directory, as
@@ -171,32 +189,34 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		}
 		batch[o] = to
 	}
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := r.checkPlacement(ctx); err != nil {
-		return err
-	}
-	m, err := r.batch(batch)
-	if err != nil {
-		return err
-	}
 	changed := map[string]int{}
 	for o, to := range batch {
 		if r.d.Locate(o) != to {
 			changed[o] = to
 		}
 	}
-	r.mu.Lock()
-	r.cur = m
-	r.mu.Unlock()
-	r.pending = batch
 	owners := slices.Values(slices.Sorted(maps.Keys(batch)))
-	if err := m.Run(ctx, owners); err != nil {
-		return err
-	}
-	if err := m.Finish(ctx, owners); err != nil {
-		return err
+	if len(changed) > 0 {
+		m, err := r.batch(batch)
+		if err != nil {
+			return err
+		}
+		if m.placement, err = r.served(ctx, m.placement); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.cur = m
+		r.mu.Unlock()
+		r.pending = batch
+		// A batch from this directory that finished before a crash kept its pins from being
+		// saved: Run refuses it (ErrFinished), and Finish lets its owners be pinned if their
+		// marks say Done.
+		if err := m.Run(ctx, owners); err != nil && !errors.Is(err, ErrFinished) {
+			return err
+		}
+		if err := m.Finish(ctx, owners); err != nil {
+			return err
+		}
 	}
 	// Every owner is Done: pin them in the directory, then route by it again. Do through
 	// the finished batch routes by its clone, which already holds the same pins.
@@ -221,8 +241,8 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 // before anything moves (ErrConfig, naming them): finish it with Move, then drain with a
 // Repin of a new ID. To remove the shard afterwards without moving anything, let to place
 // owners where the rule with the shard removed does (for Jump draining its last shard, a
-// Jump of one shard fewer), Resize the directory, and the drained owners' entries then agree
-// with the rule and may be unpinned.
+// Jump of one shard fewer), then call Resize: the drained owners' entries then agree with
+// the rule.
 //
 // After the last batch Drain checks that the shard is empty, and returns an error wrapping
 // ErrUnfinished that names the owners left on it: those of owners the directory still
@@ -293,4 +313,68 @@ func (r *Repin) drained(ctx context.Context, from int, owners iter.Seq[string]) 
 	names := slices.Sorted(maps.Keys(left))
 	return fmt.Errorf("rebalance: repin %q: drain shard %d: after the last batch %d owners are still on it, among them %.64q (created during the drain, or not among the owners given): drain again with them listed: %w",
 		r.id, from, len(names), names[:min(len(names), 10)], ErrUnfinished)
+}
+
+// Resize changes the shard count of the directory, and of the rule with it, to n, moving no
+// owner: to remove shards once Drain has emptied them, or to add empty ones. It claims the
+// shards as a batch would, from the directory to a clone of it over the rule resized, and
+// finishes it, which checks, over an OwnerLister, that no shard holds rows of an owner the
+// resized directory places elsewhere (an error wrapping ErrUnfinished naming them, nothing
+// changed). The shards then serve the resized directory: a process that routes by the old
+// count is refused (ErrPlacement), one that loads the saved entries into a directory of n
+// shards is served. An entry that pins an owner to a shard removed is an error wrapping
+// shard.ErrShard, and an unfinished batch one wrapping ErrConfig: finish it with Move first.
+func (r *Repin) Resize(ctx context.Context, n int) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
+	r.run.Lock()
+	defer r.run.Unlock()
+	if len(r.pending) > 0 {
+		return fmt.Errorf("rebalance: repin %q: resize to %d shards: an unfinished batch moves %d owners: finish it with Move first: %w", r.id, n, len(r.pending), ErrConfig)
+	}
+	if n == r.d.Shards() {
+		return nil
+	}
+	was := r.rule.Shards()
+	if err := r.rule.Resize(n); err != nil {
+		return fmt.Errorf("rebalance: repin %q: resize the rule to %d shards: %w", r.id, n, err)
+	}
+	err := r.resize(ctx, n)
+	if err != nil && r.rule.Shards() != was {
+		if rerr := r.rule.Resize(was); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rebalance: repin %q: resize the rule back to %d shards: %w", r.id, was, rerr))
+		}
+	}
+	return err
+}
+
+func (r *Repin) resize(ctx context.Context, n int) error {
+	after, err := r.d.Clone(r.rule)
+	if err != nil {
+		return fmt.Errorf("rebalance: repin %q: %w", r.id, err)
+	}
+	m, err := r.migration(after)
+	if err != nil {
+		return err
+	}
+	if m.placement, err = r.served(ctx, m.placement); err != nil {
+		return err
+	}
+	none := slices.Values([]string(nil))
+	// After a crash between the finish and the directory's resize, Run refuses the finished
+	// batch (ErrFinished) and Finish returns nil: it moved no owner.
+	if err := m.Run(ctx, none); err != nil && !errors.Is(err, ErrFinished) {
+		return err
+	}
+	if err := m.Finish(ctx, none); err != nil {
+		return err
+	}
+	r.mu.Lock() // no Do routes while the count changes
+	defer r.mu.Unlock()
+	if err := r.d.Resize(n); err != nil {
+		return fmt.Errorf("rebalance: repin %q: the shards serve the directory of %d shards, but resizing it failed: %w", r.id, n, err)
+	}
+	r.placementRead.Store(false) // Do asks again, for the resized directory
+	return nil
 }

@@ -1,0 +1,135 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// beforeDelete runs hook once, before the first deletion of an old copy through it.
+type beforeDelete struct {
+	*sqlstore.Store
+	once sync.Once
+	hook func()
+}
+
+func (b *beforeDelete) Delete(ctx context.Context, owner string, shard int) error {
+	b.once.Do(b.hook)
+	return b.Store.Delete(ctx, owner, shard)
+}
+
+// TestTwoRepinsOfOneOwner: two operators pin the same user, each with a Repin of its own ID
+// in a process of its own, to two different shards. The second Repin runs whole between the
+// first one's copy and its deletion of the old copy. Both returned nil: the user's rows
+// ended on both new shards, each directory placing it on its own, so what the application
+// wrote through either was missing from the other. Now each batch of a Repin claims the
+// shards with a placement of its own, as a migration does: while the first batch is
+// unfinished the second Repin is refused (ErrPlacement) before it moves anything, and so is
+// it after, its directory not knowing the first one's pin (the first batch's placement is
+// finished, and its after sharder is no longer the second's before).
+func TestTwoRepinsOfOneOwner(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 3)
+		w.load(t, admin, span(1, 4), 4)
+		u := w.users[0]
+		from := w.before.Locate(u)
+		repin := func(id string, p *proc, st rebalance.Store) (*rebalance.Repin, *shard.Directory) {
+			t.Helper()
+			three, _ := shard.NewJump(3)
+			rule, _ := shard.NewJump(3)
+			d := shard.NewDirectory(three, nil)
+			r, err := rebalance.NewRepin(id, d, rule, st, rebalance.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, d
+		}
+		pb := e.open(t, 2)
+		second, _ := repin("pin-b", pb, pb.store)
+		var secondErr error
+		moveSecond := func() { secondErr = second.Move(ctx, map[string]int{u: (from + 2) % 3}) }
+		pa := e.open(t, 2)
+		first, d := repin("pin-a", pa, &beforeDelete{Store: pa.store, hook: moveSecond})
+		if err := first.Move(ctx, map[string]int{u: (from + 1) % 3}); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(secondErr, rebalance.ErrPlacement) {
+			t.Errorf("second Repin of user %s while the first one's batch is unfinished: %v, want ErrPlacement", u, secondErr)
+		}
+		moveSecond()
+		if !errors.Is(secondErr, rebalance.ErrPlacement) {
+			t.Errorf("second Repin of user %s, its directory without the first one's pin: %v, want ErrPlacement", u, secondErr)
+		}
+		if err := first.Do(ctx, u, func(s int) error { return insertAcked(ctx, e, pa, w, u, s) }); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := d.Pinned(u); s != (from+1)%3 {
+			t.Fatalf("user %s pinned to shard %d, want %d", u, s, (from+1)%3)
+		}
+		w.requireClean(t, admin, d)
+	})
+}
+
+// TestRepinResize: the operator drains shard 2 of 3 with a Repin, to where a Jump of 2
+// shards places the owners, and removes the shard. The directory's resize is recorded as a
+// batch that moves nothing: a process that loads the saved entries into a directory of 2
+// shards is served, one still routing by 3 shards is refused. A write through the first, and
+// every row moved, are where the resized directory places them.
+func TestRepinResize(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 2)
+		w.load(t, admin, span(1, 12), 3)
+		p := e.open(t, 2)
+		three, _ := shard.NewJump(3)
+		rule, _ := shard.NewJump(3)
+		d := shard.NewDirectory(three, nil)
+		r, err := rebalance.NewRepin("drain", d, rule, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		two, _ := shard.NewJump(2)
+		if err := r.Drain(ctx, 2, slices.Values(w.users), 3, two.Locate); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Resize(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if d.Shards() != 2 || rule.Shards() != 2 {
+			t.Fatalf("after Resize the directory has %d shards and the rule %d, want 2", d.Shards(), rule.Shards())
+		}
+		// Another process loads the saved entries.
+		q := e.open(t, 2)
+		load := func(n int) *rebalance.Repin {
+			t.Helper()
+			j, _ := shard.NewJump(n)
+			dq := shard.NewDirectory(j, nil)
+			if err := dq.Load(d.Entries()); err != nil {
+				t.Fatal(err)
+			}
+			jr, _ := shard.NewJump(n)
+			rq, err := rebalance.NewRepin("drain-2", dq, jr, q.store, rebalance.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rq
+		}
+		u := w.users[0]
+		if err := load(3).Do(ctx, u, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("Do by the directory of 3 shards after the resize: %v, want ErrPlacement", err)
+		}
+		if err := load(2).Do(ctx, u, func(s int) error { return insertAcked(ctx, e, q, w, u, s) }); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d)
+	})
+}
