@@ -25,8 +25,9 @@ import (
 // batch under way, and changes the directory only through the Repin. After Move or Drain
 // returns, save the directory (MarshalText, or Entries into a table); delete the ID's marks
 // only once every process routes by the saved entries. After a crash, make a new Repin with
-// the same ID and move the same owners again before serving them: owners the crash left
-// moved are found Done by their marks and only pinned. An ID moves each owner at most once;
+// the same ID over the saved directory and move the same owners again, in the same batches
+// (Drain with the same arguments), before serving them: owners the crash left moved are
+// found Done by their marks and only pinned. An ID moves each owner at most once;
 // to move an owner again, use a new ID.
 //
 // Over a Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each
@@ -201,18 +202,27 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		if err != nil {
 			return err
 		}
-		if m.placement, err = r.served(ctx, m.placement); err != nil {
+		// A batch from this directory that finished before a crash kept its pins from being
+		// saved (a Drain's earlier batches): Finish lets its owners be pinned if their
+		// marks say Done, with no claim (the shards may serve the batch after it,
+		// unfinished).
+		done, err := m.recordedFinished(ctx)
+		if err != nil {
 			return err
+		}
+		if !done {
+			if m.placement, err = r.served(ctx, m.placement); err != nil {
+				return err
+			}
 		}
 		r.mu.Lock()
 		r.cur = m
 		r.mu.Unlock()
 		r.pending = batch
-		// A batch from this directory that finished before a crash kept its pins from being
-		// saved: Run refuses it (ErrFinished), and Finish lets its owners be pinned if their
-		// marks say Done.
-		if err := m.Run(ctx, owners); err != nil && !errors.Is(err, ErrFinished) {
-			return err
+		if !done {
+			if err := m.Run(ctx, owners); err != nil {
+				return err
+			}
 		}
 		if err := m.Finish(ctx, owners); err != nil {
 			return err
@@ -315,15 +325,18 @@ func (r *Repin) drained(ctx context.Context, from int, owners iter.Seq[string]) 
 		r.id, from, len(names), names[:min(len(names), 10)], ErrUnfinished)
 }
 
-// Resize changes the shard count of the directory, and of the rule with it, to n, moving no
-// owner: to remove shards once Drain has emptied them, or to add empty ones. It claims the
+// Resize lowers the shard count of the directory, and of the rule with it, to n, moving no
+// owner: to remove shards once Drain has emptied them (the rule of n shards must place
+// every owner not pinned where it is, as Jump does when its last shards go). It claims the
 // shards as a batch would, from the directory to a clone of it over the rule resized, and
 // finishes it, which checks, over an OwnerLister, that no shard holds rows of an owner the
 // resized directory places elsewhere (an error wrapping ErrUnfinished naming them, nothing
 // changed). The shards then serve the resized directory: a process that routes by the old
 // count is refused (ErrPlacement), one that loads the saved entries into a directory of n
 // shards is served. An entry that pins an owner to a shard removed is an error wrapping
-// shard.ErrShard, and an unfinished batch one wrapping ErrConfig: finish it with Move first.
+// shard.ErrShard; an unfinished batch, or n not below Shards(), one wrapping ErrConfig
+// (finish the batch with Move first). The directory keeps its entries: unpinning one
+// changes its fingerprint, and the shards would refuse the processes that route by it.
 func (r *Repin) Resize(ctx context.Context, n int) error {
 	if r.d == nil {
 		return errZeroRepin
@@ -335,6 +348,9 @@ func (r *Repin) Resize(ctx context.Context, n int) error {
 	}
 	if n == r.d.Shards() {
 		return nil
+	}
+	if n < 1 || n > r.d.Shards() {
+		return fmt.Errorf("rebalance: repin %q: resize from %d shards to %d: Resize only removes shards (to add some, migrate with New to a directory over a rule of more shards, which moves the owners the rule gives them): %w", r.id, r.d.Shards(), n, ErrConfig)
 	}
 	was := r.rule.Shards()
 	if err := r.rule.Resize(n); err != nil {
@@ -368,6 +384,9 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 		return err
 	}
 	if err := m.Finish(ctx, none); err != nil {
+		if errors.Is(err, ErrUnfinished) {
+			return fmt.Errorf("rebalance: repin %q: resize to %d shards: owners have rows where the resized directory does not place them: drain the shards removed first: %w", r.id, n, err)
+		}
 		return err
 	}
 	r.mu.Lock() // no Do routes while the count changes

@@ -102,7 +102,7 @@ func TestRepinPinAndDrain(t *testing.T) {
 		before[i] = w.d.Locate(o)
 		require.NotEqual(t, 3, before[i], o)
 	}
-	require.NoError(t, w.d.Resize(3))
+	require.NoError(t, r.Resize(ctx, 3))
 	for _, o := range onThree {
 		require.True(t, w.d.Unpin(o))
 	}
@@ -113,6 +113,30 @@ func TestRepinPinAndDrain(t *testing.T) {
 
 	err = r.Move(ctx, map[string]int{hot: (to + 1) % 3})
 	require.ErrorIs(t, err, ErrConfig, "one ID moves an owner once")
+}
+
+// Resize refuses, changing nothing, a count that would strand an entry, a shard not
+// drained, a count above the directory's, and an unfinished batch.
+func TestRepinResizeRefuses(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 100)
+	r := w.repin(t, "resize")
+	require.NoError(t, r.Move(ctx, map[string]int{w.owners[0]: 3}))
+	require.ErrorIs(t, r.Resize(ctx, 3), shard.ErrShard, "an owner is pinned to shard 3")
+	require.NoError(t, w.repin(t, "resize-back").Move(ctx, map[string]int{w.owners[0]: 0}))
+	require.ErrorIs(t, r.Resize(ctx, 5), ErrConfig, "Resize only removes shards")
+	err := r.Resize(ctx, 3)
+	require.ErrorIs(t, err, ErrUnfinished, "shard 3 is not drained")
+	require.Equal(t, 4, w.d.Shards())
+	require.Equal(t, 4, r.rule.Shards(), "the rule is resized back")
+	w.check(t, r)
+
+	crash := &crashStore{memStore: w.store, op: "delete", when: "before", at: 1}
+	r2, err := NewRepin("resize-2", w.d, r.rule, crash, Options{})
+	require.NoError(t, err)
+	require.Error(t, r2.Move(ctx, map[string]int{w.owners[1]: (w.d.Locate(w.owners[1]) + 1) % 4}))
+	require.ErrorIs(t, r2.Resize(ctx, 3), ErrConfig, "a batch is unfinished")
+	require.Equal(t, 4, w.d.Shards())
 }
 
 // A batch that fails keeps routing its owners by their marks; the next Move finishes it,

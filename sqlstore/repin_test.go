@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shardkit/shard"
@@ -129,6 +130,72 @@ func TestRepinResize(t *testing.T) {
 		}
 		if err := load(2).Do(ctx, u, func(s int) error { return insertAcked(ctx, e, q, w, u, s) }); err != nil {
 			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d)
+	})
+}
+
+// failDelete fails every deletion of an old copy from the nth on, as a process that died
+// there would leave the store.
+type failDelete struct {
+	*sqlstore.Store
+	n atomic.Int64
+}
+
+var errDied = errors.New("the process died")
+
+func (f *failDelete) Delete(ctx context.Context, owner string, shard int) error {
+	if f.n.Add(-1) < 0 {
+		return errDied
+	}
+	return f.Store.Delete(ctx, owner, shard)
+}
+
+// TestDrainAfterACrash: a Drain of three batches dies in its third, after two batches were
+// pinned in its directory but before the directory was saved. The restarted process makes
+// a Repin of the same ID over the saved directory, which has none of the pins, and drains
+// again: the two batches the shards recorded finished are pinned again (their owners' marks
+// say Done), without claiming the shards, which serve the third, unfinished; the third
+// resumes. Nothing is lost and the shard ends empty.
+func TestDrainAfterACrash(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 2)
+		w.load(t, admin, span(1, 30), 3)
+		var drained []string
+		for _, u := range w.users {
+			if w.before.Locate(u) == 2 {
+				drained = append(drained, u)
+			}
+		}
+		if len(drained) < 7 {
+			t.Fatalf("%d users on shard 2, want at least 7", len(drained))
+		}
+		two, _ := shard.NewJump(2)
+		drain := func(st rebalance.Store) (*shard.Directory, error) {
+			three, _ := shard.NewJump(3)
+			rule, _ := shard.NewJump(3)
+			d := shard.NewDirectory(three, nil)
+			r, err := rebalance.NewRepin("drain", d, rule, st, rebalance.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d, r.Drain(ctx, 2, slices.Values(w.users), 3, two.Locate)
+		}
+		crash := &failDelete{Store: e.open(t, 2).store}
+		crash.n.Store(7) // two batches of three, and one owner of the third
+		if _, err := drain(crash); !errors.Is(err, errDied) {
+			t.Fatalf("Drain that dies in its third batch: %v", err)
+		}
+		p := e.open(t, 2)
+		d, err := drain(p.store)
+		if err != nil {
+			t.Fatal("Drain after the restart:", err)
+		}
+		u := drained[len(drained)-1]
+		if s, ok := d.Pinned(u); !ok || s != two.Locate(u) {
+			t.Fatalf("user %s pinned to %d (%v), want %d", u, s, ok, two.Locate(u))
 		}
 		w.requireClean(t, admin, d)
 	})

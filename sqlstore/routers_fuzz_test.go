@@ -24,7 +24,8 @@ import (
 // migration finished) on SQLite: writes through Do that succeed, fail or panic after
 // writing, or whose context is cancelled; Runs that stop after k store calls; Finish,
 // twice; new values of the same ID, a restarted process; a migration back; Repin Move and
-// Drain; and application writes or a twin Run started from inside a mover's store call. It
+// Drain; and application writes, a twin Run or a Move by a Repin of another ID started from
+// inside a mover's store call. It
 // models every acknowledged write and checks, after each mover call that returned nil and
 // at the end (once driven to a known state), every shard by SQL: each acknowledged row
 // present once, on the shard the layout names, with its last acknowledged value;
@@ -45,6 +46,7 @@ func FuzzInProcessRouters(f *testing.F) {
 		{{4, 5, 0}, {2, 0, 0}, {2, 1, 0}},                                                             // a crash before the mark Copied, then the owner's rows deleted
 		{{4, 3, 0}, {9}, {0, 0, 0}, {1, 1, 0}, {4, 0, 0}, {5, 0}, {3, 0}},                             // back before the grow finished: refused until it is
 		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                               // a Repin before the grow finished: refused until it is
+		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                  // a rival Repin started during a Move, then a Drain
 	} {
 		f.Add(slices.Concat(seed...))
 	}
@@ -152,6 +154,9 @@ type routerWorld struct {
 	r     *rebalance.Repin
 	pins  int
 	dirty bool // a Move or Drain failed: its batch is pending
+
+	rivals     int         // Repins of other IDs started from a hook
+	rivalMoved atomic.Bool // one of them returned nil: a finding
 
 	bg     sync.WaitGroup // the application's writes and twins started from a hook
 	bgMu   sync.Mutex     // guards the model while they run
@@ -264,7 +269,7 @@ const routerOpsMax = 16
 func (w *routerWorld) play(data []byte) {
 	r := &routerBytes{b: data}
 	for n := 0; n < routerOpsMax && r.i < len(data); n++ {
-		switch op := r.next() % 15; op {
+		switch op := r.next() % 16; op {
 		case 0, 1, 2:
 			w.write(op, r.next(), r.next(), nil)
 		case 3:
@@ -300,6 +305,8 @@ func (w *routerWorld) play(data []byte) {
 			w.arm(r.next(), r.next(), r.next())
 		case 14:
 			w.armTwin(r.next())
+		case 15:
+			w.armRival(r.next(), r.next())
 		}
 	}
 }
@@ -479,6 +486,9 @@ func (w *routerWorld) crashAt(k int) (context.Context, context.CancelFunc) {
 // settled waits for whatever a hook started and disarms the store.
 func (w *routerWorld) settled() {
 	w.bg.Wait()
+	if w.rivalMoved.Load() {
+		w.fatalf("a Repin of another ID, started while the Repin's mover call ran, moved an owner (Move returned nil)")
+	}
 	w.st.mover.Store(false)
 	w.st.at.Store(0)
 	w.st.hookAt.Store(0)
@@ -521,6 +531,41 @@ func (w *routerWorld) armTwin(k int) {
 	w.st.hookAt.Store(int64(k%12 + 1))
 	w.st.hook.Store(&h)
 	w.logf("arm a twin Run of %s at store call %d of the next mover call", m.id, k%12+1)
+}
+
+// armRival makes the next mover call start, at its store call k+1, a Move by a Repin of
+// another ID, over a directory loaded with the Repin's entries, of the owner a picks to
+// another shard: a second operator's mistake. While a mover call of the Repin runs, the
+// shards serve a batch of it unfinished, or, once it finished, a directory with pins the
+// rival's lacks: the rival must be refused, or the owner's rows would end where one of the
+// two directories does not look.
+func (w *routerWorld) armRival(k, a int) {
+	if w.r == nil {
+		return
+	}
+	d := shard.NewDirectory(w.newRule(), nil)
+	if err := d.Load(w.d.Entries()); err != nil {
+		w.t.Fatal(err)
+	}
+	o := w.owners[a%len(w.owners)]
+	pins := map[string]int{o: (d.Locate(o) + 1 + a/8%(d.Shards()-1)) % d.Shards()}
+	w.rivals++
+	r, err := rebalance.NewRepin(fmt.Sprint("rival", w.rivals), d, w.newRule(), w.p.store, rebalance.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h := func() {
+		w.bg.Go(func() {
+			err := r.Move(context.Background(), pins)
+			w.rivalMoved.CompareAndSwap(false, err == nil)
+			w.bgMu.Lock()
+			w.bgErrs = append(w.bgErrs, fmt.Errorf("rival Move %v: %w", pins, routerErrOrNil(err)))
+			w.bgMu.Unlock()
+		})
+	}
+	w.st.hookAt.Store(int64(k%12 + 1))
+	w.st.hook.Store(&h)
+	w.logf("arm a rival Repin's Move %v at store call %d of the next mover call", pins, k%12+1)
 }
 
 var errRouterNil = errors.New("nil")
