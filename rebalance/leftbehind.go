@@ -28,13 +28,15 @@ func leftBehind(ctx context.Context, store any, after shard.Sharder, shards int,
 		return nil
 	}
 	for s := range shards {
+		seen := map[string]bool{} // of the misplaced only: an owner is listed once per table
 		for o, err := range lister.Owners(ctx, s) {
 			if err != nil {
 				return fmt.Errorf("rebalance: migration %q: list the owners on shard %d: %w", left.Migration, s, err)
 			}
-			if after.Locate(o) == s {
+			if after.Locate(o) == s || seen[o] {
 				continue
 			}
+			seen[o] = true
 			if left.Unlisted++; len(left.UnlistedOwners) < 10 {
 				left.UnlistedOwners = append(left.UnlistedOwners, fmt.Sprintf("%s (shard %d)", o, s))
 			}
