@@ -190,43 +190,54 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		}
 		batch[o] = to
 	}
-	changed := map[string]int{}
+	changed, pinned := map[string]int{}, true
 	for o, to := range batch {
 		if r.d.Locate(o) != to {
 			changed[o] = to
 		}
+		if s, ok := r.d.Pinned(o); !ok || s != to {
+			pinned = false
+		}
+	}
+	if len(batch) == 0 {
+		return nil
 	}
 	owners := slices.Values(slices.Sorted(maps.Keys(batch)))
-	if len(changed) > 0 {
-		m, err := r.batch(batch)
-		if err != nil {
+	// A batch that pins an owner where the directory places it moves no row, but changes
+	// its entries, and so its fingerprint: it is recorded all the same, or the shards would
+	// refuse the directory from then on. One that changes no entry moves nothing, if the
+	// shards serve the directory (its owners' rows are where it places them).
+	if pinned {
+		_, err := r.served(ctx, PlacementOf(r.id, r.d, r.d))
+		return err
+	}
+	m, err := r.batch(batch)
+	if err != nil {
+		return err
+	}
+	// A batch from this directory that finished before a crash kept its pins from being
+	// saved (a Drain's earlier batches): Finish lets its owners be pinned if their marks
+	// say Done, with no claim (the shards may serve the batch after it, unfinished).
+	done, err := m.recordedFinished(ctx)
+	if err != nil {
+		return err
+	}
+	if !done {
+		if m.placement, err = r.served(ctx, m.placement); err != nil {
 			return err
 		}
-		// A batch from this directory that finished before a crash kept its pins from being
-		// saved (a Drain's earlier batches): Finish lets its owners be pinned if their
-		// marks say Done, with no claim (the shards may serve the batch after it,
-		// unfinished).
-		done, err := m.recordedFinished(ctx)
-		if err != nil {
+	}
+	r.mu.Lock()
+	r.cur = m
+	r.mu.Unlock()
+	r.pending = batch
+	if !done {
+		if err := m.Run(ctx, owners); err != nil {
 			return err
 		}
-		if !done {
-			if m.placement, err = r.served(ctx, m.placement); err != nil {
-				return err
-			}
-		}
-		r.mu.Lock()
-		r.cur = m
-		r.mu.Unlock()
-		r.pending = batch
-		if !done {
-			if err := m.Run(ctx, owners); err != nil {
-				return err
-			}
-		}
-		if err := m.Finish(ctx, owners); err != nil {
-			return err
-		}
+	}
+	if err := m.Finish(ctx, owners); err != nil {
+		return err
 	}
 	// Every owner is Done: pin them in the directory, then route by it again. Do through
 	// the finished batch routes by its clone, which already holds the same pins.

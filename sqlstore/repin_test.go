@@ -200,3 +200,44 @@ func TestDrainAfterACrash(t *testing.T) {
 		w.requireClean(t, admin, d)
 	})
 }
+
+// TestRepinPinsWithoutMoving: a Move that pins an owner where the directory already places
+// it moves no row, but changes the directory's entries, and so its fingerprint: it is
+// recorded as a batch too, and the Moves after it, and a process that loads the saved
+// entries, are served.
+func TestRepinPinsWithoutMoving(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 3)
+		w.load(t, admin, span(1, 4), 2)
+		p := e.open(t, 2)
+		three, _ := shard.NewJump(3)
+		rule, _ := shard.NewJump(3)
+		d := shard.NewDirectory(three, nil)
+		r, err := rebalance.NewRepin("pin", d, rule, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b, c := w.users[0], w.users[1], w.users[2]
+		for _, pins := range []map[string]int{{a: (d.Locate(a) + 1) % 3}, {b: d.Locate(b)}, {c: (d.Locate(c) + 1) % 3}} {
+			if err := r.Move(ctx, pins); err != nil {
+				t.Fatalf("Move %v: %v", pins, err)
+			}
+		}
+		j, _ := shard.NewJump(3)
+		loaded := shard.NewDirectory(j, nil)
+		if err := loaded.Load(d.Entries()); err != nil {
+			t.Fatal(err)
+		}
+		jr, _ := shard.NewJump(3)
+		q, err := rebalance.NewRepin("pin-2", loaded, jr, e.open(t, 2).store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Do(ctx, b, func(s int) error { return insertAcked(ctx, e, p, w, b, s) }); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d)
+	})
+}

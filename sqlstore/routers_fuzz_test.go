@@ -47,6 +47,7 @@ func FuzzInProcessRouters(f *testing.F) {
 		{{4, 3, 0}, {9}, {0, 0, 0}, {1, 1, 0}, {4, 0, 0}, {5, 0}, {3, 0}},                             // back before the grow finished: refused until it is
 		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                               // a Repin before the grow finished: refused until it is
 		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                  // a rival Repin started during a Move, then a Drain
+		{{4, 1, 0}, {10}, {11, 164, 4}},                                                               // a Repin before the grow moved anything pins an owner where its rule places it: refused
 	} {
 		f.Add(slices.Concat(seed...))
 	}
