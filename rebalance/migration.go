@@ -454,7 +454,8 @@ func (m *Migration) changed(owners iter.Seq[string]) iter.Seq[string] {
 // count, once to move. It stops at the first error, or when ctx is done, and returns it;
 // running it again resumes. After a successful Finish (of this value, or one the Store
 // recorded: see FinishRecorder) it returns an error wrapping ErrFinished; owners must not
-// be nil (ErrConfig).
+// be nil (ErrConfig). Over a MoverLock it first claims the migration with its placement,
+// also when no owner changes shard (see MoverLock.Claim).
 func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Run with nil owners: %w", m.id, ErrConfig)
