@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,6 +238,56 @@ func TestRepinPinsWithoutMoving(t *testing.T) {
 		}
 		if err := q.Do(ctx, b, func(s int) error { return insertAcked(ctx, e, p, w, b, s) }); err != nil {
 			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d)
+	})
+}
+
+// TestSharedDuringARepinBatch: a Repin's batch fails before deleting its owner's old copy;
+// the application writes the owner's new row through the Repin, whose Do finishes the
+// owner's move first, to the owner's new shard. An operator then starts a Shared migration of the same shards, from the rule the
+// directory falls back to: its claim and its accesses are refused while the batch is
+// unfinished (before, the shards served nothing yet and accepted both: two movers moving one
+// owner by two plans, one of them from the old copy, which lacks the new row). Once the
+// batch is finished, nothing is lost.
+func TestSharedDuringARepinBatch(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 2)
+		w.load(t, admin, span(1, 6), 3)
+		u := w.moving(1, 1)[0] // jump 3 and jump 2 place it apart
+		us := strconv.Itoa(u)
+		p := e.open(t, 2)
+		three, _ := shard.NewJump(3)
+		rule, _ := shard.NewJump(3)
+		d := shard.NewDirectory(three, nil)
+		crash := &failDelete{Store: p.store}
+		r, err := rebalance.NewRepin("pin", d, rule, crash, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := (w.before.Locate(us) + 1) % 3
+		if to == w.after.Locate(us) {
+			to = (to + 1) % 3
+		}
+		if err := r.Move(ctx, map[string]int{us: to}); !errors.Is(err, errDied) {
+			t.Fatalf("Move that fails at its deletion: %v", err)
+		}
+		crash.n.Store(1 << 30) // the process is back: its Do finishes the owner's move
+		if err := r.Do(ctx, us, func(s int) error { return insertAcked(ctx, e, p, w, us, s) }); err != nil {
+			t.Fatal(err)
+		}
+		q := e.open(t, 2)
+		m := w.shared(t, q, "shrink", rebalance.SharedOptions{})
+		if err := w.write(ctx, m, us); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("Shared write while the batch is unfinished: %v, want ErrPlacement", err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("Shared Run while the batch is unfinished: %v, want ErrPlacement", err)
+		}
+		if err := r.Move(ctx, nil); err != nil {
+			t.Fatal("the pending batch:", err)
 		}
 		w.requireClean(t, admin, d)
 	})
