@@ -134,7 +134,7 @@ type Migration struct {
 	locks         *stripeTable // shared by every value of this ID in the process
 	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batches
 	finishRead    atomic.Bool  // whether Do has asked the FinishRecorder, if any
-	placementRead atomic.Bool  // whether Do has found the placement served, if checked
+	placementRead recheck      // when Do last found the placement served, if checked
 	byRun, lazily atomic.Int64
 
 	// placement is what the claim records and Do checks, and its Migration the name the
@@ -271,13 +271,14 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // shard while an old copy waits to be checked against it. While fn runs, owner's move cannot
 // start, so whatever fn writes is on the shard the move reads; accesses of one owner run
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
-// The first Do of a value asks a Store that is a PlacementChecker whether its shards serve
-// the migration, and if not returns its *PlacementError, calling no function. It
+// The first Do of a value, and the first after each PlacementRecheck, asks a Store that is a
+// PlacementChecker whether its shards serve the migration, and if not returns its
+// *PlacementError, calling no function. It
 // asks a Store that is a FinishRecorder whether the migration finished, and if so routes by
 // the after sharder alone from then on; in Async mode, so does each Do of an owner not
 // moved yet, under its lock (a Finish through another Store value).
 func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) error) error {
-	if !m.placementRead.Load() {
+	if m.placementRead.due() {
 		if err := m.checkPlacement(ctx); err != nil {
 			return err
 		}
@@ -337,17 +338,39 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 }
 
 // checkPlacement asks a Store that is a PlacementChecker whether its shards accept the
-// migration's accesses, and remembers a yes. An owner that does not change shard is checked
-// too: it may be one that the migration in force moves.
+// migration's accesses, and remembers a yes for PlacementRecheck. An owner that does not
+// change shard is checked too: it may be one that the migration in force moves.
 func (m *Migration) checkPlacement(ctx context.Context) error {
 	if pc, ok := m.store.(PlacementChecker); ok {
 		if err := pc.CheckPlacement(ctx, m.placement); err != nil {
 			return err // a *PlacementError names the migration
 		}
 	}
-	m.placementRead.Store(true)
+	m.placementRead.passed()
 	return nil
 }
+
+// PlacementRecheck is how long the in-process routers (Migration.Do, Repin.Do) trust a
+// PlacementChecker's yes before they ask again: a process that still routes by a migration
+// after a newer one claimed the shards is refused from then on, within this time, rather
+// than writing where the newer one's mover no longer reads. The in-process API hands the
+// function a shard number, so no check can sit inside the application's own transaction:
+// within that time such a write is still possible (Shared checks every access).
+const PlacementRecheck = time.Second
+
+// recheck remembers when a check last passed, and says when it is due again.
+type recheck struct{ at atomic.Int64 } // nanoseconds of the monotonic clock since clockStart; 0: never
+
+var clockStart = time.Now()
+
+func (c *recheck) due() bool {
+	at := c.at.Load()
+	return at == 0 || time.Duration(int64(time.Since(clockStart))-at) >= PlacementRecheck
+}
+
+func (c *recheck) passed() { c.at.Store(max(int64(time.Since(clockStart)), 1)) }
+
+func (c *recheck) forget() { c.at.Store(0) }
 
 // moveLocked moves owner holding l exclusively, and releases l however move returns,
 // a panic included.

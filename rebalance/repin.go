@@ -31,13 +31,13 @@ import (
 // to move an owner again, use a new ID.
 //
 // Over a Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each
-// batch claims the shards as a migration named "<ID>/<fingerprint of the directory it starts
-// from>" and records it finished, and Move, Drain and the first Do of a Repin return a
-// *PlacementError while the shards serve a migration the directory does not follow: one
-// unfinished (another migration, or another Repin's batch), whose owners are not all where
-// the directory places them, or a finished one whose after sharder is not the directory (a
-// directory without a pin another Repin made). Change the directory's shard count with
-// Resize, which records the change the same way.
+// batch claims the shards as a migration named "<ID>/<fingerprint of the directory it
+// starts from>" and records it finished, and Move, Drain and Do (its first, and the first
+// after each PlacementRecheck) return a *PlacementError while the shards serve a migration
+// the directory does not follow: one unfinished (another migration, or another Repin's
+// batch), whose owners are not all where the directory places them, or a finished one whose
+// after sharder is not the directory (a directory without a pin another Repin made). Change
+// the directory's shard count with Resize, which records the change the same way.
 //
 // All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
 // moves nothing: its methods return an error wrapping ErrConfig.
@@ -53,7 +53,7 @@ type Repin struct {
 	mu  sync.RWMutex
 	cur *Migration // the batch under way or left by an error, nil between batches
 
-	placementRead atomic.Bool // whether Do has found the placement served, if checked
+	placementRead recheck // when Do last found the placement served, if checked
 
 	run     sync.Mutex     // serializes Move and Drain, and guards the fields below
 	pending map[string]int // the batch left unfinished by an error: the next Move ends it
@@ -126,11 +126,11 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 	if r.cur != nil {
 		return r.cur.Do(ctx, owner, fn) // which checks the batch's placement
 	}
-	if !r.placementRead.Load() {
+	if r.placementRead.due() {
 		if _, err := r.served(ctx, PlacementOf(r.id, r.d, r.d)); err != nil {
 			return err
 		}
-		r.placementRead.Store(true)
+		r.placementRead.passed()
 	}
 	return fn(r.d.Locate(owner))
 }
@@ -405,6 +405,6 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 	if err := r.d.Resize(n); err != nil {
 		return fmt.Errorf("rebalance: repin %q: the shards serve the directory of %d shards, but resizing it failed: %w", r.id, n, err)
 	}
-	r.placementRead.Store(false) // Do asks again, for the resized directory
+	r.placementRead.forget() // Do asks again, for the resized directory
 	return nil
 }

@@ -72,8 +72,9 @@ type FinishRecorder interface {
 
 // PlacementChecker is a Store that records on its shards the placement each serves, as a
 // MoverLock keeps Claim.Placement (the in-process Migration's Run claims with its own). The
-// first Do of a Migration value asks it whether every shard accepts an access routed by the
-// migration (Placement.Accepts), and until one does, Do calls no function and returns its
+// first Do of a Migration value, and the first after each PlacementRecheck, asks it whether
+// every shard accepts an access routed by the migration (Placement.Accepts), and until one
+// does, Do calls no function and returns its
 // *PlacementError: a process that routes by a migration started before the one in force
 // finished, or by one a newer migration replaced, would write where no mover reads, and a
 // later copy could replace the owner's rows with what it wrote.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
@@ -197,5 +198,52 @@ func TestRepinBeforeTheMigrationFinished(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.requireClean(t, admin, d)
+	})
+}
+
+// TestStaleRouterIsRefused: a process keeps routing by the grow's value after the grow
+// finished and the migration back claimed the shards and moved the users back. Its Do
+// trusted the placement check of its first call forever, writing by the grow's after
+// sharder where the back migration's mover no longer reads. It asks again once
+// PlacementRecheck has passed: served the grow, finished, it goes on; once the migration back
+// claimed, it is refused, calling no function.
+func TestStaleRouterIsRefused(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin, w, p, grow := growUnderWay(t, e)
+		a := e.open(t, 2)
+		stale, err := rebalance.New("grow", w.before, w.after, a.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := w.users[0]
+		write := func() error { return stale.Do(ctx, u, func(s int) error { return insertAcked(ctx, e, a, w, u, s) }) }
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+		runAndFinish(t, grow, w.users)
+		time.Sleep(rebalance.PlacementRecheck + 50*time.Millisecond)
+		if err := write(); err != nil {
+			t.Fatal("the grow finished, served:", err)
+		}
+		three, _ := shard.NewJump(3)
+		two, _ := shard.NewJump(2)
+		back, err := rebalance.New("back", three, two, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(rebalance.PlacementRecheck + 50*time.Millisecond)
+		called := false
+		err = stale.Do(ctx, u, func(int) error { called = true; return nil })
+		if !errors.Is(err, rebalance.ErrPlacement) || called {
+			t.Fatalf("the grow's value after the migration back claimed: %v (function called: %v), want ErrPlacement", err, called)
+		}
+		if err := back.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, two)
 	})
 }
