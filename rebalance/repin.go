@@ -136,9 +136,10 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 }
 
 // served returns p if a Store that is a PlacementChecker accepts an access routed by it (see
-// Placement.Accepts), or else p with the rule's fingerprint as its before sharder's if that
-// is accepted: a directory whose owner function maps the fingerprint's probe keys alike
-// places them unlike any plain sharder, and follows a finished migration to its rule. While
+// Placement.Accepts), or else, for a directory with no entry, p with the rule's fingerprint
+// as its before sharder's if that is accepted: a directory whose owner function maps the
+// fingerprint's probe keys alike places them unlike any plain sharder, and follows a
+// finished migration to its rule (one with entries places their owners unlike the rule). While
 // another migration, or another Repin's batch, is unfinished, or after one the directory
 // does not follow, an owner's rows are not where the directory says, and a batch would copy
 // "nothing" and pin the owner to an empty shard: served returns the *PlacementError.
@@ -148,7 +149,7 @@ func (r *Repin) served(ctx context.Context, p Placement) (Placement, error) {
 		return p, nil
 	}
 	err := pc.CheckPlacement(ctx, p)
-	if errors.Is(err, ErrPlacement) {
+	if errors.Is(err, ErrPlacement) && r.d.Len() == 0 {
 		byRule := p
 		byRule.Before = Fingerprint(r.rule)
 		if pc.CheckPlacement(ctx, byRule) == nil {
