@@ -292,3 +292,33 @@ func TestSharedDuringARepinBatch(t *testing.T) {
 		w.requireClean(t, admin, d)
 	})
 }
+
+// TestRepinOfAStaleDirectory: after a grow that no directory took part in has finished, a
+// directory with an entry the shards never served (one pinned by hand, or loaded from an
+// old file) is refused: its owner's rows are where the grow's rule put them, not where the
+// entry says.
+func TestRepinOfAStaleDirectory(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		_, w, p, grow := growUnderWay(t, e)
+		runAndFinish(t, grow, w.users)
+		three, _ := shard.NewJump(3)
+		rule, _ := shard.NewJump(3)
+		d := shard.NewDirectory(three, nil)
+		u := w.users[0]
+		if err := d.Pin(u, (w.after.Locate(u)+1)%3); err != nil {
+			t.Fatal(err)
+		}
+		r, err := rebalance.NewRepin("stale", d, rule, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		if err := r.Do(ctx, u, func(int) error { called = true; return nil }); !errors.Is(err, rebalance.ErrPlacement) || called {
+			t.Fatalf("Do by a directory with an entry never served: %v (function called: %v), want ErrPlacement", err, called)
+		}
+		if err := r.Move(ctx, map[string]int{w.users[1]: (w.after.Locate(w.users[1]) + 1) % 3}); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("Move by a directory with an entry never served: %v, want ErrPlacement", err)
+		}
+	})
+}
