@@ -3,6 +3,8 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
+	"iter"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,6 +28,25 @@ func (b *beforeDelete) Delete(ctx context.Context, owner string, shard int) erro
 	return b.Store.Delete(ctx, owner, shard)
 }
 
+// newRepin returns a Repin of id over st and its directory: a Jump of n shards holding
+// entries (none if nil), with a second Jump of n as the rule.
+func newRepin(t *testing.T, id string, st rebalance.Store, n int, entries iter.Seq2[string, int]) (*rebalance.Repin, *shard.Directory) {
+	t.Helper()
+	fallback, _ := shard.NewJump(n)
+	rule, _ := shard.NewJump(n)
+	d := shard.NewDirectory(fallback, nil)
+	if entries != nil {
+		if err := d.Load(entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := rebalance.NewRepin(id, d, rule, st, rebalance.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, d
+}
+
 // TestTwoRepinsOfOneOwner: two operators pin the same user, each with a Repin of its own ID
 // in a process of its own, to two different shards. The second Repin runs whole between the
 // first one's copy and its deletion of the old copy. Both returned nil: the user's rows
@@ -43,23 +64,11 @@ func TestTwoRepinsOfOneOwner(t *testing.T) {
 		w.load(t, admin, span(1, 4), 4)
 		u := w.users[0]
 		from := w.before.Locate(u)
-		repin := func(id string, p *proc, st rebalance.Store) (*rebalance.Repin, *shard.Directory) {
-			t.Helper()
-			three, _ := shard.NewJump(3)
-			rule, _ := shard.NewJump(3)
-			d := shard.NewDirectory(three, nil)
-			r, err := rebalance.NewRepin(id, d, rule, st, rebalance.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r, d
-		}
-		pb := e.open(t, 2)
-		second, _ := repin("pin-b", pb, pb.store)
+		second, _ := newRepin(t, "pin-b", e.open(t, 2).store, 3, nil)
 		var secondErr error
 		moveSecond := func() { secondErr = second.Move(ctx, map[string]int{u: (from + 2) % 3}) }
 		pa := e.open(t, 2)
-		first, d := repin("pin-a", pa, &beforeDelete{Store: pa.store, hook: moveSecond})
+		first, d := newRepin(t, "pin-a", &beforeDelete{Store: pa.store, hook: moveSecond}, 3, nil)
 		if err := first.Move(ctx, map[string]int{u: (from + 1) % 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -91,14 +100,7 @@ func TestRepinResize(t *testing.T) {
 		admin := e.open(t, 2)
 		w := newWorld(t, e, 3, 2)
 		w.load(t, admin, span(1, 12), 3)
-		p := e.open(t, 2)
-		three, _ := shard.NewJump(3)
-		rule, _ := shard.NewJump(3)
-		d := shard.NewDirectory(three, nil)
-		r, err := rebalance.NewRepin("drain", d, rule, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, d := newRepin(t, "drain", e.open(t, 2).store, 3, nil)
 		two, _ := shard.NewJump(2)
 		if err := r.Drain(ctx, 2, slices.Values(w.users), 3, two.Locate); err != nil {
 			t.Fatal(err)
@@ -106,24 +108,14 @@ func TestRepinResize(t *testing.T) {
 		if err := r.Resize(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
-		if d.Shards() != 2 || rule.Shards() != 2 {
-			t.Fatalf("after Resize the directory has %d shards and the rule %d, want 2", d.Shards(), rule.Shards())
+		if d.Shards() != 2 {
+			t.Fatalf("after Resize the directory has %d shards, want 2", d.Shards())
 		}
 		// Another process loads the saved entries.
 		q := e.open(t, 2)
 		load := func(n int) *rebalance.Repin {
-			t.Helper()
-			j, _ := shard.NewJump(n)
-			dq := shard.NewDirectory(j, nil)
-			if err := dq.Load(d.Entries()); err != nil {
-				t.Fatal(err)
-			}
-			jr, _ := shard.NewJump(n)
-			rq, err := rebalance.NewRepin("drain-2", dq, jr, q.store, rebalance.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rq
+			r, _ := newRepin(t, "drain-2", q.store, n, d.Entries())
+			return r
 		}
 		u := w.users[0]
 		if err := load(3).Do(ctx, u, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
@@ -175,13 +167,7 @@ func TestDrainAfterACrash(t *testing.T) {
 		}
 		two, _ := shard.NewJump(2)
 		drain := func(st rebalance.Store) (*shard.Directory, error) {
-			three, _ := shard.NewJump(3)
-			rule, _ := shard.NewJump(3)
-			d := shard.NewDirectory(three, nil)
-			r, err := rebalance.NewRepin("drain", d, rule, st, rebalance.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, d := newRepin(t, "drain", st, 3, nil)
 			return d, r.Drain(ctx, 2, slices.Values(w.users), 3, two.Locate)
 		}
 		crash := &failDelete{Store: e.open(t, 2).store}
@@ -213,29 +199,14 @@ func TestRepinPinsWithoutMoving(t *testing.T) {
 		w := newWorld(t, e, 3, 3)
 		w.load(t, admin, span(1, 4), 2)
 		p := e.open(t, 2)
-		three, _ := shard.NewJump(3)
-		rule, _ := shard.NewJump(3)
-		d := shard.NewDirectory(three, nil)
-		r, err := rebalance.NewRepin("pin", d, rule, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, d := newRepin(t, "pin", p.store, 3, nil)
 		a, b, c := w.users[0], w.users[1], w.users[2]
 		for _, pins := range []map[string]int{{a: (d.Locate(a) + 1) % 3}, {b: d.Locate(b)}, {c: (d.Locate(c) + 1) % 3}} {
 			if err := r.Move(ctx, pins); err != nil {
 				t.Fatalf("Move %v: %v", pins, err)
 			}
 		}
-		j, _ := shard.NewJump(3)
-		loaded := shard.NewDirectory(j, nil)
-		if err := loaded.Load(d.Entries()); err != nil {
-			t.Fatal(err)
-		}
-		jr, _ := shard.NewJump(3)
-		q, err := rebalance.NewRepin("pin-2", loaded, jr, e.open(t, 2).store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q, _ := newRepin(t, "pin-2", e.open(t, 2).store, 3, d.Entries())
 		if err := q.Do(ctx, b, func(s int) error { return insertAcked(ctx, e, p, w, b, s) }); err != nil {
 			t.Fatal(err)
 		}
@@ -259,14 +230,8 @@ func TestSharedDuringARepinBatch(t *testing.T) {
 		u := w.moving(1, 1)[0] // jump 3 and jump 2 place it apart
 		us := strconv.Itoa(u)
 		p := e.open(t, 2)
-		three, _ := shard.NewJump(3)
-		rule, _ := shard.NewJump(3)
-		d := shard.NewDirectory(three, nil)
 		crash := &failDelete{Store: p.store}
-		r, err := rebalance.NewRepin("pin", d, rule, crash, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, d := newRepin(t, "pin", crash, 3, nil)
 		to := (w.before.Locate(us) + 1) % 3
 		if to == w.after.Locate(us) {
 			to = (to + 1) % 3
@@ -302,17 +267,8 @@ func TestRepinOfAStaleDirectory(t *testing.T) {
 		ctx := context.Background()
 		_, w, p, grow := growUnderWay(t, e)
 		runAndFinish(t, grow, w.users)
-		three, _ := shard.NewJump(3)
-		rule, _ := shard.NewJump(3)
-		d := shard.NewDirectory(three, nil)
 		u := w.users[0]
-		if err := d.Pin(u, (w.after.Locate(u)+1)%3); err != nil {
-			t.Fatal(err)
-		}
-		r, err := rebalance.NewRepin("stale", d, rule, p.store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, _ := newRepin(t, "stale", p.store, 3, maps.All(map[string]int{u: (w.after.Locate(u) + 1) % 3}))
 		called := false
 		if err := r.Do(ctx, u, func(int) error { called = true; return nil }); !errors.Is(err, rebalance.ErrPlacement) || called {
 			t.Fatalf("Do by a directory with an entry never served: %v (function called: %v), want ErrPlacement", err, called)
