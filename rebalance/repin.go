@@ -80,8 +80,20 @@ func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, op
 // errZeroRepin is the error of the zero Repin's methods.
 var errZeroRepin = fmt.Errorf("rebalance: zero Repin: make one with NewRepin: %w", ErrConfig)
 
+// unpinned, as the shard of an owner in a batch, removes the owner's entry: the owner moves to
+// where the rule places it (see Unpin).
+const unpinned = -1
+
+// target is where the batch entry (owner, to) places owner.
+func (r *Repin) target(owner string, to int) int {
+	if to == unpinned {
+		return r.rule.Locate(owner)
+	}
+	return to
+}
+
 // batch returns the Migration that moves the owners of pins from d's placement to a clone
-// of d in which they are pinned.
+// of d in which they are pinned, or unpinned.
 func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 	if n, m := r.rule.Shards(), r.d.Shards(); n != m {
 		return nil, fmt.Errorf("rebalance: repin %q: the rule has %d shards, the directory %d: give a second instance of the directory's rule with its count: %w", r.id, n, m, ErrConfig)
@@ -91,7 +103,9 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 		return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
 	}
 	for _, o := range slices.Sorted(maps.Keys(pins)) {
-		if err := after.Pin(o, pins[o]); err != nil {
+		if pins[o] == unpinned {
+			after.Unpin(o)
+		} else if err := after.Pin(o, pins[o]); err != nil {
 			return nil, fmt.Errorf("rebalance: repin %q: %w", r.id, err)
 		}
 	}
@@ -168,6 +182,31 @@ func (r *Repin) served(ctx context.Context, p Placement) (Placement, error) {
 // or with its own owners; nothing is pinned in the directory until every owner of the batch
 // is Done.
 func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
+	for o, to := range pins {
+		if to < 0 {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: %w", r.id, o, to, shard.ErrShard)
+		}
+	}
+	r.run.Lock()
+	defer r.run.Unlock()
+	return r.move(ctx, pins)
+}
+
+// Unpin removes the directory's entries of owners, as one batch, as Move moves: an owner
+// whose entry places it elsewhere than the rule moves back to the rule's shard first; one
+// already there only loses its entry. Owners without an entry are left alone. Removing an
+// entry changes the directory's fingerprint, so the shards then serve the directory without
+// it; a directory unpinned by hand is refused (ErrPlacement).
+func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
+	pins := map[string]int{}
+	for _, o := range owners {
+		if _, ok := r.d.Pinned(o); ok {
+			pins[o] = unpinned
+		}
+	}
 	r.run.Lock()
 	defer r.run.Unlock()
 	return r.move(ctx, pins)
@@ -184,19 +223,21 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	for _, o := range slices.Sorted(maps.Keys(pins)) {
 		to := pins[o]
 		if prev, ok := batch[o]; ok && prev != to {
-			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, to, prev, ErrConfig)
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, r.target(o, to), r.target(o, prev), ErrConfig)
 		}
-		if prev, ok := r.moved[o]; ok {
-			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: this ID moved it to shard %d already: move it again with a new ID: %w", r.id, o, to, prev, ErrConfig)
+		// Its marks say Done: a second move would copy nothing. An entry that moves no row
+		// (the drained owners' once the shard is removed) changes no mark.
+		if prev, ok := r.moved[o]; ok && r.target(o, to) != r.d.Locate(o) {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: this ID moved it to shard %d already: move it again with a new ID: %w", r.id, o, r.target(o, to), prev, ErrConfig)
 		}
 		batch[o] = to
 	}
-	changed, pinned := map[string]int{}, true
+	changed, pinned := map[string]int{}, true // pinned: no entry changes
 	for o, to := range batch {
-		if r.d.Locate(o) != to {
-			changed[o] = to
+		if t := r.target(o, to); r.d.Locate(o) != t {
+			changed[o] = t
 		}
-		if s, ok := r.d.Pinned(o); !ok || s != to {
+		if s, ok := r.d.Pinned(o); to == unpinned && ok || to != unpinned && (!ok || s != to) {
 			pinned = false
 		}
 	}
@@ -243,7 +284,9 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	// Every owner is Done: pin them in the directory, then route by it again. Do through
 	// the finished batch routes by its clone, which already holds the same pins.
 	for o := range owners {
-		if err := r.d.Pin(o, batch[o]); err != nil { // only if d changed behind the Repin
+		if batch[o] == unpinned {
+			r.d.Unpin(o)
+		} else if err := r.d.Pin(o, batch[o]); err != nil { // only if d changed behind the Repin
 			return fmt.Errorf("rebalance: repin %q: the batch moved, but pinning it failed: %w", r.id, err)
 		}
 	}
@@ -264,7 +307,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 // Repin of a new ID. To remove the shard afterwards without moving anything, let to place
 // owners where the rule with the shard removed does (for Jump draining its last shard, a
 // Jump of one shard fewer), then call Resize: the drained owners' entries then agree with
-// the rule.
+// the rule, and Unpin removes them without moving anything.
 //
 // After the last batch Drain checks that the shard is empty, and returns an error wrapping
 // ErrUnfinished that names the owners left on it: those of owners the directory still
@@ -284,7 +327,7 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 	defer r.run.Unlock()
 	var onto []string
 	for _, o := range slices.Sorted(maps.Keys(r.pending)) {
-		if r.pending[o] == from {
+		if r.target(o, r.pending[o]) == from {
 			onto = append(onto, o)
 		}
 	}
@@ -347,8 +390,8 @@ func (r *Repin) drained(ctx context.Context, from int, owners iter.Seq[string]) 
 // count is refused (ErrPlacement), one that loads the saved entries into a directory of n
 // shards is served. An entry that pins an owner to a shard removed is an error wrapping
 // shard.ErrShard; an unfinished batch, or n not below Shards(), one wrapping ErrConfig
-// (finish the batch with Move first). The directory keeps its entries: unpinning one
-// changes its fingerprint, and the shards would refuse the processes that route by it.
+// (finish the batch with Move first). The directory keeps its entries: remove them with
+// Unpin, not by hand (the shards would refuse a directory whose entries they never served).
 func (r *Repin) Resize(ctx context.Context, n int) error {
 	if r.d == nil {
 		return errZeroRepin

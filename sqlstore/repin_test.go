@@ -90,10 +90,11 @@ func TestTwoRepinsOfOneOwner(t *testing.T) {
 }
 
 // TestRepinResize: the operator drains shard 2 of 3 with a Repin, to where a Jump of 2
-// shards places the owners, and removes the shard. The directory's resize is recorded as a
-// batch that moves nothing: a process that loads the saved entries into a directory of 2
-// shards is served, one still routing by 3 shards is refused. A write through the first, and
-// every row moved, are where the resized directory places them.
+// shards places the owners, removes the shard, and unpins the drained owners. The resize and
+// the unpinning are recorded as batches that move nothing: a process that loads the saved
+// entries into a directory of 2 shards is served, one still routing by 3 shards, or by the
+// entries removed, is refused. Writes through the first, and every row moved, are where the
+// resized directory places them.
 func TestRepinResize(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -123,6 +124,21 @@ func TestRepinResize(t *testing.T) {
 		}
 		if err := load(2).Do(ctx, u, func(s int) error { return insertAcked(ctx, e, q, w, u, s) }); err != nil {
 			t.Fatal(err)
+		}
+		// The drained owners' entries now agree with the rule: unpinning them moves nothing,
+		// and the directory without them is served, the one that kept them refused.
+		if err := r.Unpin(ctx, slices.Collect(maps.Keys(maps.Collect(d.Entries())))...); err != nil {
+			t.Fatal(err)
+		}
+		if d.Len() != 0 {
+			t.Fatalf("%d entries left after Unpin", d.Len())
+		}
+		if err := load(2).Do(ctx, u, func(s int) error { return insertAcked(ctx, e, q, w, u, s) }); err != nil {
+			t.Fatal(err)
+		}
+		stale, _ := newRepin(t, "drain-3", q.store, 2, maps.All(map[string]int{u: two.Locate(u)}))
+		if err := stale.Do(ctx, u, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("Do by a directory with an entry unpinned: %v, want ErrPlacement", err)
 		}
 		w.requireClean(t, admin, d)
 	})

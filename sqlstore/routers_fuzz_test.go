@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,8 +24,8 @@ import (
 // application and of the operator over the in-process movers (Migration, and Repin once a
 // migration finished) on SQLite: writes through Do that succeed, fail or panic after
 // writing, or whose context is cancelled; Runs that stop after k store calls; Finish,
-// twice; new values of the same ID, a restarted process; a migration back; Repin Move and
-// Drain; and application writes, a twin Run or a Move by a Repin of another ID started from
+// twice; new values of the same ID, a restarted process; a migration back; Repin Move,
+// Unpin and Drain; and application writes, a twin Run or a Move by a Repin of another ID started from
 // inside a mover's store call. It
 // models every acknowledged write and checks, after each mover call that returned nil and
 // at the end (once driven to a known state), every shard by SQL: each acknowledged row
@@ -48,6 +49,7 @@ func FuzzInProcessRouters(f *testing.F) {
 		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                               // a Repin before the grow finished: refused until it is
 		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                  // a rival Repin started during a Move, then a Drain
 		{{4, 1, 0}, {10}, {11, 164, 4}},                                                               // a Repin before the grow moved anything pins an owner where its rule places it: refused
+		{{4, 0, 0}, {5, 0}, {10}, {11, 72, 0}, {10}, {16, 72, 5}, {16, 72, 0}, {0, 2, 0}},             // pin an owner; a new Repin unpins it, crashing, then again
 	} {
 		f.Add(slices.Concat(seed...))
 	}
@@ -270,7 +272,7 @@ const routerOpsMax = 16
 func (w *routerWorld) play(data []byte) {
 	r := &routerBytes{b: data}
 	for n := 0; n < routerOpsMax && r.i < len(data); n++ {
-		switch op := r.next() % 16; op {
+		switch op := r.next() % 17; op {
 		case 0, 1, 2:
 			w.write(op, r.next(), r.next(), nil)
 		case 3:
@@ -299,7 +301,7 @@ func (w *routerWorld) play(data []byte) {
 		case 10:
 			w.startRepin()
 		case 11:
-			w.move(r.next(), r.next())
+			w.move(r.next(), r.next(), false)
 		case 12:
 			w.drain(r.next(), r.next(), r.next())
 		case 13:
@@ -308,6 +310,8 @@ func (w *routerWorld) play(data []byte) {
 			w.armTwin(r.next())
 		case 15:
 			w.armRival(r.next(), r.next())
+		case 16:
+			w.move(r.next(), r.next(), true)
 		}
 	}
 }
@@ -689,7 +693,9 @@ func (w *routerWorld) startRepin() {
 	w.logf("start Repin pin%d over %d shards", w.pins, w.d.Shards())
 }
 
-func (w *routerWorld) move(a, k int) {
+// move moves the owner a picks, and a second one for a&64, to shards a picks, or, with
+// unpin, removes their entries (moving them back to the rule's shard).
+func (w *routerWorld) move(a, k int, unpin bool) {
 	if w.r == nil {
 		return
 	}
@@ -701,9 +707,14 @@ func (w *routerWorld) move(a, k int) {
 	ctx, cancel := w.crashAt(k)
 	defer cancel()
 	w.st.mover.Store(true)
-	err := w.r.Move(ctx, pins)
+	var err error
+	if unpin {
+		err = w.r.Unpin(ctx, slices.Collect(maps.Keys(pins))...)
+	} else {
+		err = w.r.Move(ctx, pins)
+	}
 	w.settled()
-	w.logf("Move %v, crash at store call %d: %v", pins, k, err)
+	w.logf("Move %v (unpin %v), crash at store call %d: %v", pins, unpin, k, err)
 	if err != nil {
 		if !errors.Is(err, rebalance.ErrConfig) && !errors.Is(err, shard.ErrShard) && !errors.Is(err, shard.ErrDirectory) {
 			w.dirty = true
