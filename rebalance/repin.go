@@ -23,16 +23,18 @@ import (
 //
 // While owners move, the application reads and writes through Do, which routes by the
 // batch under way, and changes the directory only through the Repin. After Move or Drain
-// returns, save the directory (MarshalText, or Entries into a table); delete the ID's marks
-// only once every process routes by the saved entries. After a crash, make a new Repin with
-// the same ID over the saved directory and move the same owners again, in the same batches
-// (Drain with the same arguments), before serving them: owners the crash left moved are
-// found Done by their marks and only pinned. An ID moves each owner at most once;
-// to move an owner again, use a new ID.
+// returns, save the directory (MarshalText, or Entries into a table); delete the marks of
+// its batches (migrations named "<ID>/...", see below) only once every process routes by the
+// saved entries. After a crash, make a new Repin with the same ID over the saved directory
+// and move the same owners again, in the same batches (Drain with the same arguments), before
+// serving them: owners the crash left moved are found Done by their marks and only pinned.
 //
-// Over a Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each
-// batch claims the shards as a migration named "<ID>/<fingerprint of the directory it
-// starts from>" and records it finished, and Move, Drain and Do (its first, and the first
+// Each batch is a migration named "<ID>/<fingerprint of the directory it starts from>"
+// (Fingerprint covers the directory's entries): its marks, its claim and its finish are
+// under that name, so a batch resumed from the same directory finds its marks, and a later
+// batch moving an owner again starts afresh. Over a Store that is a MoverLock and a
+// PlacementChecker (the sqlstore module's is), each batch claims the shards with its
+// placement and records it finished, and Move, Drain and Do (its first, and the first
 // after each PlacementRecheck) return a *PlacementError while the shards serve a migration
 // the directory does not follow: one unfinished (another migration, or another Repin's
 // batch), whose owners are not all where the directory places them, or a finished one whose
@@ -55,9 +57,8 @@ type Repin struct {
 
 	placementRead recheck // when Do last found the placement served, if checked
 
-	run     sync.Mutex     // serializes Move and Drain, and guards the fields below
+	run     sync.Mutex     // serializes Move and Drain, and guards the field below
 	pending map[string]int // the batch left unfinished by an error: the next Move ends it
-	moved   map[string]int // owners this Repin has moved, and where to
 }
 
 // NewRepin returns a Repin with the given ID that moves owners of d. rule is a second
@@ -66,10 +67,13 @@ type Repin struct {
 // The ID names the marks in store, as for New; opts are the Options of every batch's
 // Migration. Bad arguments are errors wrapping ErrConfig.
 func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, opts Options) (*Repin, error) {
+	if id == "" {
+		return nil, fmt.Errorf("rebalance: empty repin ID: %w", ErrConfig)
+	}
 	if d == nil || isNil(rule) {
 		return nil, fmt.Errorf("rebalance: repin %q: nil directory or rule: %w", id, ErrConfig)
 	}
-	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts, moved: map[string]int{}}
+	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts}
 	// A batch of no owner checks the rest of the arguments as every batch will.
 	if _, err := r.batch(nil); err != nil {
 		return nil, err
@@ -112,19 +116,16 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 	return r.migration(after)
 }
 
-// migration returns the Migration from d to after, a clone of it. The batches share the
-// Repin's ID, and so its marks and locks, but each claims the shards and finishes as a
-// migration of its own, named by the directory it starts from (its Fingerprint, which
-// covers its entries): while it is unfinished no other migration or Repin may claim them,
-// and a batch left by an error or a crash is resumed, with any owners added, by the next
-// one that starts from the same directory.
+// migration returns the Migration from d to after, a clone of it, named by the Repin's ID
+// and the directory it starts from: while it is unfinished no other migration or Repin may
+// claim the shards, and a batch left by an error or a crash is resumed, with any owners
+// added, by the next one that starts from the same directory.
 func (r *Repin) migration(after *shard.Directory) (*Migration, error) {
-	m, err := New(r.id, r.d, after, r.store, r.opts)
+	m, err := New(fmt.Sprintf("%s/%016x", r.id, Fingerprint(r.d)), r.d, after, r.store, r.opts)
 	if err != nil {
 		return nil, err
 	}
 	m.repin, m.finished = true, new(atomic.Bool)
-	m.placement.Migration = fmt.Sprintf("%s/%016x", r.id, m.placement.Before)
 	return m, nil
 }
 
@@ -176,8 +177,8 @@ func (r *Repin) served(ctx context.Context, p Placement) (Placement, error) {
 // Move moves every owner of pins to its shard and then pins it there in the directory, as
 // one batch. An owner must be an owner as the directory's owner function returns it, and a
 // shard in [0, Shards()) (else the error wraps shard.ErrDirectory or shard.ErrShard, and
-// nothing moves); an owner this Repin has moved already, or one named with another shard
-// in an unfinished batch, is an error wrapping ErrConfig. If the move fails, Do keeps
+// nothing moves); an owner named with another shard in an unfinished batch is an error
+// wrapping ErrConfig. If the move fails, Do keeps
 // routing the batch's owners by their marks, and the next Move finishes the batch before
 // or with its own owners; nothing is pinned in the directory until every owner of the batch
 // is Done.
@@ -225,20 +226,12 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		if prev, ok := batch[o]; ok && prev != to {
 			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, r.target(o, to), r.target(o, prev), ErrConfig)
 		}
-		// Its marks say Done: a second move would copy nothing. An entry that moves no row
-		// (the drained owners' once the shard is removed) changes no mark.
-		if prev, ok := r.moved[o]; ok && r.target(o, to) != r.d.Locate(o) {
-			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: this ID moved it to shard %d already: move it again with a new ID: %w", r.id, o, r.target(o, to), prev, ErrConfig)
-		}
 		batch[o] = to
 	}
-	changed, pinned := map[string]int{}, true // pinned: no entry changes
+	same := true // no entry changes
 	for o, to := range batch {
-		if t := r.target(o, to); r.d.Locate(o) != t {
-			changed[o] = t
-		}
 		if s, ok := r.d.Pinned(o); to == unpinned && ok || to != unpinned && (!ok || s != to) {
-			pinned = false
+			same = false
 		}
 	}
 	if len(batch) == 0 {
@@ -249,7 +242,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	// its entries, and so its fingerprint: it is recorded all the same, or the shards would
 	// refuse the directory from then on. One that changes no entry moves nothing, if the
 	// shards serve the directory (its owners' rows are where it places them).
-	if pinned {
+	if same {
 		_, err := r.served(ctx, PlacementOf(r.id, r.d, r.d))
 		return err
 	}
@@ -264,10 +257,12 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	if err != nil {
 		return err
 	}
-	if !done {
-		if m.placement, err = r.served(ctx, m.placement); err != nil {
+	if done {
+		if err := r.sameBatch(ctx, batch); err != nil {
 			return err
 		}
+	} else if m.placement, err = r.served(ctx, m.placement); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	r.cur = m
@@ -294,7 +289,29 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	r.cur = nil
 	r.mu.Unlock()
 	r.pending = nil
-	maps.Copy(r.moved, changed)
+	return nil
+}
+
+// sameBatch returns nil if every owner of batch that changes shard holds no row on its old
+// shard, as after the batch from this directory that finished before: its marks say Done.
+// A batch from a directory the ID left and came back to (pins undone since, by another
+// Repin) has the finished one's name and marks, but its owners are on their old shards:
+// pinning them would leave their rows where the directory no longer looks.
+func (r *Repin) sameBatch(ctx context.Context, batch map[string]int) error {
+	for _, o := range slices.Sorted(maps.Keys(batch)) {
+		from := r.d.Locate(o)
+		if r.target(o, batch[o]) == from {
+			continue
+		}
+		n, err := r.store.Count(ctx, o, from)
+		if err != nil {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q: count rows on shard %d: %w", r.id, o, from, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q: a batch from this directory finished before, yet shard %d still holds %d rows of the owner: the directory came back to an earlier state; move with a new ID: %w",
+				r.id, o, from, n, ErrConfig)
+		}
+	}
 	return nil
 }
 

@@ -294,3 +294,53 @@ func TestRepinOfAStaleDirectory(t *testing.T) {
 		}
 	})
 }
+
+// TestRepinBackToAnEarlierDirectory: a Repin pins a user to another shard, a second Repin
+// unpins it (its rows move back), and after a restart the operator moves it again with the
+// first Repin's ID, from the directory as it was before the first Move. That batch has the
+// finished first batch's name and marks (Done): it is refused (ErrConfig) rather than
+// pinned without moving the user's rows; with a new ID it moves.
+func TestRepinBackToAnEarlierDirectory(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 3)
+		w.load(t, admin, span(1, 4), 3)
+		p := e.open(t, 2)
+		r, d := newRepin(t, "pin", p.store, 3, nil)
+		u := w.users[0]
+		to := (d.Locate(u) + 1) % 3
+		if err := r.Move(ctx, map[string]int{u: to}); err != nil {
+			t.Fatal(err)
+		}
+		back, err := rebalance.NewRepin("unpin", d, mustJump(t, 3), p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Unpin(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		q := e.open(t, 2)
+		again, d2 := newRepin(t, "pin", q.store, 3, nil)
+		if err := again.Move(ctx, map[string]int{u: to}); !errors.Is(err, rebalance.ErrConfig) {
+			t.Fatalf("Move with the first ID from the directory it started from: %v, want ErrConfig", err)
+		}
+		if _, ok := d2.Pinned(u); ok {
+			t.Fatal("the refused Move pinned the user")
+		}
+		fresh, d3 := newRepin(t, "pin-2", q.store, 3, nil)
+		if err := fresh.Move(ctx, map[string]int{u: to}); err != nil {
+			t.Fatal(err)
+		}
+		w.requireClean(t, admin, d3)
+	})
+}
+
+func mustJump(t *testing.T, n int) shard.Sharder {
+	t.Helper()
+	j, err := shard.NewJump(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
