@@ -195,7 +195,8 @@ func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
 
 // Unpin removes the directory's entries of owners, as one batch, as Move moves: an owner
 // whose entry places it elsewhere than the rule moves back to the rule's shard first; one
-// already there only loses its entry. Owners without an entry are left alone. Removing an
+// already there only loses its entry. Owners without an entry are left alone (if the shards
+// serve the directory: else the *PlacementError, as Move returns it). Removing an
 // entry changes the directory's fingerprint, so the shards then serve the directory without
 // it; a directory unpinned by hand is refused (ErrPlacement).
 func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
@@ -204,9 +205,7 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 	}
 	pins := map[string]int{}
 	for _, o := range owners {
-		if _, ok := r.d.Pinned(o); ok {
-			pins[o] = unpinned
-		}
+		pins[o] = unpinned // an owner without an entry stays where it is
 	}
 	r.run.Lock()
 	defer r.run.Unlock()

@@ -50,6 +50,7 @@ func FuzzInProcessRouters(f *testing.F) {
 		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                  // a rival Repin started during a Move, then a Drain
 		{{4, 1, 0}, {10}, {11, 164, 4}},                                                               // a Repin before the grow moved anything pins an owner where its rule places it: refused
 		{{4, 0, 0}, {5, 0}, {10}, {11, 72, 0}, {10}, {16, 72, 5}, {16, 72, 0}, {0, 2, 0}},             // pin an owner; a new Repin unpins it, crashing, then again
+		{{4, 1, 0}, {10}, {16, 0, 0}},                                                                 // an Unpin of an owner without an entry before the grow moved anything: refused
 	} {
 		f.Add(slices.Concat(seed...))
 	}
