@@ -319,11 +319,11 @@ func (r *Repin) sameBatch(ctx context.Context, batch map[string]int) error {
 // moves it: the shard empties gradually while everything else keeps working. to must not
 // return from, and batch must be at least 1 (ErrConfig). An unfinished batch left by a
 // failed Move is finished by the first batch, so one that pins owners onto from is refused
-// before anything moves (ErrConfig, naming them): finish it with Move, then drain with a
-// Repin of a new ID. To remove the shard afterwards without moving anything, let to place
-// owners where the rule with the shard removed does (for Jump draining its last shard, a
-// Jump of one shard fewer), then call Resize: the drained owners' entries then agree with
-// the rule, and Unpin removes them without moving anything.
+// before anything moves (ErrConfig, naming them): finish it with Move, then drain. To
+// remove the shard afterwards without moving anything, let to place owners where the rule
+// with the shard removed does (for Jump draining its last shard, a Jump of one shard
+// fewer), then call Resize: the drained owners' entries then agree with the rule, and Unpin
+// removes them without moving anything.
 //
 // After the last batch Drain checks that the shard is empty, and returns an error wrapping
 // ErrUnfinished that names the owners left on it: those of owners the directory still
@@ -348,7 +348,7 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 		}
 	}
 	if len(onto) > 0 {
-		return fmt.Errorf("rebalance: repin %q: drain shard %d: an unfinished batch pins %d owners onto it, among them %.64q: finish it with Move, then drain with a Repin of a new ID: %w", r.id, from, len(onto), onto[:min(len(onto), 10)], ErrConfig)
+		return fmt.Errorf("rebalance: repin %q: drain shard %d: an unfinished batch pins %d owners onto it, among them %.64q: finish it with Move, then drain: %w", r.id, from, len(onto), onto[:min(len(onto), 10)], ErrConfig)
 	}
 	pins := map[string]int{}
 	for o := range owners {
