@@ -132,16 +132,16 @@ type Migration struct {
 	store         Store
 	opts          Options
 	locks         *stripeTable // shared by every value of this ID in the process
-	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batches
+	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batch's own
 	finishRead    atomic.Bool  // whether Do has asked the FinishRecorder, if any
 	placementRead recheck      // when Do last found the placement served, if checked
 	byRun, lazily atomic.Int64
 
-	// placement is what the claim records and Do checks, and its Migration the name the
-	// FinishRecorder keeps: PlacementOf the ID, but for a Repin's batch (see Repin.batch).
+	// placement is what the claim records and Do checks: PlacementOf the ID (a Repin's
+	// batch may carry its rule's fingerprint as its before sharder's: see Repin.served).
 	placement Placement
-	// repin says this is a batch of a Repin: batches share the Repin's ID, and so its marks
-	// and locks, but each claims and finishes under a name of its own.
+	// repin says this is a batch of a Repin (see Repin.migration): its Finish checks the
+	// owners' marks even once the batch is recorded finished.
 	repin bool
 }
 
@@ -645,7 +645,7 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		return left
 	}
 	if rec, ok := m.store.(FinishRecorder); ok {
-		if err := rec.RecordFinished(ctx, m.placement.Migration); err != nil {
+		if err := rec.RecordFinished(ctx, m.id); err != nil {
 			return fmt.Errorf("rebalance: migration %q: record it finished: %w", m.id, err)
 		}
 	}
@@ -663,7 +663,7 @@ func (m *Migration) recordedFinished(ctx context.Context) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	done, err := rec.IsFinished(ctx, m.placement.Migration)
+	done, err := rec.IsFinished(ctx, m.id)
 	if err != nil {
 		return false, fmt.Errorf("rebalance: migration %q: read whether it is finished: %w", m.id, err)
 	}
