@@ -156,6 +156,11 @@ type Migration struct {
 // through struct fields that hold a Sharder. It never compares sharders with ==, which
 // panics on a comparable value that holds an uncomparable one.
 func New(id string, before, after shard.Sharder, store Store, opts Options) (*Migration, error) {
+	return newMigration(id, before, after, store, opts, 0)
+}
+
+// newMigration is New for a caller that has before's Fingerprint already (0: not yet).
+func newMigration(id string, before, after shard.Sharder, store Store, opts Options, beforeFP uint64) (*Migration, error) {
 	switch {
 	case id == "":
 		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
@@ -179,9 +184,12 @@ func New(id string, before, after shard.Sharder, store Store, opts Options) (*Mi
 	if opts.Stripes == 0 {
 		opts.Stripes = 1024
 	}
+	if beforeFP == 0 {
+		beforeFP = Fingerprint(before)
+	}
 	locks := lockTable(id, opts.Stripes)
-	return &Migration{id: id, before: before, after: after, store: store, opts: opts,
-		locks: locks, finished: locks.finishedOver(store), placement: PlacementOf(id, before, after)}, nil
+	return &Migration{id: id, before: before, after: after, store: store, opts: opts, locks: locks,
+		finished: locks.finishedOver(store), placement: Placement{Migration: id, Before: beforeFP, After: Fingerprint(after)}}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.

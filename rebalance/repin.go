@@ -121,7 +121,8 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 // claim the shards, and a batch left by an error or a crash is resumed, with any owners
 // added, by the next one that starts from the same directory.
 func (r *Repin) migration(after *shard.Directory) (*Migration, error) {
-	m, err := New(fmt.Sprintf("%s/%016x", r.id, Fingerprint(r.d)), r.d, after, r.store, r.opts)
+	fp := Fingerprint(r.d)
+	m, err := newMigration(fmt.Sprintf("%s/%016x", r.id, fp), r.d, after, r.store, r.opts, fp)
 	if err != nil {
 		return nil, err
 	}
@@ -142,12 +143,18 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 		return r.cur.Do(ctx, owner, fn) // which checks the batch's placement
 	}
 	if r.placementRead.due() {
-		if _, err := r.served(ctx, PlacementOf(r.id, r.d, r.d)); err != nil {
+		if _, err := r.served(ctx, r.standing()); err != nil {
 			return err
 		}
 		r.placementRead.passed()
 	}
 	return fn(r.d.Locate(owner))
+}
+
+// standing is the Placement of the directory as it stands, no batch under way.
+func (r *Repin) standing() Placement {
+	fp := Fingerprint(r.d)
+	return Placement{Migration: r.id, Before: fp, After: fp}
 }
 
 // served returns p if a Store that is a PlacementChecker accepts an access routed by it (see
@@ -242,7 +249,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	// refuse the directory from then on. One that changes no entry moves nothing, if the
 	// shards serve the directory (its owners' rows are where it places them).
 	if same {
-		_, err := r.served(ctx, PlacementOf(r.id, r.d, r.d))
+		_, err := r.served(ctx, r.standing())
 		return err
 	}
 	m, err := r.batch(batch)
