@@ -508,8 +508,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 			// The checks, once a statement, in a row of no owner where they fail: not in the
 			// groups, as row security that hides every row of the owners leaves none.
 			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s UNION ALL SELECT NULL, 0, '0' WHERE NOT (%s AND %s)",
-				t.Owner, t.rowHash, t.Table, t.Owner, in, t.Owner, t.sameColumnsOn(shard), t.unreferenced)
-		}, func(t *table, rs *sql.Rows) (owner any, err error) {
+				s.ownerText(t), t.rowHash, t.Table, t.Owner, in, t.Owner, t.sameColumnsOn(shard), t.unreferenced)
+		}, func(t *table, rs rowsScanner) (owner any, err error) {
 			err = rs.Scan(&owner, &n, &digest)
 			if owner == nil {
 				changed[tableAt(t)] = true
@@ -528,10 +528,10 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 			}
 		}
 	} else {
-		scanners := map[*table]func(*sql.Rows) ([]any, error){} // each row hashed before the next is read
+		scanners := map[*table]func(scanner) ([]any, error){} // each row hashed before the next is read
 		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)
-		}, func(t *table, rs *sql.Rows) (any, error) {
+		}, func(t *table, rs rowsScanner) (any, error) {
 			if scanners[t] == nil {
 				scanners[t] = t.rowScanner(1)
 			}

@@ -679,24 +679,24 @@ func (s *Store) Counts(ctx context.Context, owners []string, shard int) ([]int64
 	out := make([]int64, len(owners))
 	var n int64
 	err := s.perOwner(ctx, owners, shard, "count rows", func(t *table, in string) string {
-		return fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s", t.Owner, t.Table, t.Owner, in, t.Owner)
-	}, func(t *table, rs *sql.Rows) (owner any, err error) {
+		return fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY %s", s.ownerText(t), t.Table, t.Owner, in, t.Owner)
+	}, func(t *table, rs rowsScanner) (owner any, err error) {
 		return owner, rs.Scan(&owner, &n)
 	}, func(t *table, i int) { out[i] += n })
 	return out, err
 }
 
-// perOwner runs, for each table and each 500 of owners, the statement query returns for
-// the placeholders of their owner values. It calls scan for each row (which reads the row
-// and returns its owner column's value), then add for each position in owners of that
-// owner.
+// perOwner runs through byIndex, for each table and each 500 of owners, the statement query
+// returns for the placeholders of their owner values. It calls scan for each row (which
+// reads the row and returns its owner column's value, selected by ownerText), then add for
+// each position in owners of that owner.
 func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what string,
-	query func(t *table, in string) string, scan func(t *table, rs *sql.Rows) (any, error), add func(t *table, i int)) error {
+	statement func(t *table, in string) string, scan func(t *table, rs rowsScanner) (any, error), add func(t *table, i int)) error {
 	db, err := s.shard(shard)
 	if err != nil {
 		return err
 	}
-	return s.byIndex(ctx, db, shard, func(db querier) error {
+	return s.byIndex(ctx, db, shard, func(query lookup) error {
 		for _, t := range s.tables {
 			args, err := t.ownerArgs(owners)
 			if err != nil {
@@ -709,7 +709,7 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 				at[k] = append(at[k], i)
 			}
 			for batch := range slices.Chunk(args, armsPerStatement) {
-				rs, err := db.QueryContext(ctx, query(t, s.placeholders(1, len(batch))), batch...)
+				rs, err := query(ctx, statement(t, s.placeholders(1, len(batch))), batch...)
 				if err != nil {
 					return s.wrap(shard, fmt.Sprintf("%s of %d owners in table %s", what, len(batch), t.Table), err)
 				}
@@ -988,30 +988,6 @@ const rangesOnlySQL = "SELECT set_config('enable_bitmapscan', 'off', true), set_
 func rangesOnly(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, rangesOnlySQL)
 	return err
-}
-
-// byIndex runs read through db, or on PostgreSQL through a read-only transaction that reads
-// by index ranges only (rangesOnly), whatever the statistics say. A table a migration fills
-// from empty keeps the statistics of its first ANALYZE (one owner, say) until autovacuum
-// comes by, which may be minutes: "owner IN (500 owners)" then seems to match every row,
-// and each batch read the whole table, so the time of a migration grew with the square of
-// its size (TestLookupsUseTheIndex).
-func (s *Store) byIndex(ctx context.Context, db *sql.DB, shard int, read func(querier) error) error {
-	if s.dialect == SQLite {
-		return read(db)
-	}
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return s.wrap(shard, "begin a read", err)
-	}
-	defer tx.Rollback()
-	if err := rangesOnly(ctx, tx); err != nil {
-		return s.wrap(shard, "plan a read by index", err)
-	}
-	if err := read(tx); err != nil {
-		return err
-	}
-	return s.wrap(shard, "end a read", tx.Commit())
 }
 
 // deleteKeys returns the statement of DeleteChunk that deletes up to limit rows of owners

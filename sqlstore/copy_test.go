@@ -248,8 +248,18 @@ func TestRangesOnly(t *testing.T) {
 // then takes "owner IN (500 owners)" to match nine rows in ten, reads the whole table for
 // each batch, and a migration's time grows with the square of its size.
 func TestLookupsUseTheIndex(t *testing.T) {
+	t.Run("pgx", func(t *testing.T) { lookupsUseTheIndex(t, false) })
+	t.Run("another driver", func(t *testing.T) { lookupsUseTheIndex(t, true) })
+}
+
+// lookupsUseTheIndex is TestLookupsUseTheIndex through pgx, or through a driver whose
+// connections are not pgx's (hidePgx), which byIndex reads through in transactions.
+func lookupsUseTheIndex(t *testing.T, hidePgx bool) {
 	ctx := context.Background()
 	p, w := unanalyzed(t)
+	if hidePgx {
+		p = openFaulty(t, w.e, 1, &faults{hidePgx: true})
+	}
 	db := p.dbs[0] // shard 0 holds the control tables too
 	for _, table := range []string{"rebalance_fence", "rebalance_marks"} {
 		_, err := db.Exec("ALTER TABLE " + table + " SET (autovacuum_enabled = false)")

@@ -260,10 +260,10 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 	for i, o := range owners {
 		at[o] = append(at[o], i)
 	}
-	err = s.byIndex(ctx, db, shard, func(db querier) error {
+	err = s.byIndex(ctx, db, shard, func(query lookup) error {
 		for batch := range slices.Chunk(owners, 500) {
 			q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
-			rows, err := db.QueryContext(ctx, q, args...)
+			rows, err := query(ctx, q, args...)
 			if err != nil {
 				return s.wrap(shard, "read fences", err)
 			}

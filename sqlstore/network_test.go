@@ -47,6 +47,8 @@ type faults struct {
 	p    float64
 	rng  *rand.Rand
 	hits int
+	// hidePgx hides the pgx connection (Conn gives nil), as another driver would.
+	hidePgx bool
 }
 
 func (f *faults) arm(n int, after bool) {
@@ -265,7 +267,7 @@ func (c *faultConn) Ping(ctx context.Context) error {
 
 // Conn gives the pgx connection, so that the store's COPY paths (copyConn) still run.
 func (c *faultConn) Conn() *pgx.Conn {
-	if pc, ok := c.inner.(interface{ Conn() *pgx.Conn }); ok {
+	if pc, ok := c.inner.(interface{ Conn() *pgx.Conn }); ok && !c.f.hidePgx {
 		return pc.Conn()
 	}
 	return nil

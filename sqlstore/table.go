@@ -209,13 +209,13 @@ func (t *table) scanRow(rs *sql.Rows, extra int) ([]any, error) {
 
 // rowScanner returns a func that reads rows as scanRow does, each into the same slice: for a
 // caller that is done with a row before it reads the next.
-func (t *table) rowScanner(extra int) func(*sql.Rows) ([]any, error) {
+func (t *table) rowScanner(extra int) func(scanner) ([]any, error) {
 	row := make([]any, extra+len(t.Columns))
 	ptrs := make([]any, len(row))
 	for i := range row {
 		ptrs[i] = &row[i]
 	}
-	return func(rs *sql.Rows) ([]any, error) {
+	return func(rs scanner) ([]any, error) {
 		if err := rs.Scan(ptrs...); err != nil {
 			return nil, err
 		}
