@@ -105,6 +105,10 @@ func (d *Directory) Locate(key string) int {
 	return d.s.Locate(owner)
 }
 
+// Fallback returns the Sharder d falls back to for owners without an entry (nil for the zero
+// Directory): the rule, which places owners, where Locate places keys through their owner.
+func (d *Directory) Fallback() Sharder { return d.s }
+
 // Shards returns the fallback's number of shards, or 0 for the zero Directory.
 func (d *Directory) Shards() int {
 	if d.s == nil {

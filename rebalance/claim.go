@@ -130,15 +130,22 @@ const fingerprintProbes = 256
 // every entry. Two sharders that place keys alike (one strategy and size, built in two
 // processes, with the same entries) have the same fingerprint; two that differ in strategy,
 // size, seed or an entry have different ones, but for a chance of about 2^-64, or when they
-// agree on every probe key (they then place nearly all keys alike). A directory with no
-// entry has its rule's fingerprint, if its owner function maps the probe keys to
-// themselves. Never 0.
+// agree on every probe key (they then place nearly all keys alike). A directory (a sharder
+// with a Fallback) is probed through its rule, so one with no entry has its rule's
+// fingerprint whatever its owner function. Never 0.
 func Fingerprint(s shard.Sharder) uint64 {
 	buf := make([]byte, 0, 8*(fingerprintProbes+1))
 	put := func(v int) { buf = strconv.AppendInt(buf, int64(v), 10); buf = append(buf, ',') }
 	put(s.Shards())
+	// A directory places owners by its fallback: probed through an owner function (the
+	// part before a "/", say) the keys could all be one owner, and directories over two
+	// rules of one size would agree on every probe.
+	rule := s
+	if d, ok := s.(interface{ Fallback() shard.Sharder }); ok && d.Fallback() != nil {
+		rule = d.Fallback()
+	}
 	for i := range fingerprintProbes {
-		put(s.Locate("rebalance/fingerprint/" + strconv.Itoa(i)))
+		put(rule.Locate("rebalance/fingerprint/" + strconv.Itoa(i)))
 	}
 	h := xxhash.New()
 	h.Write(buf)

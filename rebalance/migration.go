@@ -135,10 +135,11 @@ type Migration struct {
 	finished      *atomic.Bool // shared by the values of this ID over store (locks), but a Repin's batch's own
 	finishRead    atomic.Bool  // whether Do has asked the FinishRecorder, if any
 	placementRead recheck      // when Do last found the placement served, if checked
+	claimMu       sync.Mutex   // serializes claimOnce
+	claimed       atomic.Bool  // a claim of this value recorded the placement on the shards
 	byRun, lazily atomic.Int64
 
-	// placement is what the claim records and Do checks: PlacementOf the ID (a Repin's
-	// batch may carry its rule's fingerprint as its before sharder's: see Repin.served).
+	// placement is what the claim records and Do checks: PlacementOf the ID.
 	placement Placement
 	// repin says this is a batch of a Repin (see Repin.migration): its Finish checks the
 	// owners' marks even once the batch is recorded finished.
@@ -156,11 +157,12 @@ type Migration struct {
 // through struct fields that hold a Sharder. It never compares sharders with ==, which
 // panics on a comparable value that holds an uncomparable one.
 func New(id string, before, after shard.Sharder, store Store, opts Options) (*Migration, error) {
-	return newMigration(id, before, after, store, opts, 0)
+	return newMigration(id, before, after, store, opts, 0, 0)
 }
 
-// newMigration is New for a caller that has before's Fingerprint already (0: not yet).
-func newMigration(id string, before, after shard.Sharder, store Store, opts Options, beforeFP uint64) (*Migration, error) {
+// newMigration is New for a caller that has the Fingerprints of before and after already
+// (0: not yet).
+func newMigration(id string, before, after shard.Sharder, store Store, opts Options, beforeFP, afterFP uint64) (*Migration, error) {
 	switch {
 	case id == "":
 		return nil, fmt.Errorf("rebalance: empty migration ID: %w", ErrConfig)
@@ -187,9 +189,12 @@ func newMigration(id string, before, after shard.Sharder, store Store, opts Opti
 	if beforeFP == 0 {
 		beforeFP = Fingerprint(before)
 	}
+	if afterFP == 0 {
+		afterFP = Fingerprint(after)
+	}
 	locks := lockTable(id, opts.Stripes)
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts, locks: locks,
-		finished: locks.finishedOver(store), placement: Placement{Migration: id, Before: beforeFP, After: Fingerprint(after)}}, nil
+		finished: locks.finishedOver(store), placement: Placement{Migration: id, Before: beforeFP, After: afterFP}}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.
@@ -329,6 +334,12 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		}
 	}
 	if err == nil && (mark == Copied || mark == Unmoved && m.opts.Mode == Lazy) {
+		// A move claims the shards first, as Run does: a Lazy migration moved owners that
+		// no claim announced, so another migration could claim the shards meanwhile and
+		// serve a placement that does not see them.
+		if err := m.claimOnce(ctx); err != nil {
+			return err
+		}
 		held = false
 		l.RUnlock()
 		err = m.moveLocked(ctx, l, owner, from, to, &m.lazily)
@@ -511,11 +522,11 @@ func (m *Migration) Run(ctx context.Context, owners iter.Seq[string]) error {
 		// unfinished refuses this one (started before that one finished, its before
 		// sharder does not say where the owners are, and its copies would replace their
 		// rows with what its Do wrote in the wrong place).
-		c := Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease, Placement: m.placement}
-		_, stop, err := hold(ctx, lock, c, cancel)
+		_, stop, err := hold(ctx, lock, m.claim(), cancel)
 		if err != nil {
 			return err
 		}
+		m.claimed.Store(true)
 		defer stop()
 	}
 	if total == 0 {
@@ -574,7 +585,8 @@ type UnfinishedError struct {
 	Owners    []string // the first of them, at most 10
 	// Unlisted counts owners with rows on a shard that the after sharder does not give
 	// them, found when every owner given was Done (see OwnerLister): owners not among those
-	// given. UnlistedOwners names the first 10, each with the shard.
+	// given; and owners a Run left fenced part way (see FenceLister). UnlistedOwners names
+	// the first 10, each with the shard.
 	Unlisted       int
 	UnlistedOwners []string
 }
@@ -582,7 +594,7 @@ type UnfinishedError struct {
 // Error says how many owners are left and names the first.
 func (e *UnfinishedError) Error() string {
 	if e.Left == 0 {
-		return fmt.Sprintf("rebalance: migration %q: %d owners have rows on a shard the after sharder does not give them and were not among the owners moved, among them %q: run the mover with every owner, these included, then finish", e.Migration, e.Unlisted, e.UnlistedOwners)
+		return fmt.Sprintf("rebalance: migration %q: %d owners have rows on a shard the after sharder does not give them, or were left fenced part way by a mover that stopped, and were not among the owners moved, among them %q: run the mover with every owner, these included, then finish", e.Migration, e.Unlisted, e.UnlistedOwners)
 	}
 	return fmt.Sprintf("rebalance: migration %q: %d owners not moved yet, among them %q: run the mover again", e.Migration, e.Left, e.Owners)
 }
@@ -635,6 +647,13 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if done {
 		return nil
 	}
+	// A migration no Run of this value claimed (Lazy, its owners all moved by Do; or one
+	// that moves none) claims now, so that the shards serve its placement and record it
+	// finished: else they go on serving the one before, and accept a process that routes
+	// by that one's after sharder where this one's placed new owners.
+	if err := m.claimOnce(ctx); err != nil {
+		return err
+	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
 	// on its old shard between the listing and the finish.
 	stripes := m.locks.stripes
@@ -658,6 +677,33 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		}
 	}
 	m.finished.Store(true)
+	return nil
+}
+
+// claim is the migration's Claim over a MoverLock.
+func (m *Migration) claim() Claim {
+	return Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease, Placement: m.placement}
+}
+
+// claimOnce claims the migration over a Store that is a MoverLock, unless a claim of this
+// value did, and releases the lease at once: the shards then serve its placement, refuse
+// another migration's claim until it is finished, and record its finish.
+func (m *Migration) claimOnce(ctx context.Context) error {
+	lock, ok := m.store.(MoverLock)
+	if !ok || m.claimed.Load() {
+		return nil
+	}
+	m.claimMu.Lock()
+	defer m.claimMu.Unlock()
+	if m.claimed.Load() {
+		return nil
+	}
+	_, stop, err := hold(ctx, lock, m.claim(), func(error) {})
+	if err != nil {
+		return err
+	}
+	stop()
+	m.claimed.Store(true)
 	return nil
 }
 

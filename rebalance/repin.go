@@ -29,10 +29,12 @@ import (
 // and move the same owners again, in the same batches (Drain with the same arguments), before
 // serving them: owners the crash left moved are found Done by their marks and only pinned.
 //
-// Each batch is a migration named "<ID>/<fingerprint of the directory it starts from>"
-// (Fingerprint covers the directory's entries): its marks, its claim and its finish are
-// under that name, so a batch resumed from the same directory finds its marks, and a later
-// batch moving an owner again starts afresh. Over a Store that is a MoverLock and a
+// Each batch is a migration named "<ID>/<fingerprint of the directory it starts
+// from>/<fingerprint of the directory it ends at>" (Fingerprint covers the directory's
+// entries): its marks, its claim and its finish are under that name, so a batch resumed
+// from the same directory to the same pins finds its marks, a later batch moving an owner
+// again starts afresh, and one to other pins from a directory whose batch finished
+// unsaved (a crash; a second process with a Repin of the same ID) is refused. Over a Store that is a MoverLock and a
 // PlacementChecker (the sqlstore module's is), each batch claims the shards with its
 // placement and records it finished, and Move, Drain and Do (its first, and the first
 // after each PlacementRecheck) return a *PlacementError while the shards serve a migration
@@ -117,12 +119,14 @@ func (r *Repin) batch(pins map[string]int) (*Migration, error) {
 }
 
 // migration returns the Migration from d to after, a clone of it, named by the Repin's ID
-// and the directory it starts from: while it is unfinished no other migration or Repin may
-// claim the shards, and a batch left by an error or a crash is resumed, with any owners
-// added, by the next one that starts from the same directory.
+// and the directories it starts from and ends at: while it is unfinished no other
+// migration or Repin may claim the shards, and a batch left by an error or a crash is
+// resumed by the next one from the same directory to the same pins. One to other pins,
+// after a crash kept the finished batch's pins from being saved, is another migration,
+// which the shards refuse (they serve the finished one, whose after is not this before).
 func (r *Repin) migration(after *shard.Directory) (*Migration, error) {
-	fp := Fingerprint(r.d)
-	m, err := newMigration(fmt.Sprintf("%s/%016x", r.id, fp), r.d, after, r.store, r.opts, fp)
+	from, to := Fingerprint(r.d), Fingerprint(after)
+	m, err := newMigration(fmt.Sprintf("%s/%016x/%016x", r.id, from, to), r.d, after, r.store, r.opts, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +147,7 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 		return r.cur.Do(ctx, owner, fn) // which checks the batch's placement
 	}
 	if r.placementRead.due() {
-		if _, err := r.served(ctx, r.standing()); err != nil {
+		if err := r.served(ctx, r.standing()); err != nil {
 			return err
 		}
 		r.placementRead.passed()
@@ -157,37 +161,25 @@ func (r *Repin) standing() Placement {
 	return Placement{Migration: r.id, Before: fp, After: fp}
 }
 
-// served returns p if a Store that is a PlacementChecker accepts an access routed by it (see
-// Placement.Accepts), or else, for a directory with no entry, p with the rule's fingerprint
-// as its before sharder's if that is accepted: a directory whose owner function maps the
-// fingerprint's probe keys alike places them unlike any plain sharder, and follows a
-// finished migration to its rule (one with entries places their owners unlike the rule). While
-// another migration, or another Repin's batch, is unfinished, or after one the directory
-// does not follow, an owner's rows are not where the directory says, and a batch would copy
-// "nothing" and pin the owner to an empty shard: served returns the *PlacementError.
-func (r *Repin) served(ctx context.Context, p Placement) (Placement, error) {
-	pc, ok := r.store.(PlacementChecker)
-	if !ok {
-		return p, nil
+// served returns nil if a Store that is a PlacementChecker accepts an access routed by p
+// (see Placement.Accepts). While another migration, or another Repin's batch, is unfinished,
+// or after one the directory does not follow, an owner's rows are not where the directory
+// says, and a batch would copy "nothing" and pin the owner to an empty shard: served returns
+// the *PlacementError.
+func (r *Repin) served(ctx context.Context, p Placement) error {
+	if pc, ok := r.store.(PlacementChecker); ok {
+		return pc.CheckPlacement(ctx, p)
 	}
-	err := pc.CheckPlacement(ctx, p)
-	if errors.Is(err, ErrPlacement) && r.d.Len() == 0 {
-		byRule := p
-		byRule.Before = Fingerprint(r.rule)
-		if pc.CheckPlacement(ctx, byRule) == nil {
-			return byRule, nil
-		}
-	}
-	return p, err
+	return nil
 }
 
 // Move moves every owner of pins to its shard and then pins it there in the directory, as
 // one batch. An owner must be an owner as the directory's owner function returns it, and a
 // shard in [0, Shards()) (else the error wraps shard.ErrDirectory or shard.ErrShard, and
 // nothing moves); an owner named with another shard in an unfinished batch is an error
-// wrapping ErrConfig. If the move fails, Do keeps
-// routing the batch's owners by their marks, and the next Move finishes the batch before
-// or with its own owners; nothing is pinned in the directory until every owner of the batch
+// wrapping ErrConfig. If the move fails, Do keeps routing the batch's owners by their
+// marks, and the next Move finishes that batch first, alone, then moves its own owners as
+// a batch of their own; nothing is pinned in the directory until every owner of the batch
 // is Done.
 func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
 	for o, to := range pins {
@@ -223,34 +215,41 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	if r.d == nil {
 		return errZeroRepin
 	}
+	more := false // pins names an owner the unfinished batch does not
+	for _, o := range slices.Sorted(maps.Keys(pins)) {
+		prev, ok := r.pending[o]
+		if ok && prev != pins[o] {
+			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, r.target(o, pins[o]), r.target(o, prev), ErrConfig)
+		}
+		more = more || !ok
+	}
+	// The unfinished batch ends first, alone: with more owners it would be another
+	// migration, which the shards refuse while that one is unfinished.
+	if len(r.pending) > 0 && more {
+		if err := r.move(ctx, nil); err != nil {
+			return err
+		}
+	}
 	batch := maps.Clone(r.pending)
 	if batch == nil {
 		batch = map[string]int{}
 	}
-	for _, o := range slices.Sorted(maps.Keys(pins)) {
-		to := pins[o]
-		if prev, ok := batch[o]; ok && prev != to {
-			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, r.target(o, to), r.target(o, prev), ErrConfig)
-		}
-		batch[o] = to
-	}
+	maps.Copy(batch, pins)
 	same := true // no entry changes
 	for o, to := range batch {
 		if s, ok := r.d.Pinned(o); to == unpinned && ok || to != unpinned && (!ok || s != to) {
 			same = false
 		}
 	}
-	if len(batch) == 0 {
-		return nil
-	}
 	owners := slices.Values(slices.Sorted(maps.Keys(batch)))
 	// A batch that pins an owner where the directory places it moves no row, but changes
 	// its entries, and so its fingerprint: it is recorded all the same, or the shards would
-	// refuse the directory from then on. One that changes no entry moves nothing, if the
-	// shards serve the directory (its owners' rows are where it places them).
+	// refuse the directory from then on. One that changes no entry (or has no owner: a
+	// Drain that finds none left, after a crash that kept its pins from being saved)
+	// moves nothing, if the shards serve the directory (its owners' rows are where it
+	// places them).
 	if same {
-		_, err := r.served(ctx, r.standing())
-		return err
+		return r.served(ctx, r.standing())
 	}
 	m, err := r.batch(batch)
 	if err != nil {
@@ -267,7 +266,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		if err := r.sameBatch(ctx, batch); err != nil {
 			return err
 		}
-	} else if m.placement, err = r.served(ctx, m.placement); err != nil {
+	} else if err := r.served(ctx, m.placement); err != nil {
 		return err
 	}
 	r.mu.Lock()
@@ -452,9 +451,28 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	if m.placement, err = r.served(ctx, m.placement); err != nil {
+	if err := r.served(ctx, m.placement); err != nil {
 		return err
 	}
+	// Owners left where the resized directory does not place them are named before the
+	// claim, so that a refusal changes nothing; Finish looks again, holding every owner.
+	left := &UnfinishedError{Migration: m.id}
+	if err := leftBehind(ctx, r.store, after, r.d.Shards(), left); err != nil {
+		return err
+	}
+	if left.Unlisted > 0 {
+		return fmt.Errorf("rebalance: repin %q: resize to %d shards: owners have rows where the resized directory does not place them: drain the shards removed first: %w", r.id, n, left)
+	}
+	// Do routes through the batch from here: a new owner's first write then holds its lock,
+	// which Finish takes while it lists the shards, and lands where the listing sees it.
+	r.mu.Lock()
+	r.cur = m
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.cur = nil
+		r.mu.Unlock()
+	}()
 	none := slices.Values([]string(nil))
 	// After a crash between the finish and the directory's resize, Run refuses the finished
 	// batch (ErrFinished) and Finish returns nil: it moved no owner.
@@ -469,6 +487,7 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 	}
 	r.mu.Lock() // no Do routes while the count changes
 	defer r.mu.Unlock()
+	r.cur = nil
 	if err := r.d.Resize(n); err != nil {
 		return fmt.Errorf("rebalance: repin %q: the shards serve the directory of %d shards, but resizing it failed: %w", r.id, n, err)
 	}
