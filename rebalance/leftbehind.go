@@ -20,6 +20,38 @@ type OwnerLister interface {
 	Owners(ctx context.Context, shard int) iter.Seq2[string, error]
 }
 
+// FenceLister is a SharedStore that can name the owners a migration left fenced part way on
+// a shard: importing or exporting, as a Run that stopped leaves them. Shared.Finish refuses
+// while any is (an *UnfinishedError naming them), listed or not: the after sharder's shard
+// refuses such an owner, and its old shard still takes its writes, which the listing of
+// the shards may not see (an owner fenced there does not wait for Finish), so a finish
+// would strand them.
+type FenceLister interface {
+	// Unsettled returns up to 10 owners fenced Importing or Exporting by migration on
+	// shard, and how many are.
+	Unsettled(ctx context.Context, migration string, shard int) (owners []string, n int, err error)
+}
+
+// unsettled records in left, if store is a FenceLister, the owners that migration left
+// fenced part way on each of the first shards shards.
+func unsettled(ctx context.Context, store any, shards int, left *UnfinishedError) error {
+	fl, ok := store.(FenceLister)
+	if !ok {
+		return nil
+	}
+	for s := range shards {
+		owners, n, err := fl.Unsettled(ctx, left.Migration, s)
+		if err != nil {
+			return fmt.Errorf("rebalance: migration %q: list the owners it left fenced on shard %d: %w", left.Migration, s, err)
+		}
+		left.Unlisted += n
+		for _, o := range owners[:min(len(owners), 10-min(10, len(left.UnlistedOwners)))] {
+			left.UnlistedOwners = append(left.UnlistedOwners, fmt.Sprintf("%s (fenced part way on shard %d)", o, s))
+		}
+	}
+	return nil
+}
+
 // leftBehind looks, if store is an OwnerLister, on each of the first shards shards for
 // owners whose rows are not where after places them, and records them in left.
 func leftBehind(ctx context.Context, store any, after shard.Sharder, shards int, left *UnfinishedError) error {

@@ -638,6 +638,12 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	if left.Left > 0 {
 		return left
 	}
+	if err := unsettled(ctx, m.store, max(m.before.Shards(), m.after.Shards()), left); err != nil {
+		return err
+	}
+	if left.Unlisted > 0 {
+		return left
+	}
 	var finisher uint64
 	if _, ok := m.store.(OwnerLister); ok {
 		// New owners' accesses to their old shards wait while the shards are listed, so

@@ -1060,6 +1060,26 @@ func (sel *selection) deletion() string {
 // is another owner's, which the deletion would take with it (ON DELETE CASCADE), change
 // (SET NULL) or leave referencing a row on another shard.
 func (s *Store) deleteSelected(ctx context.Context, tx *sql.Tx, refs []reference, sel *selection, owners []string) (int64, error) {
+	from := sel.t.Table
+	if sel.using != "" {
+		from += ", " + sel.using
+	}
+	if s.dialect == PostgreSQL && slices.ContainsFunc(refs, func(r reference) bool { return r.parent == sel.t }) {
+		// A row of another owner that references these, written by a transaction still
+		// open, is not seen by the look below, and its foreign key check holds the row it
+		// references (KEY SHARE): the deletion waited for it, then cascaded into it. Locked
+		// first, the rows wait for such writers, whose rows the look then sees, and later
+		// ones wait for the deletion, then fail for want of the row they reference.
+		rows, err := tx.QueryContext(ctx, fmt.Sprintf("SELECT 1 FROM %s WHERE %s FOR UPDATE OF %s", from, sel.where, sel.t.Table), sel.args...)
+		if err == nil {
+			for rows.Next() {
+			}
+			err = cmp.Or(rows.Err(), rows.Close())
+		}
+		if err != nil {
+			return 0, fmt.Errorf("lock the rows of table %s to delete: %w", sel.t.Table, err)
+		}
+	}
 	for _, r := range refs {
 		if r.parent != sel.t {
 			continue
@@ -1070,10 +1090,6 @@ func (s *Store) deleteSelected(ctx context.Context, tx *sql.Tx, refs []reference
 			return 0, err
 		}
 		q := &query{sqlite: s.dialect == SQLite, args: slices.Clone(sel.args)}
-		from := sel.t.Table
-		if sel.using != "" {
-			from += ", " + sel.using
-		}
 		fmt.Fprintf(&q.b, "SELECT CAST(rebalance_child.%s AS TEXT), CAST(rebalance_child.%s AS TEXT) FROM %s AS rebalance_child WHERE (%s) IN (SELECT %s FROM %s WHERE %s)",
 			c.Key, c.Owner, c.Table, qualified("rebalance_child", r.from), qualified(sel.t.Table, r.to), from, sel.where)
 		fmt.Fprintf(&q.b, " AND NOT COALESCE(rebalance_child.%s IN (%s), false) LIMIT 1", c.Owner, q.list(args))
@@ -1225,11 +1241,13 @@ func (s *Store) Owners(ctx context.Context, shard int) iter.Seq2[string, error] 
 func (s *Store) ownersAfter(ctx context.Context, db *sql.DB, t *table, last any, limit int) ([]any, error) {
 	q := &query{sqlite: s.dialect == SQLite}
 	o, n := t.Owner, t.Table
-	fmt.Fprintf(&q.b, "WITH RECURSIVE o(v) AS (SELECT MIN(%s) FROM %s", o, n)
+	// The least owner, then each next one, by the index: ORDER BY and LIMIT rather than MIN,
+	// which PostgreSQL 15 has not for every ordered type (uuid).
+	fmt.Fprintf(&q.b, "WITH RECURSIVE o(v) AS (SELECT (SELECT %s FROM %s", o, n)
 	if last != nil {
 		fmt.Fprintf(&q.b, " WHERE %s > %s", o, q.arg(last))
 	}
-	fmt.Fprintf(&q.b, " UNION ALL SELECT (SELECT MIN(%s) FROM %s WHERE %s > o.v) FROM o WHERE o.v IS NOT NULL) SELECT v FROM o WHERE v IS NOT NULL LIMIT %s", o, n, o, q.arg(limit))
+	fmt.Fprintf(&q.b, " ORDER BY %[1]s LIMIT 1) UNION ALL SELECT (SELECT %[1]s FROM %[2]s WHERE %[1]s > o.v ORDER BY %[1]s LIMIT 1) FROM o WHERE o.v IS NOT NULL) SELECT v FROM o WHERE v IS NOT NULL LIMIT %[3]s", o, n, q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
 		return nil, err

@@ -580,3 +580,30 @@ func toAny(xs []string) []any {
 	}
 	return out
 }
+
+// Unsettled returns up to 10 owners fenced Importing or Exporting by migration on shard, and
+// how many are (see rebalance.FenceLister).
+func (s *Store) Unsettled(ctx context.Context, migration string, shard int) ([]string, int, error) {
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows, err := db.QueryContext(ctx, fmt.Sprintf(`SELECT owner, COUNT(*) OVER () FROM rebalance_fence
+		WHERE migration = $1 AND state IN (%d, %d) ORDER BY owner LIMIT 10`, rebalance.Importing, rebalance.Exporting), migration)
+	if err != nil {
+		return nil, 0, s.wrap(shard, "list the owners fenced part way", err)
+	}
+	defer rows.Close()
+	var owners []string
+	var n int
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o, &n); err != nil {
+			return nil, 0, s.wrap(shard, "list the owners fenced part way", err)
+		}
+		owners = append(owners, o)
+	}
+	return owners, n, s.wrap(shard, "list the owners fenced part way", rows.Err())
+}
+
+var _ rebalance.FenceLister = (*Store)(nil)

@@ -262,6 +262,7 @@ type Store struct {
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
 	pgShape       string                    // PostgreSQL: what checkReferences refuses besides foreign keys
+	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
 	uncaptured    string                    // checkCapture's statement
 }
 
@@ -313,10 +314,11 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	for i, t := range s.tables {
 		names[i] = t.Table
 	}
-	// A foreign key on pg_constraint, of the schema checkReferences reads, that a table
-	// outside the Store holds (a partition's copy of its table's key does not count).
-	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND connamespace = to_regnamespace(current_schema())::oid AND NOT conrelid = ANY ('{%s}'::regclass[])",
+	// A foreign key on pg_constraint that a table outside the Store holds, in any schema (a
+	// partition's copy of its table's key does not count).
+	outside := fmt.Sprintf("contype = 'f' AND conparentid = 0 AND NOT conrelid = ANY ('{%s}'::regclass[])",
 		strings.Join(names, ","))
+	s.movedTables = strings.Join(names, ",")
 	for _, t := range s.tables {
 		t.unreferenced = fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM pg_constraint WHERE %[1]s AND confrelid = '%[2]s'::regclass)
 			AND NOT EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '%[2]s'::regclass AND NOT c.relispartition)
@@ -1052,7 +1054,8 @@ func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, e
 					JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n) AS t,
 				'' AS shape, c.oid::bigint AS ord
 				FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-				WHERE c.contype = 'f' AND c.conparentid = 0 AND n.nspname = current_schema()
+				WHERE c.contype = 'f' AND c.conparentid = 0
+					AND (n.nspname = current_schema() OR c.confrelid = ANY ('{` + s.movedTables + `}'::regclass[]))
 			UNION ALL SELECT a, b, NULL, NULL, what, 0 FROM (` + s.pgShape + `) AS shape (a, b, what)
 			) AS x ORDER BY ord` // not a partition's copy of its table's key
 	}
@@ -1208,8 +1211,10 @@ type querier interface {
 func (s *Store) checkLeftBehind(ctx context.Context, db *sql.DB) error {
 	q := "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = $1"
 	if s.dialect == PostgreSQL {
-		q = `SELECT table_name FROM information_schema.columns c WHERE table_schema = current_schema() AND column_name = $1
-			AND NOT EXISTS (SELECT 1 FROM pg_class p WHERE p.relname = c.table_name AND p.relnamespace = to_regnamespace(current_schema()) AND p.relispartition)`
+		// In every schema: a table of another one (named with it) keeps its rows as well.
+		q = `SELECT CASE WHEN table_schema = current_schema() THEN table_name ELSE table_schema || '.' || table_name END
+			FROM information_schema.columns c WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND column_name = $1
+			AND NOT EXISTS (SELECT 1 FROM pg_class p WHERE p.relname = c.table_name AND p.relnamespace = to_regnamespace(c.table_schema) AND p.relispartition)`
 	}
 	for _, t := range s.tables {
 		if t.Owner == t.Key {
