@@ -651,7 +651,9 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	// that moves none) claims now, so that the shards serve its placement and record it
 	// finished: else they go on serving the one before, and accept a process that routes
 	// by that one's after sharder where this one's placed new owners.
-	if err := m.claimOnce(ctx); err != nil {
+	// ErrFinished: the shards recorded the finish and the Store did not (a crash inside
+	// RecordFinished); this Finish completes the record.
+	if err := m.claimOnce(ctx); err != nil && !errors.Is(err, ErrFinished) {
 		return err
 	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
@@ -699,6 +701,12 @@ func (m *Migration) claimOnce(ctx context.Context) error {
 		return nil
 	}
 	_, stop, err := hold(ctx, lock, m.claim(), func(error) {})
+	if errors.Is(err, ErrMoverRunning) {
+		// Another mover's lease (a Run of another value, say): its claim recorded the
+		// placement on the shards.
+		m.claimed.Store(true)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

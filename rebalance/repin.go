@@ -189,7 +189,10 @@ func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
 	}
 	r.run.Lock()
 	defer r.run.Unlock()
-	return r.move(ctx, pins)
+	if err := r.move(ctx, pins); err != nil {
+		return err
+	}
+	return r.served(ctx, r.standing())
 }
 
 // Unpin removes the directory's entries of owners, as one batch, as Move moves: an owner
@@ -208,7 +211,10 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 	}
 	r.run.Lock()
 	defer r.run.Unlock()
-	return r.move(ctx, pins)
+	if err := r.move(ctx, pins); err != nil {
+		return err
+	}
+	return r.served(ctx, r.standing())
 }
 
 func (r *Repin) move(ctx context.Context, pins map[string]int) error {
@@ -257,7 +263,10 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	}
 	// A batch from this directory that finished before a crash kept its pins from being
 	// saved (a Drain's earlier batches): Finish lets its owners be pinned if their marks
-	// say Done, with no claim (the shards may serve the batch after it, unfinished).
+	// say Done, with no claim (the shards may serve a batch after it). A process replaying
+	// an older batch after the owner moved on pins it where its rows are not: Move, Unpin
+	// and Drain then find the directory not served and return the *PlacementError, and Do
+	// asks the shards again before it routes by it (placementRead).
 	done, err := m.recordedFinished(ctx)
 	if err != nil {
 		return err
@@ -292,6 +301,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	}
 	r.mu.Lock()
 	r.cur = nil
+	r.placementRead.forget() // Do asks again, for the directory pinned
 	r.mu.Unlock()
 	r.pending = nil
 	return nil
@@ -372,6 +382,9 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 		}
 	}
 	if err := r.move(ctx, pins); err != nil {
+		return err
+	}
+	if err := r.served(ctx, r.standing()); err != nil {
 		return err
 	}
 	return r.drained(ctx, from, owners)

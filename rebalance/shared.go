@@ -136,7 +136,9 @@ type SharedStore[Tx any] interface {
 	// SetFence sets the fence of owners on shard to state, set by migration (Serving
 	// removes the fence), in one transaction that holds each owner exclusive against Access
 	// on that shard, so that no access that read the old fence is still running when the
-	// new one is visible. It refuses a stale token. A store that waits after its commit
+	// new one is visible. It refuses a stale token, and a FenceLister refuses any state but
+	// Serving while the shard records a Finish of migration listing its owners (Finishing)
+	// or the migration finished (see FenceLister). A store that waits after its commit
 	// for writes under way around its accesses (sqlstore on PostgreSQL) may return an error
 	// with the fence changed.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
@@ -638,29 +640,33 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	if left.Left > 0 {
 		return left
 	}
-	if err := unsettled(ctx, m.store, max(m.before.Shards(), m.after.Shards()), left); err != nil {
-		return err
-	}
-	if left.Unlisted > 0 {
-		return left
-	}
 	var finisher uint64
-	if _, ok := m.store.(OwnerLister); ok {
+	_, lists := m.store.(OwnerLister)
+	if lists {
 		// New owners' accesses to their old shards wait while the shards are listed, so
-		// that none lands there between the listing and the finish. The record is this
-		// Finish's own: one that gives up (a mover deposed while a newer one finishes) ends
-		// its record only, and Finished refuses where another's replaced it.
+		// that none lands there between the listing and the finish, and a mover's fence
+		// is refused (a Run of another process, started or resumed meanwhile). The record
+		// is this Finish's own: one that gives up (a mover deposed while a newer one
+		// finishes) ends its record only, and Finished refuses where another's replaced it.
 		finisher = cmp.Or(rand.Uint64(), 1)
 		if err := m.store.Finishing(ctx, m.placement, finisher, true); err != nil {
 			return fmt.Errorf("rebalance: migration %q: record on the shards that it is being finished: %w", m.id, err)
 		}
-		err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left)
-		if err != nil || left.Unlisted > 0 {
+	}
+	// Owners fenced part way are looked for once no fence can change: those a Run fenced
+	// before the record, seen here, and none after it.
+	shards := max(m.before.Shards(), m.after.Shards())
+	err := leftBehind(ctx, m.store, m.after, shards, left)
+	if err == nil {
+		err = unsettled(ctx, m.store, shards, left)
+	}
+	if err != nil || left.Unlisted > 0 {
+		if lists {
 			if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, finisher, false); ferr != nil {
 				return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
 			}
-			return cmp.Or(err, error(left))
 		}
+		return cmp.Or(err, error(left))
 	}
 	if err := m.store.Finished(ctx, m.placement, finisher); err != nil {
 		return fmt.Errorf("rebalance: migration %q: record on the shards that it is finished: %w", m.id, err)

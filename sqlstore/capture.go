@@ -496,6 +496,9 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	if err := s.checkCapture(ctx, db, shard); err != nil {
 		return nil, err
 	}
+	if err := s.checkOutward(ctx, db, owners, shard); err != nil {
+		return nil, err
+	}
 	changed := make([]bool, len(s.tables)) // PostgreSQL: by table
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
 	var (
@@ -682,4 +685,38 @@ func firstDiff(ra, rb [][]any, key int) string {
 		}
 	}
 	return ""
+}
+
+// checkOutward returns an error wrapping ErrSchema naming a row of owners on shard that
+// references a row of a table the Store does not move (a team, a country) which shard does
+// not hold. A copy writes with the foreign key checks off where the moved tables reference
+// each other (see beginImport), so the new shard would serve a row whose declared reference
+// is broken, and a row created there later under that key would become its referent.
+func (s *Store) checkOutward(ctx context.Context, db *sql.DB, owners []string, shard int) error {
+	for _, r := range s.outward {
+		c := r.child
+		args, err := c.ownerArgs(owners)
+		if err != nil {
+			return err
+		}
+		from, to := strings.Split(r.from, ","), strings.Split(r.to, ",")
+		var set, match []string
+		for i := range from {
+			set = append(set, "rebalance_c."+from[i]+" IS NOT NULL")
+			match = append(match, "rebalance_p."+to[i]+" = rebalance_c."+from[i])
+		}
+		for batch := range slices.Chunk(args, armsPerStatement) {
+			q := fmt.Sprintf("SELECT CAST(rebalance_c.%s AS TEXT) FROM %s AS rebalance_c WHERE rebalance_c.%s IN (%s) AND %s AND NOT EXISTS (SELECT 1 FROM %s AS rebalance_p WHERE %s) LIMIT 1",
+				c.Key, c.Table, c.Owner, s.placeholders(1, len(batch)), strings.Join(set, " AND "), r.outside, strings.Join(match, " AND "))
+			var key string
+			switch err := db.QueryRowContext(ctx, q, batch...).Scan(&key); {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return s.wrap(shard, "look for references to tables not moved", err)
+			default:
+				return s.wrap(shard, "look for references to tables not moved", fmt.Errorf("row %s of table %s references a row of table %s, which the Store does not move, and this shard does not hold it: a copy would leave the reference broken; copy the rows of %s that moved owners reference to every shard first: %w", excerpt(key), c.Table, r.outside, r.outside, ErrSchema))
+			}
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -661,7 +662,53 @@ func (s *Store) sameReferences(ctx context.Context, tx *sql.Tx, shard int, refs 
 	if err == nil && !slices.Equal(now, refs) {
 		err = fmt.Errorf("the foreign keys among the tables changed during the deletion: %w", ErrSchema)
 	}
-	return cmp.Or(s.wrap(shard, "check the tables that reference the moved ones", err), s.checkCapture(ctx, tx, shard))
+	return cmp.Or(s.wrap(shard, "check the tables that reference the moved ones", err), s.checkCapture(ctx, tx, shard),
+		s.checkDeleteTriggers(ctx, tx, shard))
+}
+
+// deleteTrigger finds the header of a SQLite trigger that fires on DELETE.
+var deleteTrigger = regexp.MustCompile(`(?is)\bDELETE\s+ON\b`)
+
+// checkDeleteTriggers returns an error wrapping ErrSchema naming a trigger of the
+// application's on a moved table of shard that the deletion of old copies in tx fired (or
+// would fire): it may change rows the move does not, another owner's in another table say,
+// as a cascade would, and nothing compares them. Called before tx commits, so the
+// deletion, and what the trigger did, roll back. On PostgreSQL a mover that writes as a
+// replica (Options.ReplicaWrites) fires only triggers enabled ALWAYS or REPLICA.
+func (s *Store) checkDeleteTriggers(ctx context.Context, tx *sql.Tx, shard int) error {
+	var tbl, name string
+	var err error
+	if s.dialect == PostgreSQL {
+		enabled := "tgenabled <> 'D'"
+		if s.replicaWrites {
+			enabled = "tgenabled IN ('A', 'R')"
+		}
+		err = tx.QueryRowContext(ctx, `SELECT tgrelid::regclass::text, tgname::text FROM pg_trigger
+			WHERE tgrelid = ANY ('{`+s.movedTables+`}'::regclass[]) AND NOT tgisinternal AND tgname NOT LIKE 'rebalance\_%'
+			AND tgtype & 8 <> 0 AND `+enabled+` LIMIT 1`).Scan(&tbl, &name)
+	} else {
+		var rows *sql.Rows
+		if rows, err = tx.QueryContext(ctx, `SELECT tbl_name, name, sql FROM sqlite_master WHERE type = 'trigger' AND name NOT LIKE 'rebalance\_%' ESCAPE '\'`); err == nil {
+			err = sql.ErrNoRows
+			for rows.Next() && errors.Is(err, sql.ErrNoRows) {
+				var t, n, q string
+				if err = rows.Scan(&t, &n, &q); err == nil {
+					err = sql.ErrNoRows
+					if slices.ContainsFunc(s.tables, func(m *table) bool { return strings.EqualFold(m.Table, t) }) && deleteTrigger.MatchString(q) {
+						tbl, name, err = t, n, nil
+					}
+				}
+			}
+			err = cmp.Or(rows.Close(), rows.Err(), err)
+		}
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err == nil:
+		err = fmt.Errorf("table %s has a trigger of the application's, %s, that fires on DELETE: the deletion of old copies fires it, and it may change rows the move does not (another owner's, as a cascade would), which nothing compares; nothing was deleted; drop or disable it for the move (PostgreSQL: Options.ReplicaWrites keeps the application's triggers silent for the mover's writes): %w", tbl, name, ErrSchema)
+	}
+	return s.wrap(shard, "check the triggers of the moved tables", err)
 }
 
 // Count returns how many rows owner has on shard, in all its tables.

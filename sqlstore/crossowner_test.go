@@ -27,20 +27,26 @@ func TestReferenceAcrossOwners(t *testing.T) {
 	}
 }
 
+// movingAndStaying returns the first user that after places on shard 1 (moving there from
+// shard 0 under a grow from one shard) and the first it leaves on shard 0.
+func movingAndStaying(after shard.Sharder) (moving, staying string) {
+	for u := 1; moving == "" || staying == ""; u++ {
+		switch s := strconv.Itoa(u); {
+		case after.Locate(s) == 1 && moving == "":
+			moving = s
+		case after.Locate(s) == 0 && staying == "":
+			staying = s
+		}
+	}
+	return moving, staying
+}
+
 func referenceAcrossOwners(t *testing.T, deleteRows int) {
 	forSchema(t, 2, chatSchema, chatTables, func(t *testing.T, e *engine) {
 		ctx := context.Background()
 		before, _ := shard.NewJump(1)
 		after, _ := shard.NewJump(2)
-		a, r := 0, 0
-		for u := 1; a == 0 || r == 0; u++ {
-			if after.Locate(strconv.Itoa(u)) == 1 && a == 0 {
-				a = u
-			} else if after.Locate(strconv.Itoa(u)) == 0 && r == 0 {
-				r = u
-			}
-		}
-		ua, ur := strconv.Itoa(a), strconv.Itoa(r)
+		ua, ur := movingAndStaying(after)
 		admin := e.open(t, 2)
 		mustExec(t, admin.dbs[0], "INSERT INTO users VALUES ("+ua+", 'a', 0), ("+ur+", 'r', 0)")
 		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (10, "+ua+", 'hello', 0)")

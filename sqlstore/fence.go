@@ -315,6 +315,16 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 	if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
 		return err
 	}
+	if state != rebalance.Serving {
+		var fin sql.NullInt64
+		err := tx.QueryRowContext(ctx, "SELECT MAX(finished) FROM rebalance_placement WHERE migration = $1", migration).Scan(&fin)
+		if err == nil && fin.Int64 > 0 {
+			err = fenceWhileFinishing(migration, map[bool]int64{true: -3, false: -2}[fin.Int64 == 1])
+		}
+		if err != nil {
+			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
+		}
+	}
 	for batch := range slices.Chunk(owners, 500) {
 		var q string
 		var args []any
@@ -357,8 +367,11 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	}
 	slices.Sort(keys)
 	var newest int64
-	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8)",
-		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token)).Scan(&newest)
+	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token), placementNS).Scan(&newest)
+	if err == nil {
+		err = fenceWhileFinishing(migration, newest)
+	}
 	if err != nil {
 		return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
 	}
@@ -607,3 +620,18 @@ func (s *Store) Unsettled(ctx context.Context, migration string, shard int) ([]s
 }
 
 var _ rebalance.FenceLister = (*Store)(nil)
+
+// fenceWhileFinishing is the error of a fence refused because the shard records migration
+// finished (code -3) or a Finish of it listing the owners (code -2), else nil. A Run fencing
+// an owner then (another process's, started or resumed) would leave it importing on its
+// new shard and exporting on its old one after the finish: refused on the first for good,
+// written on the second where no router reads it, unseen by the listing.
+func fenceWhileFinishing(migration string, code int64) error {
+	switch code {
+	case -3:
+		return fmt.Errorf("migration %q is finished here: a mover may not fence owners any more: %w", migration, rebalance.ErrFinished)
+	case -2:
+		return fmt.Errorf("a Finish of migration %q is listing the owners here: fence again once it ends: %w", migration, rebalance.ErrMoverRunning)
+	}
+	return nil
+}

@@ -28,6 +28,8 @@ func tenantOf(key string) string {
 // key has the same owner and both rules put that owner on one shard, and the count and the
 // (empty) entries agree. Its writes go where Rendezvous places a tenant, where the served
 // directory does not read them.
+// That was the code before: a directory is probed through its rule now, and the stale
+// process is refused.
 func TestFingerprintProbesTheRule(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()

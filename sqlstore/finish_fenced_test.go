@@ -4,48 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"iter"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
-	"github.com/shardkit/shard/sqlstore"
 )
-
-// advStore is a Store whose CopyChunk fails while failCopy is set (a network error, an
-// operator's interrupt), and whose Owners runs afterList once it listed a shard (what
-// another process does meanwhile). Every other method, and the optional interfaces, are
-// the Store's own.
-type advStore struct {
-	*sqlstore.Store
-	failCopy  atomic.Bool
-	afterList func(shard int)
-}
-
-func (s *advStore) CopyChunk(ctx context.Context, m string, tok uint64, o []string, from, to int, after []rebalance.Cursor, limit int) ([]rebalance.Cursor, int, bool, error) {
-	if s.failCopy.Load() {
-		return nil, 0, false, errors.New("adversary: connection reset by peer")
-	}
-	return s.Store.CopyChunk(ctx, m, tok, o, from, to, after, limit)
-}
-
-func (s *advStore) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
-	inner := s.Store.Owners(ctx, shard)
-	return func(yield func(string, error) bool) {
-		for o, err := range inner {
-			if !yield(o, err) {
-				return
-			}
-		}
-		if s.afterList != nil {
-			s.afterList(shard)
-		}
-	}
-}
 
 // TestFinishRefusesOwnersFencedPartWay: the wait that keeps a new owner's first
 // write off its old shard while Finish lists the shards (SharedStore.Finishing) applies only
@@ -78,7 +44,7 @@ func TestFinishRefusesOwnersFencedPartWay(t *testing.T) {
 		admin := e.open(t, 2)
 		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'a1', 0), (2, "+ub+", 1, 'b1', 0)")
 
-		mover := &advStore{Store: e.open(t, 4).store}
+		mover := &raceStore{Store: e.open(t, 4).store}
 		m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](mover), rebalance.SharedOptions{})
 		if err != nil {
 			t.Fatal(err)

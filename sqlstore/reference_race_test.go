@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -54,15 +53,7 @@ func TestReferenceAcrossOwnersRace(t *testing.T) {
 		ctx := context.Background()
 		before, _ := shard.NewJump(1)
 		after, _ := shard.NewJump(2)
-		a, r := 0, 0
-		for u := 1; a == 0 || r == 0; u++ {
-			if after.Locate(strconv.Itoa(u)) == 1 && a == 0 {
-				a = u
-			} else if after.Locate(strconv.Itoa(u)) == 0 && r == 0 {
-				r = u
-			}
-		}
-		ua, ur := strconv.Itoa(a), strconv.Itoa(r)
+		ua, ur := movingAndStaying(after)
 		admin := e.open(t, 2)
 		mustExec(t, admin.dbs[0], "INSERT INTO users VALUES ("+ua+", 'a', 0), ("+ur+", 'r', 0)")
 		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (10, "+ua+", 'hello', 0)")

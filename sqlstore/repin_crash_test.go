@@ -48,6 +48,9 @@ func rowsOf(t *testing.T, p *proc, u string, s int) int {
 // placement was checked less than PlacementRecheck ago) and the user's first message lands
 // on shard 2. Resize returns nil; the resized directory places the user on shard 0 or 1,
 // and the acknowledged message stays on shard 2, which nothing reads any more.
+// That was the code before: Do now routes through the resize batch, whose Finish holds every
+// owner while it lists the shards, so the write waits and lands where the resized directory
+// places the user.
 func TestResizeHoldsANewOwner(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -124,6 +127,8 @@ func TestResizeHoldsANewOwner(t *testing.T) {
 // empty (it is: P moved u) and pins u to Q's shard, which holds none of u's rows, and
 // returns nil. Q's saved directory places u where u's rows are not; Q's Do, inside the
 // placement recheck interval, writes u's next message there and reads none of u's rows.
+// That was the code before: Q's batch is now named by the directory it ends at too, and is
+// refused.
 func TestTwoProcessesOneRepinID(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -178,6 +183,7 @@ func TestTwoProcessesOneRepinID(t *testing.T) {
 // finished batch's name, and u's marks say Done: Move pins u to shard b, which holds none
 // of its rows, and returns nil. The directory saved after it places u where its rows are
 // not; every process that loads it is refused from then on (the shards serve the pin to a).
+// That was the code before: the batch to another shard is another migration now, refused.
 func TestRestartPinsElsewhereRefused(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -216,6 +222,7 @@ func TestRestartPinsElsewhereRefused(t *testing.T) {
 // same to now finds the other shard the least loaded. The batch has the finished one's name,
 // the owners' marks say Done and shard 2 is empty: Drain pins every drained owner to the
 // other shard, where none of their rows are, and returns nil.
+// That was the code before: batches to other shards are other migrations now, refused.
 func TestDrainRestartedChoosingOtherwise(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -298,6 +305,8 @@ func listed(t *testing.T, st *sqlstore.Store, s int) func(func(string) bool) {
 // shard 2, so no batch starts, and Drain checks that the shard is empty, which it is, and
 // returns nil. The directory still places every drained owner on shard 2, which holds none
 // of their rows; nothing asked the shards whether they serve that directory (they do not).
+// That was the code before: a Drain with nothing to move asks whether the shards serve the
+// directory, and is refused.
 func TestDrainRestartedFindingNone(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -334,6 +343,7 @@ func TestDrainRestartedFindingNone(t *testing.T) {
 // nil and the shards serve the Repin's directory, which places v on its old shard. A read
 // of v through the Repin finds none of v's acknowledged rows (they are on shard 3, where no
 // router it serves reads), and the grow is refused from then on.
+// That was the code before: a lazy move claims the shards first, so the Repin is refused.
 func TestLazyMovesClaim(t *testing.T) {
 	forEngines(t, 4, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -392,6 +402,8 @@ func TestLazyMovesClaim(t *testing.T) {
 // no placement there: a process still routing by 2 shards (a Repin over the 2-shard
 // directory, as the application's router) is accepted by the placement check, long after
 // PlacementRecheck, and writes where the 3-shard layout does not read.
+// That was the code before: Finish claims first, so the shards record the finish and refuse
+// the process routing by two shards.
 func TestLazyFinishRecorded(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()

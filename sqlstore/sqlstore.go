@@ -262,6 +262,7 @@ type Store struct {
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
 	pgShape       string                    // PostgreSQL: what checkReferences refuses besides foreign keys
+	outward       []reference               // foreign keys of moved tables to tables not moved (Init)
 	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
 	uncaptured    string                    // checkCapture's statement
 }
@@ -508,10 +509,11 @@ BEGIN
 END
 $f$`, `
 CREATE OR REPLACE FUNCTION rebalance_set_fence(ns integer, epoch_ns integer, mkey integer, keys integer[],
-	owners text[], st integer, m text, tok bigint) RETURNS bigint
+	owners text[], st integer, m text, tok bigint, pns integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $f$
 DECLARE
 	newest bigint;
+	fin integer;
 BEGIN
 	-- The migration's token lock shared (a claim takes it exclusive), then the owners
 	-- exclusive in the order of keys (sorted by the caller: no deadlock between two changes),
@@ -519,6 +521,17 @@ BEGIN
 	PERFORM pg_advisory_xact_lock_shared(epoch_ns, mkey);
 	PERFORM pg_advisory_xact_lock(ns, k) FROM unnest(keys) AS k;
 ` + pgNewestToken + `
+	IF st <> 0 THEN
+		-- Not while a Finish lists the owners (it holds the placement lock exclusive to
+		-- record that), nor once it finished: see fenceWhileFinishing.
+		PERFORM pg_advisory_xact_lock_shared(pns, 0);
+		SELECT max(finished) INTO fin FROM rebalance_placement WHERE migration = m;
+		IF fin = 1 THEN
+			RETURN -3;
+		ELSIF fin > 1 THEN
+			RETURN -2;
+		END IF;
+	END IF;
 	IF st = 0 THEN
 		DELETE FROM rebalance_fence WHERE owner = ANY(owners);
 	ELSE
@@ -652,7 +665,12 @@ func (s *Store) Init(ctx context.Context) error {
 		if err != nil {
 			return s.wrap(i, "check the tables' references and visibility", err)
 		}
-		s.foreignKeys = s.foreignKeys || slices.ContainsFunc(refs, func(r reference) bool { return r.child != r.parent })
+		s.foreignKeys = s.foreignKeys || slices.ContainsFunc(refs, func(r reference) bool { return r.parent != nil && r.child != r.parent })
+		for _, r := range refs {
+			if r.parent == nil && !slices.Contains(s.outward, r) {
+				s.outward = append(s.outward, r)
+			}
+		}
 		if err := s.checkLeftBehind(ctx, db); err != nil {
 			return s.wrap(i, "check the other tables", err)
 		}
@@ -1030,7 +1048,8 @@ func sqliteAffinity(typ string) string {
 // reference is a foreign key from one of the Store's tables (child) to one of them (parent,
 // maybe child itself): the child's columns from reference the parent's columns to.
 type reference struct {
-	child, parent *table
+	child, parent *table // parent nil: a table the Store does not move, named outside
+	outside       string // that table's name
 	from, to      string // column lists, comma separated
 }
 
@@ -1078,6 +1097,8 @@ func (s *Store) checkReferences(ctx context.Context, db querier) ([]reference, e
 		switch {
 		case shape != "":
 			return nil, shapeError(child, parent, shape)
+		case p < 0 && c >= 0:
+			refs = append(refs, reference{child: s.tables[c], outside: parent, from: from.String, to: to.String})
 		case p < 0:
 		case c < 0:
 			return nil, outsideReference(child, parent)
