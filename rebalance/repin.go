@@ -34,14 +34,15 @@ import (
 // entries): its marks, its claim and its finish are under that name, so a batch resumed
 // from the same directory to the same pins finds its marks, a later batch moving an owner
 // again starts afresh, and one to other pins from a directory whose batch finished
-// unsaved (a crash; a second process with a Repin of the same ID) is refused. Over a Store that is a MoverLock and a
-// PlacementChecker (the sqlstore module's is), each batch claims the shards with its
-// placement and records it finished, and Move, Drain and Do (its first, and the first
-// after each PlacementRecheck) return a *PlacementError while the shards serve a migration
-// the directory does not follow: one unfinished (another migration, or another Repin's
-// batch), whose owners are not all where the directory places them, or a finished one whose
-// after sharder is not the directory (a directory without a pin another Repin made). Change
-// the directory's shard count with Resize, which records the change the same way.
+// unsaved (a crash; a second process with a Repin of the same ID) is refused. Over a
+// Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each batch
+// claims the shards with its placement and records it finished, and Move, Drain and Do
+// (its first, the first after each PlacementRecheck, and the first after each batch)
+// return a *PlacementError while the shards serve a migration the directory does not
+// follow: one unfinished (another migration, or another Repin's batch), whose owners are
+// not all where the directory places them, or a finished one whose after sharder is not
+// the directory (a directory without a pin another Repin made). Change the directory's
+// shard count with Resize, which records the change the same way.
 //
 // All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
 // moves nothing: its methods return an error wrapping ErrConfig.
