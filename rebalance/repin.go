@@ -44,8 +44,11 @@ import (
 // the directory (a directory without a pin another Repin made). Change the directory's
 // shard count with Resize, which records the change the same way.
 //
-// All methods are safe for concurrent use; Move and Drain run one at a time. The zero Repin
-// moves nothing: its methods return an error wrapping ErrConfig.
+// All methods are safe for concurrent use; Move and Drain run one at a time. Make one Repin
+// per ID in a process and share it between the application's requests and the operator's
+// calls: a second value of the ID routes by its own directory outside the first one's
+// batch, and a write through it during that batch can land on an old copy the batch then
+// deletes. The zero Repin moves nothing: its methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
 	d     *shard.Directory
