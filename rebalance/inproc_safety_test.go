@@ -207,8 +207,8 @@ func TestResumeWithANewValueWaitsForTheFirstValuesDo(t *testing.T) {
 func TestLockTablesAreDroppedWithTheirMigrations(t *testing.T) {
 	w := newWorld(t, 1, 2, 3)
 	ids := func() int {
-		lockTables.Lock()
-		defer lockTables.Unlock()
+		lockTables.mu.Lock()
+		defer lockTables.mu.Unlock()
 		n := 0
 		for id := range lockTables.byID {
 			if len(id) > 8 && id[:8] == "dropped-" {

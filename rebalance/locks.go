@@ -50,33 +50,44 @@ func (l *stripeTable) of(owner string) *sync.RWMutex {
 	return &l.stripes[keyhash.XXH64(owner)%uint64(len(l.stripes))]
 }
 
-// lockTables maps a migration ID to the locks its live Migration values share. It holds
-// weak pointers, and a cleanup deletes an ID's entry once no value of it is reachable, so
-// it holds at most one entry per ID that a live Migration uses, not one per ID ever made.
-var lockTables = struct {
-	sync.Mutex
-	byID map[string]weak.Pointer[stripeTable]
-}{byID: map[string]weak.Pointer[stripeTable]{}}
+// perID maps a key (a migration ID, a Repin ID and its Store) to the value its live users
+// in this process share (the locks of a Migration ID, the batch of a Repin). It holds weak
+// pointers, and a cleanup deletes a key's entry once no user of the value is reachable, so
+// it holds at most one entry per key in use, not one per key ever made.
+type perID[K comparable, T any] struct {
+	mu   sync.Mutex
+	byID map[K]weak.Pointer[T]
+}
+
+// get returns the value of id, made by make if no live user of id holds one.
+func (p *perID[K, T]) get(id K, make func() *T) *T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v := p.byID[id].Value(); v != nil {
+		return v
+	}
+	v := make()
+	wp := weak.Make(v)
+	if p.byID == nil {
+		p.byID = map[K]weak.Pointer[T]{}
+	}
+	p.byID[id] = wp
+	// The cleanup holds wp, which does not keep v alive; it deletes the entry only if no
+	// newer value of id replaced it meanwhile.
+	runtime.AddCleanup(v, func(id K) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.byID[id] == wp {
+			delete(p.byID, id)
+		}
+	}, id)
+	return v
+}
+
+var lockTables perID[string, stripeTable]
 
 // lockTable returns the locks of migration id, made with n stripes if no live Migration of
 // id has them; otherwise the existing ones, whatever their number of stripes.
 func lockTable(id string, n int) *stripeTable {
-	lockTables.Lock()
-	defer lockTables.Unlock()
-	if l := lockTables.byID[id].Value(); l != nil {
-		return l
-	}
-	l := &stripeTable{stripes: make([]sync.RWMutex, n)}
-	wp := weak.Make(l)
-	lockTables.byID[id] = wp
-	// The cleanup holds wp, which does not keep l alive; it deletes the entry only if no
-	// newer table of id replaced it meanwhile.
-	runtime.AddCleanup(l, func(id string) {
-		lockTables.Lock()
-		defer lockTables.Unlock()
-		if lockTables.byID[id] == wp {
-			delete(lockTables.byID, id)
-		}
-	}, id)
-	return l
+	return lockTables.get(id, func() *stripeTable { return &stripeTable{stripes: make([]sync.RWMutex, n)} })
 }

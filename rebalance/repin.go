@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ import (
 // entries): its marks, its claim and its finish are under that name, so a batch resumed
 // from the same directory to the same pins finds its marks, a later batch moving an owner
 // again starts afresh, and one to other pins from a directory whose batch finished
-// unsaved (a crash; a second process with a Repin of the same ID) is refused. Over a
+// unsaved (a crash; a second process with a Repin of the same ID) is refused, and so is
+// one repeated after its pins were undone (pin, unpin, pin again: ErrFinished; move with a
+// new ID). Over a
 // Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each batch
 // claims the shards with its placement and records it finished, and Move, Drain and Do
 // (its first, the first after each PlacementRecheck, and the first after each batch)
@@ -44,11 +47,13 @@ import (
 // the directory (a directory without a pin another Repin made). Change the directory's
 // shard count with Resize, which records the change the same way.
 //
-// All methods are safe for concurrent use; Move and Drain run one at a time. Make one Repin
-// per ID in a process and share it between the application's requests and the operator's
-// calls: a second value of the ID routes by its own directory outside the first one's
-// batch, and a write through it during that batch can land on an old copy the batch then
-// deletes. The zero Repin moves nothing: its methods return an error wrapping ErrConfig.
+// All methods are safe for concurrent use. The Repin values of one ID over one Store (the
+// same value) in a process share the batch under way: Move, Unpin, Drain and Resize of any of them run one at a time, and
+// Do of each routes through the batch another one runs, then asks the shards again, so a
+// value whose directory lacks the batch's pins is refused (ErrPlacement) rather than
+// writing on an old copy. Make one Repin per ID in a process and share it between the
+// application's requests and the operator's calls. The zero Repin moves nothing: its
+// methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
 	d     *shard.Directory
@@ -56,15 +61,65 @@ type Repin struct {
 	store Store
 	opts  Options
 
+	sh *repinShared // what the ID's values in this process share
+
+	placementRead recheck       // when Do last found the placement served, if checked
+	seen          atomic.Uint64 // sh.ended at that check
+
+	pending map[string]int // the batch left unfinished by an error: the next Move ends it; guarded by sh.run
+}
+
+// repinShared is what every Repin value of one ID in this process shares (see repinTables):
+// a second value (an admin handler's beside the application's) routes through the batch
+// under way as the first does, and asks the shards again after each batch, so that it
+// neither writes on an old copy a batch is about to delete nor routes by a directory
+// without the batch's pins.
+type repinShared struct {
+	run sync.Mutex // serializes Move, Unpin, Drain and Resize
+
 	// Do holds mu shared while it routes and runs fn, so that a batch is published only
 	// when no access routed without it is still running.
-	mu  sync.RWMutex
-	cur *Migration // the batch under way or left by an error, nil between batches
+	mu    sync.RWMutex
+	cur   *Migration       // the batch under way or left by an error, nil between batches
+	ended atomic.Uint64    // batches ended (directories changed): Do asks the shards again
+	dir   *shard.Directory // the directory the last batch ended at, and its Fingerprint
+	at    uint64
+}
 
-	placementRead recheck // when Do last found the placement served, if checked
+// end records that a batch ended with the directory d; the caller holds mu.
+func (sh *repinShared) end(d *shard.Directory) {
+	sh.cur, sh.dir, sh.at = nil, d, Fingerprint(d)
+	sh.ended.Add(1)
+}
 
-	run     sync.Mutex     // serializes Move and Drain, and guards the field below
-	pending map[string]int // the batch left unfinished by an error: the next Move ends it
+// knows returns an error wrapping ErrPlacement if the last batch of the ID ended at another
+// directory than d, with other entries: d lacks that batch's pins (whether or not the store
+// can tell). The caller holds mu shared.
+func (sh *repinShared) knows(id string, d *shard.Directory) error {
+	if sh.dir == nil || sh.dir == d {
+		return nil
+	}
+	if fp := Fingerprint(d); fp != sh.at {
+		return fmt.Errorf("rebalance: repin %q: another Repin of this ID in this process moved owners to the directory %016x; this one's is %016x: load the saved directory: %w", id, sh.at, fp, ErrPlacement)
+	}
+	return nil
+}
+
+// repinTables holds the repinShared of each Repin ID and Store in use. Values over two
+// Stores do not share (two clusters may use one ID), and neither do values over a Store that
+// cannot be a map key.
+var repinTables perID[repinKey, repinShared]
+
+type repinKey struct {
+	id    string
+	store Store
+}
+
+func sharedOf(id string, store Store) *repinShared {
+	if v := reflect.ValueOf(store); !v.IsValid() || !v.Comparable() {
+		return new(repinShared)
+	}
+	return repinTables.get(repinKey{id, store}, func() *repinShared { return new(repinShared) })
 }
 
 // NewRepin returns a Repin with the given ID that moves owners of d. rule is a second
@@ -80,6 +135,7 @@ func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, op
 		return nil, fmt.Errorf("rebalance: repin %q: nil directory or rule: %w", id, ErrConfig)
 	}
 	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts}
+	r.sh = sharedOf(id, store)
 	// A batch of no owner checks the rest of the arguments as every batch will.
 	if _, err := r.batch(nil); err != nil {
 		return nil, err
@@ -145,16 +201,20 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 	if r.d == nil {
 		return errZeroRepin
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.cur != nil {
-		return r.cur.Do(ctx, owner, fn) // which checks the batch's placement
+	r.sh.mu.RLock()
+	defer r.sh.mu.RUnlock()
+	if r.sh.cur != nil {
+		return r.sh.cur.Do(ctx, owner, fn) // which checks the batch's placement
 	}
-	if r.placementRead.due() {
+	if ended := r.sh.ended.Load(); r.placementRead.due() || r.seen.Load() != ended {
+		if err := r.sh.knows(r.id, r.d); err != nil {
+			return err
+		}
 		if err := r.served(ctx, r.standing()); err != nil {
 			return err
 		}
 		r.placementRead.passed()
+		r.seen.Store(ended)
 	}
 	return fn(r.d.Locate(owner))
 }
@@ -186,13 +246,16 @@ func (r *Repin) served(ctx context.Context, p Placement) error {
 // a batch of their own; nothing is pinned in the directory until every owner of the batch
 // is Done.
 func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
+	if r.d == nil {
+		return errZeroRepin
+	}
 	for o, to := range pins {
 		if to < 0 {
 			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: %w", r.id, o, to, shard.ErrShard)
 		}
 	}
-	r.run.Lock()
-	defer r.run.Unlock()
+	r.sh.run.Lock()
+	defer r.sh.run.Unlock()
 	if err := r.move(ctx, pins); err != nil {
 		return err
 	}
@@ -213,8 +276,8 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 	for _, o := range owners {
 		pins[o] = unpinned // an owner without an entry stays where it is
 	}
-	r.run.Lock()
-	defer r.run.Unlock()
+	r.sh.run.Lock()
+	defer r.sh.run.Unlock()
 	if err := r.move(ctx, pins); err != nil {
 		return err
 	}
@@ -222,9 +285,6 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 }
 
 func (r *Repin) move(ctx context.Context, pins map[string]int) error {
-	if r.d == nil {
-		return errZeroRepin
-	}
 	more := false // pins names an owner the unfinished batch does not
 	for _, o := range slices.Sorted(maps.Keys(pins)) {
 		prev, ok := r.pending[o]
@@ -276,15 +336,21 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		return err
 	}
 	if done {
+		// While the shards serve the directory as it stands, this is no batch a crash left
+		// unsaved but one repeated after its pins were undone (pin, unpin, pin again): its
+		// marks say Done of owners it would not move.
+		if _, ok := r.store.(PlacementChecker); ok && r.served(ctx, r.standing()) == nil {
+			return fmt.Errorf("rebalance: repin %q: a batch from this directory to these pins finished before, and the shards serve the directory without them: the pins were undone since; move with a new ID: %w", r.id, ErrFinished)
+		}
 		if err := r.sameBatch(ctx, batch); err != nil {
 			return err
 		}
 	} else if err := r.served(ctx, m.placement); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	r.cur = m
-	r.mu.Unlock()
+	r.sh.mu.Lock()
+	r.sh.cur = m
+	r.sh.mu.Unlock()
 	r.pending = batch
 	if !done {
 		if err := m.Run(ctx, owners); err != nil {
@@ -303,10 +369,9 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 			return fmt.Errorf("rebalance: repin %q: the batch moved, but pinning it failed: %w", r.id, err)
 		}
 	}
-	r.mu.Lock()
-	r.cur = nil
-	r.placementRead.forget() // Do asks again, for the directory pinned
-	r.mu.Unlock()
+	r.sh.mu.Lock()
+	r.sh.end(r.d) // Do asks again, for the directory pinned
+	r.sh.mu.Unlock()
 	r.pending = nil
 	return nil
 }
@@ -328,7 +393,7 @@ func (r *Repin) sameBatch(ctx context.Context, batch map[string]int) error {
 		}
 		if n > 0 {
 			return fmt.Errorf("rebalance: repin %q: owner %.64q: a batch from this directory finished before, yet shard %d still holds %d rows of the owner: the directory came back to an earlier state; move with a new ID: %w",
-				r.id, o, from, n, ErrConfig)
+				r.id, o, from, n, ErrFinished)
 		}
 	}
 	return nil
@@ -359,8 +424,8 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 	if r.d == nil {
 		return errZeroRepin
 	}
-	r.run.Lock()
-	defer r.run.Unlock()
+	r.sh.run.Lock()
+	defer r.sh.run.Unlock()
 	var onto []string
 	for _, o := range slices.Sorted(maps.Keys(r.pending)) {
 		if r.target(o, r.pending[o]) == from {
@@ -435,8 +500,8 @@ func (r *Repin) Resize(ctx context.Context, n int) error {
 	if r.d == nil {
 		return errZeroRepin
 	}
-	r.run.Lock()
-	defer r.run.Unlock()
+	r.sh.run.Lock()
+	defer r.sh.run.Unlock()
 	if len(r.pending) > 0 {
 		return fmt.Errorf("rebalance: repin %q: resize to %d shards: an unfinished batch moves %d owners: finish it with Move first: %w", r.id, n, len(r.pending), ErrConfig)
 	}
@@ -482,13 +547,13 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 	}
 	// Do routes through the batch from here: a new owner's first write then holds its lock,
 	// which Finish takes while it lists the shards, and lands where the listing sees it.
-	r.mu.Lock()
-	r.cur = m
-	r.mu.Unlock()
+	r.sh.mu.Lock()
+	r.sh.cur = m
+	r.sh.mu.Unlock()
 	defer func() {
-		r.mu.Lock()
-		r.cur = nil
-		r.mu.Unlock()
+		r.sh.mu.Lock()
+		r.sh.cur = nil
+		r.sh.mu.Unlock()
 	}()
 	none := slices.Values([]string(nil))
 	// After a crash between the finish and the directory's resize, Run refuses the finished
@@ -502,12 +567,12 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 		}
 		return err
 	}
-	r.mu.Lock() // no Do routes while the count changes
-	defer r.mu.Unlock()
-	r.cur = nil
+	r.sh.mu.Lock() // no Do routes while the count changes
+	defer r.sh.mu.Unlock()
+	r.sh.cur = nil
 	if err := r.d.Resize(n); err != nil {
 		return fmt.Errorf("rebalance: repin %q: the shards serve the directory of %d shards, but resizing it failed: %w", r.id, n, err)
 	}
-	r.placementRead.forget() // Do asks again, for the resized directory
+	r.sh.end(r.d) // Do asks again, for the resized directory
 	return nil
 }

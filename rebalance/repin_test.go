@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardkit/shard"
 	"github.com/stretchr/testify/require"
@@ -230,4 +231,77 @@ func TestRepinRejects(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rule.Resize(5))
 	require.ErrorIs(t, r.Move(ctx, map[string]int{w.owners[0]: 1}), ErrConfig, "a rule resized behind the Repin")
+}
+
+// Two Repin values of one ID over one Store in a process, over directories loaded from the
+// same entries, the Store one that cannot check placements: a write through the second value while the
+// first moves its owner waits for the move and lands on the new shard, and once the batch
+// ended the second value, whose directory lacks the pin, is refused rather than writing on
+// the old shard, where nothing reads.
+func TestRepinValuesOfOneIDShareTheBatch(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 50)
+	st := &hookStore{memStore: w.store}
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	op, err := NewRepin("shared", w.d, rule, st, Options{})
+	require.NoError(t, err)
+	fallback, err := shard.NewJump(4)
+	require.NoError(t, err)
+	other := shard.NewDirectory(fallback, nil)
+	require.NoError(t, other.Load(w.d.Entries()))
+	rule2, err := shard.NewJump(4)
+	require.NoError(t, err)
+	app, err := NewRepin("shared", other, rule2, st, Options{})
+	require.NoError(t, err)
+
+	hot := w.owners[3]
+	to := (w.d.Locate(hot) + 1) % 4
+	done := make(chan error, 1)
+	var once atomic.Bool
+	hook := func(o string, m Mark) {
+		if o != hot || m != Copied || !once.CompareAndSwap(false, true) {
+			return
+		}
+		go func() {
+			done <- app.Do(ctx, hot, func(s int) error {
+				w.store.put(s, hot, 100, "acknowledged")
+				w.rows[hot].Add(1)
+				return nil
+			})
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(300 * time.Millisecond): // Do waits for the move, as it should
+		}
+	}
+	st.beforeMark.Store(&hook)
+	require.NoError(t, op.Move(ctx, map[string]int{hot: to}))
+	require.True(t, once.Load())
+	require.NoError(t, <-done)
+	w.check(t, op)
+	require.ErrorIs(t, app.Do(ctx, hot, func(int) error { return nil }), ErrPlacement)
+	require.NoError(t, other.Pin(hot, to)) // the saved directory, loaded
+	require.NoError(t, app.Do(ctx, hot, func(s int) error {
+		require.Equal(t, to, s)
+		return nil
+	}))
+}
+
+// Repins of one ID over two Stores (two clusters managed by one process) share nothing: a
+// batch of one neither holds nor refuses the other's accesses.
+func TestRepinValuesOverTwoStoresApart(t *testing.T) {
+	ctx := context.Background()
+	one, two := newRepinWorld(t, 20), newRepinWorld(t, 20)
+	a, b := one.repin(t, "cluster"), two.repin(t, "cluster")
+	hot := one.owners[0]
+	require.NoError(t, a.Move(ctx, map[string]int{hot: (one.d.Locate(hot) + 1) % 4}))
+	require.NoError(t, b.Do(ctx, hot, func(s int) error {
+		require.Equal(t, two.d.Locate(hot), s)
+		return nil
+	}))
+	require.NoError(t, b.Move(ctx, map[string]int{hot: (two.d.Locate(hot) + 2) % 4}))
+	one.check(t, a)
+	two.check(t, b)
 }

@@ -93,7 +93,9 @@ func TestStaleRepinReplaysAnOlderBatch(t *testing.T) {
 // directory the shards serve (no entry: the rule's shard) never reads it. After the
 // interval every Do of every owner through this Repin is refused, and so is every Move:
 // the Repin is wedged, with u's message on a shard no accepted router reads.
-// That was the code before: the second pin is refused (ErrPlacement).
+// That was the code before: the second pin is refused (ErrFinished: the shards serve the
+// directory as it stands, so the finished batch is no crash's to resume), before it
+// changes the directory, and the Repin keeps serving and moving.
 func TestRepinPinUnpinPinAnOwnerWithoutRows(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -117,6 +119,21 @@ func TestRepinPinUnpinPinAnOwnerWithoutRows(t *testing.T) {
 		}
 		if err := r.Move(ctx, map[string]int{u: a}); err != nil {
 			t.Logf("second pin refused: %v", err)
+			if !errors.Is(err, rebalance.ErrFinished) {
+				t.Errorf("second pin refused with %v, want ErrFinished", err)
+			}
+			if _, ok := d.Pinned(u); ok {
+				t.Errorf("the refused pin of user %s is left in the directory", u)
+			}
+			if err := r.Do(ctx, u, func(s int) error { return insertAcked(ctx, e, p, w, u, s) }); err != nil {
+				t.Errorf("Do of user %s after the refused pin: %v", u, err)
+			}
+			if err := r.Move(ctx, map[string]int{w.users[1]: (d.Locate(w.users[1]) + 1) % 3}); err != nil {
+				t.Errorf("a Move of another user after the refused pin: %v", err)
+			}
+			if v := w.verify(t, admin, d); v.lost+v.misplaced != 0 {
+				t.Errorf("against the directory: %v", v)
+			}
 			return
 		}
 		t.Errorf("second pin of user %s to shard %d returned nil without a claim; the shards serve the directory without the entry", u, a)

@@ -298,7 +298,7 @@ func TestRepinOfAStaleDirectory(t *testing.T) {
 // TestRepinBackToAnEarlierDirectory: a Repin pins a user to another shard, a second Repin
 // unpins it (its rows move back), and after a restart the operator moves it again with the
 // first Repin's ID, from the directory as it was before the first Move. That batch has the
-// finished first batch's name and marks (Done): it is refused (ErrConfig) rather than
+// finished first batch's name and marks (Done): it is refused (ErrFinished) rather than
 // pinned without moving the user's rows; with a new ID it moves.
 func TestRepinBackToAnEarlierDirectory(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *engine) {
@@ -322,8 +322,8 @@ func TestRepinBackToAnEarlierDirectory(t *testing.T) {
 		}
 		q := e.open(t, 2)
 		again, d2 := newRepin(t, "pin", q.store, 3, nil)
-		if err := again.Move(ctx, map[string]int{u: to}); !errors.Is(err, rebalance.ErrConfig) {
-			t.Fatalf("Move with the first ID from the directory it started from: %v, want ErrConfig", err)
+		if err := again.Move(ctx, map[string]int{u: to}); !errors.Is(err, rebalance.ErrFinished) {
+			t.Fatalf("Move with the first ID from the directory it started from: %v, want ErrFinished", err)
 		}
 		if _, ok := d2.Pinned(u); ok {
 			t.Fatal("the refused Move pinned the user")
