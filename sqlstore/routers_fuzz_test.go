@@ -25,7 +25,7 @@ import (
 // migration finished) on SQLite: writes through Do that succeed, fail or panic after
 // writing, or whose context is cancelled; Runs that stop after k store calls; Finish,
 // twice; new values of the same ID, a restarted process; a migration back; Repin Move,
-// Unpin and Drain; and application writes, a twin Run or a Move by a Repin of another ID started from
+// Unpin and Drain, and the application's own Repin value of the operator's ID; and application writes, a twin Run or a Move by a Repin of another ID started from
 // inside a mover's store call. It
 // models every acknowledged write and checks, after each mover call that returned nil and
 // at the end (once driven to a known state), every shard by SQL: each acknowledged row
@@ -34,23 +34,24 @@ import (
 func FuzzInProcessRouters(f *testing.F) {
 	// Each seed is a list of operations, each its code (see play) and its arguments.
 	for _, seed := range [][][]byte{
-		{{0, 0, 0}, {1, 1, 0}, {2, 2, 0}, {3, 0}, {4, 0, 0}, {5, 0}, {3, 2}},                          // writes, a Run, Finish
-		{{4, 3, 0}, {6, 0}, {7}, {0, 4, 0}, {4, 0, 0}, {5, 0}, {5, 0}},                                // a crash, a new value resumes; Finish twice
-		{{13, 2, 0, 4}, {4, 0, 0}, {13, 5, 1, 3}, {4, 7, 0}, {4, 0, 0}, {5, 0}},                       // writes while the mover moves
-		{{0, 1, 1}, {0, 2, 2}, {2, 3, 3}, {1, 4, 4}, {4, 5, 0}, {8}, {0, 5, 0}, {4, 0, 0}},            // failed writes, a restart
-		{{4, 0, 0}, {5, 0}, {9}, {0, 0, 0}, {14, 3}, {4, 0, 0}, {5, 0}, {3, 0}},                       // grow, then back with a twin
-		{{4, 0, 0}, {5, 0}, {10}, {11, 8, 0}, {11, 82, 5}, {11, 0, 0}, {12, 1, 1, 0}},                 // Repin Move, a crash, Drain
-		{{4, 0, 0}, {5, 0}, {10}, {13, 3, 0, 5}, {12, 0, 0, 0}, {13, 1, 0, 1}, {12, 1, 2, 9}, {3, 5}}, // Drain while owners are created
-		{{0, 5, 0}, {4, 1, 1}, {5, 1}, {4, 0, 0}, {5, 0}},                                             // an owner left out of the list
-		{{3, 0}, {6, 0}, {4, 0, 1}, {5, 1}, {0, 4, 0}, {3, 4}},                                        // a new owner after another value finished
-		{{6, 3}, {7}, {1, 0, 9}, {0, 2, 29}, {3, 0}, {4, 0, 0}, {5, 0}},                               // a Lazy value, Do cancelled at its store calls
-		{{4, 5, 0}, {2, 0, 0}, {2, 1, 0}},                                                             // a crash before the mark Copied, then the owner's rows deleted
-		{{4, 3, 0}, {9}, {0, 0, 0}, {1, 1, 0}, {4, 0, 0}, {5, 0}, {3, 0}},                             // back before the grow finished: refused until it is
-		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                               // a Repin before the grow finished: refused until it is
-		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                  // a rival Repin started during a Move, then a Drain
-		{{4, 1, 0}, {10}, {11, 164, 4}},                                                               // a Repin before the grow moved anything pins an owner where its rule places it: refused
-		{{4, 0, 0}, {5, 0}, {10}, {11, 72, 0}, {10}, {16, 72, 5}, {16, 72, 0}, {0, 2, 0}},             // pin an owner; a new Repin unpins it, crashing, then again
-		{{4, 1, 0}, {10}, {16, 0, 0}},                                                                 // an Unpin of an owner without an entry before the grow moved anything: refused
+		{{0, 0, 0}, {1, 1, 0}, {2, 2, 0}, {3, 0}, {4, 0, 0}, {5, 0}, {3, 2}},                                                // writes, a Run, Finish
+		{{4, 3, 0}, {6, 0}, {7}, {0, 4, 0}, {4, 0, 0}, {5, 0}, {5, 0}},                                                      // a crash, a new value resumes; Finish twice
+		{{13, 2, 0, 4}, {4, 0, 0}, {13, 5, 1, 3}, {4, 7, 0}, {4, 0, 0}, {5, 0}},                                             // writes while the mover moves
+		{{0, 1, 1}, {0, 2, 2}, {2, 3, 3}, {1, 4, 4}, {4, 5, 0}, {8}, {0, 5, 0}, {4, 0, 0}},                                  // failed writes, a restart
+		{{4, 0, 0}, {5, 0}, {9}, {0, 0, 0}, {14, 3}, {4, 0, 0}, {5, 0}, {3, 0}},                                             // grow, then back with a twin
+		{{4, 0, 0}, {5, 0}, {10}, {11, 8, 0}, {11, 82, 5}, {11, 0, 0}, {12, 1, 1, 0}},                                       // Repin Move, a crash, Drain
+		{{4, 0, 0}, {5, 0}, {10}, {13, 3, 0, 5}, {12, 0, 0, 0}, {13, 1, 0, 1}, {12, 1, 2, 9}, {3, 5}},                       // Drain while owners are created
+		{{0, 5, 0}, {4, 1, 1}, {5, 1}, {4, 0, 0}, {5, 0}},                                                                   // an owner left out of the list
+		{{3, 0}, {6, 0}, {4, 0, 1}, {5, 1}, {0, 4, 0}, {3, 4}},                                                              // a new owner after another value finished
+		{{6, 3}, {7}, {1, 0, 9}, {0, 2, 29}, {3, 0}, {4, 0, 0}, {5, 0}},                                                     // a Lazy value, Do cancelled at its store calls
+		{{4, 5, 0}, {2, 0, 0}, {2, 1, 0}},                                                                                   // a crash before the mark Copied, then the owner's rows deleted
+		{{4, 3, 0}, {9}, {0, 0, 0}, {1, 1, 0}, {4, 0, 0}, {5, 0}, {3, 0}},                                                   // back before the grow finished: refused until it is
+		{{4, 3, 0}, {10}, {11, 8, 0}, {0, 0, 0}, {12, 1, 1, 0}, {3, 0}},                                                     // a Repin before the grow finished: refused until it is
+		{{4, 0, 0}, {5, 0}, {10}, {15, 3, 9}, {11, 8, 0}, {15, 6, 1}, {12, 1, 1, 0}},                                        // a rival Repin started during a Move, then a Drain
+		{{4, 1, 0}, {10}, {11, 164, 4}},                                                                                     // a Repin before the grow moved anything pins an owner where its rule places it: refused
+		{{4, 0, 0}, {5, 0}, {10}, {11, 72, 0}, {10}, {16, 72, 5}, {16, 72, 0}, {0, 2, 0}},                                   // pin an owner; a new Repin unpins it, crashing, then again
+		{{4, 1, 0}, {10}, {16, 0, 0}},                                                                                       // an Unpin of an owner without an entry before the grow moved anything: refused
+		{{4, 0, 0}, {5, 0}, {10}, {7}, {0, 2, 0}, {13, 4, 0, 2}, {11, 8, 0}, {0, 4, 0}, {13, 4, 0, 4}, {11, 16, 0}, {3, 2}}, // the application's own Repin value writes during Moves
 	} {
 		f.Add(slices.Concat(seed...))
 	}
@@ -156,6 +157,7 @@ type routerWorld struct {
 	migs  int
 	d     *shard.Directory // once a Repin started: the layout
 	r     *rebalance.Repin
+	appR  atomic.Pointer[rebalance.Repin] // the application's own value of r's ID, if it made one
 	pins  int
 	dirty bool // a Move or Drain failed: its batch is pending
 
@@ -240,6 +242,13 @@ func (w *routerWorld) valueWith(m *routerMig, opts rebalance.Options) *rebalance
 // do runs fn through the application's router: the Repin once one started, else the
 // migration's application value.
 func (w *routerWorld) do(ctx context.Context, owner string, fn func(int) error) error {
+	if r := w.appR.Load(); r != nil {
+		err := r.Do(ctx, owner, fn)
+		if errors.Is(err, rebalance.ErrPlacement) {
+			w.appR.CompareAndSwap(r, nil) // the application reloads: it uses the operator's value
+		}
+		return err
+	}
 	if w.r != nil {
 		return w.r.Do(ctx, owner, fn)
 	}
@@ -294,6 +303,8 @@ func (w *routerWorld) play(data []byte) {
 			if w.r == nil {
 				w.cur.app = w.cur.mover
 				w.logf("the application uses the mover's value of %s", w.cur.id)
+			} else {
+				w.appRepin()
 			}
 		case 8:
 			w.restart()
@@ -516,6 +527,22 @@ func (w *routerWorld) arm(k, kind, a int) {
 	w.logf("arm a write (%d, %d) at store call %d of the next mover call", kind%3, a, k%12+1)
 }
 
+// appRepin makes the application route through a Repin value of its own, of the
+// operator's ID and over the same Store, over a directory loaded with the operator's
+// entries, until a refusal makes it reload (use the operator's value).
+func (w *routerWorld) appRepin() {
+	d := shard.NewDirectory(w.newRule(), nil)
+	if err := d.Load(w.d.Entries()); err != nil {
+		w.t.Fatal(err)
+	}
+	r, err := rebalance.NewRepin(fmt.Sprint("pin", w.pins), d, w.newRule(), w.st, rebalance.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.appR.Store(r)
+	w.logf("the application makes a Repin value of its own of pin%d", w.pins)
+}
+
 // armTwin makes the next mover call start, at its store call k+1, a Run of a second value
 // of the current migration: the mover started twice by mistake. Over a MoverLock it is
 // refused while the first runs; whatever it returns, nothing may be lost.
@@ -620,6 +647,7 @@ func (w *routerWorld) restart() {
 	}
 	w.p = w.e.open(w.t, 4)
 	w.st = &routerStore{Store: w.p.store}
+	w.appR.Store(nil)
 	if w.r != nil {
 		w.pins++
 		r, err := rebalance.NewRepin(fmt.Sprint("pin", w.pins), w.d, w.newRule(), w.st, rebalance.Options{})
@@ -691,6 +719,7 @@ func (w *routerWorld) startRepin() {
 		w.t.Fatal(err)
 	}
 	w.r = r
+	w.appR.Store(nil)
 	w.logf("start Repin pin%d over %d shards", w.pins, w.d.Shards())
 }
 
