@@ -32,27 +32,26 @@ import (
 //
 // Each batch is a migration named "<ID>/<fingerprint of the directory it starts
 // from>/<fingerprint of the directory it ends at>" (Fingerprint covers the directory's
-// entries): its marks, its claim and its finish are under that name, so a batch resumed
-// from the same directory to the same pins finds its marks, a later batch moving an owner
-// again starts afresh, and one to other pins from a directory whose batch finished
-// unsaved (a crash; a second process with a Repin of the same ID) is refused, and so is
-// one repeated after its pins were undone (pin, unpin, pin again: ErrFinished; move with a
-// new ID). Over a
-// Store that is a MoverLock and a PlacementChecker (the sqlstore module's is), each batch
-// claims the shards with its placement and records it finished, and Move, Drain and Do
-// (its first, the first after each PlacementRecheck, and the first after each batch)
-// return a *PlacementError while the shards serve a migration the directory does not
-// follow: one unfinished (another migration, or another Repin's batch), whose owners are
-// not all where the directory places them, or a finished one whose after sharder is not
-// the directory (a directory without a pin another Repin made). Change the directory's
-// shard count with Resize, which records the change the same way.
+// entries): its marks, its claim and its finish are under that name, so a batch resumed from
+// the same directory to the same pins finds its marks, a later batch moving an owner again
+// starts afresh, and one to other pins from a directory whose batch finished unsaved (a crash;
+// a second process with a Repin of the same ID) is refused, and so is one repeated after its
+// pins were undone (pin, unpin, pin again: ErrFinished; move with a new ID). Over a Store that
+// is a MoverLock and a PlacementChecker (the sqlstore module's is), each batch claims the
+// shards with its placement and records it finished, and Move, Drain and Do (its first, the
+// first after each PlacementRecheck, and the first after each batch) return a *PlacementError
+// while the shards serve a migration the directory does not follow: one unfinished (another
+// migration, or another Repin's batch), whose owners are not all where the directory places
+// them, or a finished one whose after sharder is not the directory (a directory without a pin
+// another Repin made). Change the directory's shard count with Resize, which records the change
+// the same way.
 //
-// All methods are safe for concurrent use. The Repin values of one ID over one Store (the
-// same value) in a process share the batch under way: Move, Unpin, Drain and Resize of any of them run one at a time, and
-// Do of each routes through the batch another one runs, then asks the shards again, so a
-// value whose directory lacks the batch's pins is refused (ErrPlacement) rather than
-// writing on an old copy. Make one Repin per ID in a process and share it between the
-// application's requests and the operator's calls. The zero Repin moves nothing: its
+// All methods are safe for concurrent use. The Repin values of one ID over one Store (the same
+// value) in a process share the batch under way: Move, Unpin, Drain and Resize of any of them
+// run one at a time, and Do of each routes through the batch another one runs, then asks the
+// shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
+// rather than writing on an old copy. Make one Repin per ID in a process and share it between
+// the application's requests and the operator's calls. The zero Repin moves nothing: its
 // methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
@@ -66,7 +65,8 @@ type Repin struct {
 	placementRead recheck       // when Do last found the placement served, if checked
 	seen          atomic.Uint64 // sh.ended at that check
 
-	pending map[string]int // the batch left unfinished by an error: the next Move ends it; guarded by sh.run
+	// The batch left unfinished by an error: the next Move ends it. Guarded by sh.run.
+	pending map[string]int
 }
 
 // repinShared is what every Repin value of one ID in this process shares (see repinTables):
