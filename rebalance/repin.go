@@ -196,7 +196,7 @@ func (r *Repin) migration(after *shard.Directory) (*Migration, error) {
 
 // Do calls fn with the shard that serves owner now, and returns fn's error: through the
 // batch under way (see Migration.Do), else where the directory places owner. fn must not
-// call Do, Move or Drain.
+// call a method of a Repin of this ID over this Store: it could wait for itself.
 func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) error {
 	if r.d == nil {
 		return errZeroRepin
