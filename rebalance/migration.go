@@ -607,8 +607,9 @@ func (e *UnfinishedError) Is(target error) bool { return target == ErrUnfinished
 // If so, it records the finish if the Store is a FinishRecorder, from then on Do routes by
 // the after sharder alone, reading no mark, and Finish returns nil. Otherwise nothing
 // changes and it returns an *UnfinishedError. A migration finished already (by this value,
-// or as the FinishRecorder records) is not checked again: Finish returns nil. owners must not be nil (ErrConfig): a nil
-// sequence would check nothing and finish.
+// or as the FinishRecorder records) is not checked again: Finish records it again (a crash
+// inside RecordFinished may have recorded it on some shards only) and returns nil. owners
+// must not be nil (ErrConfig): a nil sequence would check nothing and finish.
 //
 // The values of the ID over the same Store in this process see the finish at once (a Do
 // through any of them routes by the after sharder from then on). Over a Store that is not a
@@ -621,8 +622,11 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	// Finished already, here or as the Store records: the marks may be gone, and owners
 	// created since have none. A Repin's batch keeps its marks: its owners are checked.
 	done, err := m.recordedFinished(ctx)
-	if err != nil || done && !m.repin {
+	if err != nil {
 		return err
+	}
+	if done && !m.repin {
+		return m.recordAgain(ctx)
 	}
 	left := &UnfinishedError{Migration: m.id}
 	for o := range m.changed(owners) {
@@ -645,7 +649,7 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		return left
 	}
 	if done {
-		return nil
+		return m.recordAgain(ctx)
 	}
 	// A migration no Run of this value claimed (Lazy, its owners all moved by Do; or one
 	// that moves none) claims now, so that the shards serve its placement and record it
@@ -679,6 +683,19 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		}
 	}
 	m.finished.Store(true)
+	return nil
+}
+
+// recordAgain records the migration finished again, over a FinishRecorder: a crash inside
+// RecordFinished may have left it recorded where IsFinished looks and not on every shard,
+// which then serve it unfinished and refuse the next migration's claim. Recording is
+// idempotent.
+func (m *Migration) recordAgain(ctx context.Context) error {
+	if rec, ok := m.store.(FinishRecorder); ok {
+		if err := rec.RecordFinished(ctx, m.id); err != nil {
+			return fmt.Errorf("rebalance: migration %q: record it finished: %w", m.id, err)
+		}
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,4 +230,82 @@ func TestFinishAfterACrashInRecordFinished(t *testing.T) {
 	if v := w.verify(t, admin, w.after); v.lost+v.misplaced != 0 {
 		t.Errorf("against the after sharder: %v", v)
 	}
+}
+
+// diesAfterControl is a process that dies inside RecordFinished after shard 0 and the
+// control database recorded the finish (one database where the control is in shard 0, as
+// on PostgreSQL here) and before the other shards did.
+type diesAfterControl struct {
+	*sqlstore.Store
+	p  *proc
+	pg bool
+}
+
+func (d *diesAfterControl) RecordFinished(ctx context.Context, migration string) error {
+	q := func(s string) string {
+		if d.pg {
+			return strings.ReplaceAll(s, "?", "$1")
+		}
+		return s
+	}
+	for _, db := range []*sql.DB{d.p.dbs[0], d.p.ctl} {
+		if _, err := db.ExecContext(ctx, q("UPDATE rebalance_placement SET finished = 1 WHERE migration = ?"), migration); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, q("INSERT INTO rebalance_finished (migration) VALUES (?) ON CONFLICT (migration) DO NOTHING"), migration); err != nil {
+			return err
+		}
+	}
+	return errDied
+}
+
+// TestFinishAfterACrashRecordingTheControl: an Async grow (2 -> 3 shards) runs; its Finish
+// dies inside RecordFinished once shard 0 and the control database recorded it, before
+// shards 1 and 2 did. The restarted process finishes again, as the doc says: the control
+// database says finished, and Finish returned nil at once, leaving shards 1 and 2 serving
+// the grow unfinished. The migration back (3 -> 2) was then refused on them for ever
+// (ErrPlacement: an unfinished migration is served), with no call that could finish the
+// record. That was the code before: a Finish of a migration recorded finished completes the
+// record on every shard.
+func TestFinishAfterACrashRecordingTheControl(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.moving(1, 3), 4)
+		p := e.open(t, 2)
+		dies := &diesAfterControl{Store: p.store, p: p, pg: e.dialect == sqlstore.PostgreSQL}
+		m, err := rebalance.New("grow", w.before, w.after, dies, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, slices.Values(w.users)); !errors.Is(err, errDied) {
+			t.Fatalf("Finish that dies in RecordFinished: %v", err)
+		}
+		p.close()
+		q := e.open(t, 2) // the restarted process
+		again, err := rebalance.New("grow", w.before, w.after, q.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatalf("Finish after the restart: %v", err)
+		}
+		back, err := rebalance.New("back", w.after, w.before, q.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatalf("the migration back, after the grow's Finish returned nil: %v", err)
+		}
+		if err := back.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatalf("the migration back: Finish: %v", err)
+		}
+		if v := w.verify(t, admin, w.before); v.lost+v.misplaced+v.duplicated != 0 {
+			t.Errorf("against the before sharder, after the migration back: %v", v)
+		}
+	})
 }
