@@ -465,6 +465,9 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 		}
 	}
 	if mark == Unmoved {
+		if err := step("verify copy", m.sameContent(ctx, owner, from, to)); err != nil {
+			return err
+		}
 		if err := step("mark copied", m.store.SetMark(ctx, m.id, owner, Copied)); err != nil {
 			return err
 		}
@@ -478,6 +481,37 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 	}
 	count.Add(1)
 	return nil
+}
+
+// sameContent returns an error wrapping ErrCopyMismatch if the store is a Summer and owner's
+// rows on shards from and to differ by content. The caller holds owner's lock: nothing
+// writes either copy meanwhile.
+func (m *Migration) sameContent(ctx context.Context, owner string, from, to int) error {
+	sm, ok := m.store.(Summer)
+	if !ok {
+		return nil
+	}
+	one := []string{owner}
+	a, err := sm.Sums(ctx, one, from)
+	if err != nil {
+		return fmt.Errorf("sum the rows on shard %d: %w", from, err)
+	}
+	b, err := sm.Sums(ctx, one, to)
+	if err != nil {
+		return fmt.Errorf("sum the rows on shard %d: %w", to, err)
+	}
+	if len(a) != 1 || len(b) != 1 {
+		return fmt.Errorf("store returned %d and %d sums for 1 owner", len(a), len(b))
+	}
+	if a[0] == b[0] {
+		return nil
+	}
+	where := "(the first key that differs is unknown)"
+	if key, err := sm.FirstDiff(ctx, owner, from, to); err == nil {
+		where = fmt.Sprintf("first at key %q", key)
+	}
+	return fmt.Errorf("shard %d holds %d rows of the owner, shard %d holds %d, and they differ %s (a trigger that fires on the copy's inserts, or a column changed on one shard): nothing deleted: %w",
+		to, b[0].Rows, from, a[0].Rows, where, ErrCopyMismatch)
 }
 
 // changed yields the owners whose shard differs between before and after.

@@ -537,3 +537,47 @@ func TestNewSameSharder(t *testing.T) {
 		}
 	}
 }
+
+// summingStore is a memStore that sums by content (a Summer) and whose Copy changes every
+// row it writes, as an application trigger firing for the copy's inserts would.
+type summingStore struct{ *memStore }
+
+func (s summingStore) Copy(ctx context.Context, owner string, from, to int) error {
+	if err := s.memStore.Copy(ctx, owner, from, to); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, row := range s.shards[to][owner] {
+		s.shards[to][owner][id] = row + " (stamped by a trigger)"
+	}
+	return nil
+}
+
+func (s summingStore) Sums(_ context.Context, owners []string, shard int) ([]Sum, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sum, len(owners))
+	for i, o := range owners {
+		rows := s.shards[shard][o]
+		out[i] = Sum{Rows: int64(len(rows)), Digest: fmt.Sprint(rows)} // fmt sorts map keys
+	}
+	return out, nil
+}
+
+func (s summingStore) FirstDiff(context.Context, string, int, int) (string, error) { return "0", nil }
+
+// A Migration over a Summer compares the copies by content: a copy whose rows differ from
+// the old copy's, with the same count, stops the move with ErrCopyMismatch and deletes
+// nothing.
+func TestMigrationComparesContent(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, 20, 2, 3)
+	m := w.migration(t, "content", summingStore{w.store}, Options{})
+	require.ErrorIs(t, m.Run(ctx, slices.Values(w.owners)), ErrCopyMismatch)
+	for _, o := range w.owners {
+		if w.before.Locate(o) != w.after.Locate(o) {
+			require.Equal(t, int(w.rows[o].Load()), w.store.count(w.before.Locate(o), o), "the old copy of %s is kept", o)
+		}
+	}
+}

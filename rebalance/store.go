@@ -48,6 +48,17 @@ type Store interface {
 	SetMark(ctx context.Context, migration, owner string, mark Mark) error
 }
 
+// Summer is a Store that sums owners' rows by content (the methods of SharedStore of the
+// same names; the sqlstore's is one). A Migration over one compares the copy with the old
+// copy by content, not only by count, before it deletes the old copy: a trigger of the
+// application's firing for the copy's inserts, or a column rewritten on one shard while the
+// owner moved, changes rows that the counts do not tell. A mismatch stops the move with
+// ErrCopyMismatch, deleting nothing.
+type Summer interface {
+	Sums(ctx context.Context, owners []string, shard int) ([]Sum, error)
+	FirstDiff(ctx context.Context, owner string, a, b int) (key string, err error)
+}
+
 // FinishRecorder is a Store that keeps durably which migrations finished. Migration.Finish
 // records its migration there before it returns nil, and a Migration of that ID, in any
 // process and after any restart, then refuses Run (ErrFinished) and routes Do by the after

@@ -688,13 +688,18 @@ func firstDiff(ra, rb [][]any, key int) string {
 }
 
 // checkOutward returns an error wrapping ErrSchema naming a row of owners on shard that
-// references a row of a table the Store does not move (a team, a country) which shard does
-// not hold. A copy writes with the foreign key checks off where the moved tables reference
+// references a row which shard does not hold: of a table the Store does not move (a team, a
+// country), or of another owner who does not move with them (a reaction to another user's
+// message). A copy writes with the foreign key checks off where the moved tables reference
 // each other (see beginImport), so the new shard would serve a row whose declared reference
-// is broken, and a row created there later under that key would become its referent.
+// is broken: a row created there later under that key would become its referent, and a
+// deletion of the referent on the old shard would not cascade to it.
 func (s *Store) checkOutward(ctx context.Context, db *sql.DB, owners []string, shard int) error {
 	for _, r := range s.outward {
-		c := r.child
+		c, parent := r.child, r.outside
+		if r.parent != nil {
+			parent = r.parent.Table
+		}
 		args, err := c.ownerArgs(owners)
 		if err != nil {
 			return err
@@ -707,12 +712,14 @@ func (s *Store) checkOutward(ctx context.Context, db *sql.DB, owners []string, s
 		}
 		for batch := range slices.Chunk(args, armsPerStatement) {
 			q := fmt.Sprintf("SELECT CAST(rebalance_c.%s AS TEXT) FROM %s AS rebalance_c WHERE rebalance_c.%s IN (%s) AND %s AND NOT EXISTS (SELECT 1 FROM %s AS rebalance_p WHERE %s) LIMIT 1",
-				c.Key, c.Table, c.Owner, s.placeholders(1, len(batch)), strings.Join(set, " AND "), r.outside, strings.Join(match, " AND "))
+				c.Key, c.Table, c.Owner, s.placeholders(1, len(batch)), strings.Join(set, " AND "), parent, strings.Join(match, " AND "))
 			var key string
 			switch err := db.QueryRowContext(ctx, q, batch...).Scan(&key); {
 			case errors.Is(err, sql.ErrNoRows):
 			case err != nil:
 				return s.wrap(shard, "look for references to tables not moved", err)
+			case r.parent != nil:
+				return s.wrap(shard, "look for references to rows not moved", fmt.Errorf("row %s of table %s references a row of table %s that this shard does not hold, another owner's who does not move with the row's owner: the reference would be broken on the new shard, and a deletion of the row it references would not reach it; move the owners that reference each other's rows together, or drop the foreign key: %w", excerpt(key), c.Table, parent, ErrSchema))
 			default:
 				return s.wrap(shard, "look for references to tables not moved", fmt.Errorf("row %s of table %s references a row of table %s, which the Store does not move, and this shard does not hold it: a copy would leave the reference broken; copy the rows of %s that moved owners reference to every shard first: %w", excerpt(key), c.Table, r.outside, r.outside, ErrSchema))
 			}

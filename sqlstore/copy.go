@@ -666,8 +666,9 @@ func (s *Store) sameReferences(ctx context.Context, tx *sql.Tx, shard int, refs 
 		s.checkDeleteTriggers(ctx, tx, shard))
 }
 
-// deleteTrigger finds the header of a SQLite trigger that fires on DELETE.
-var deleteTrigger = regexp.MustCompile(`(?is)\bDELETE\s+ON\b`)
+// deleteTrigger finds the header of a SQLite trigger that fires on DELETE: DELETE, then
+// ON, with blanks or comments between them.
+var deleteTrigger = regexp.MustCompile(`(?is)\bDELETE(?:\s|/\*.*?\*/|--[^\n]*(?:\n|$))+ON\b`)
 
 // checkDeleteTriggers returns an error wrapping ErrSchema naming a trigger of the
 // application's on a moved table of shard that the deletion of old copies in tx fired (or
@@ -679,13 +680,17 @@ func (s *Store) checkDeleteTriggers(ctx context.Context, tx *sql.Tx, shard int) 
 	var tbl, name string
 	var err error
 	if s.dialect == PostgreSQL {
-		enabled := "tgenabled <> 'D'"
+		enabled := "<> 'D'"
 		if s.replicaWrites {
-			enabled = "tgenabled IN ('A', 'R')"
+			enabled = "IN ('A', 'R')"
 		}
+		// A rule ON DELETE DO ALSO (or INSTEAD) acts as a trigger would, and obeys
+		// session_replication_role as triggers do.
 		err = tx.QueryRowContext(ctx, `SELECT tgrelid::regclass::text, tgname::text FROM pg_trigger
 			WHERE tgrelid = ANY ('{`+s.movedTables+`}'::regclass[]) AND NOT tgisinternal AND tgname NOT LIKE 'rebalance\_%'
-			AND tgtype & 8 <> 0 AND `+enabled+` LIMIT 1`).Scan(&tbl, &name)
+			AND tgtype & 8 <> 0 AND tgenabled `+enabled+`
+			UNION ALL SELECT ev_class::regclass::text, 'rule ' || rulename::text FROM pg_rewrite
+			WHERE ev_class = ANY ('{`+s.movedTables+`}'::regclass[]) AND ev_type = '4' AND ev_enabled `+enabled+` LIMIT 1`).Scan(&tbl, &name)
 	} else {
 		var rows *sql.Rows
 		if rows, err = tx.QueryContext(ctx, `SELECT tbl_name, name, sql FROM sqlite_master WHERE type = 'trigger' AND name NOT LIKE 'rebalance\_%' ESCAPE '\'`); err == nil {
@@ -706,7 +711,7 @@ func (s *Store) checkDeleteTriggers(ctx context.Context, tx *sql.Tx, shard int) 
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
 	case err == nil:
-		err = fmt.Errorf("table %s has a trigger of the application's, %s, that fires on DELETE: the deletion of old copies fires it, and it may change rows the move does not (another owner's, as a cascade would), which nothing compares; nothing was deleted; drop or disable it for the move (PostgreSQL: Options.ReplicaWrites keeps the application's triggers silent for the mover's writes): %w", tbl, name, ErrSchema)
+		err = fmt.Errorf("table %s has a trigger or rule of the application's, %s, that fires on DELETE: the deletion of old copies fires it, and it may change rows the move does not (another owner's, as a cascade would), which nothing compares; nothing was deleted; drop or disable it for the move (PostgreSQL: Options.ReplicaWrites keeps the application's triggers silent for the mover's writes): %w", tbl, name, ErrSchema)
 	}
 	return s.wrap(shard, "check the triggers of the moved tables", err)
 }
@@ -1253,12 +1258,18 @@ func (s *Store) asReplica(ctx context.Context, tx *sql.Tx, i int) error {
 
 // Owners yields each owner that has rows on shard, table by table, a page of 1000 at a time
 // by a loose index scan: each owner found is the least above the last, one index probe of
-// (owner, key) per owner, whatever its rows; see rebalance.OwnerLister.
+// (owner, key) per owner, whatever its rows; see rebalance.OwnerLister. It first refuses
+// (ErrSchema) a table with an owner column that is not moved (see Options.Unmoved), such as
+// one created during the move, whose rows would stay behind.
 func (s *Store) Owners(ctx context.Context, shard int) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		db, err := s.shard(shard)
 		if err != nil {
 			yield("", err)
+			return
+		}
+		if err := s.checkLeftBehind(ctx, db); err != nil {
+			yield("", s.wrap(shard, "check the other tables", err))
 			return
 		}
 		for _, t := range s.tables {

@@ -262,7 +262,7 @@ type Store struct {
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
 	pgShape       string                    // PostgreSQL: what checkReferences refuses besides foreign keys
-	outward       []reference               // foreign keys of moved tables to tables not moved (Init)
+	outward       []reference               // foreign keys of moved tables, whose referenced rows a shard must hold (Init)
 	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
 	uncaptured    string                    // checkCapture's statement
 }
@@ -667,7 +667,7 @@ func (s *Store) Init(ctx context.Context) error {
 		}
 		s.foreignKeys = s.foreignKeys || slices.ContainsFunc(refs, func(r reference) bool { return r.parent != nil && r.child != r.parent })
 		for _, r := range refs {
-			if r.parent == nil && !slices.Contains(s.outward, r) {
+			if !slices.Contains(s.outward, r) {
 				s.outward = append(s.outward, r)
 			}
 		}
@@ -1226,22 +1226,27 @@ type querier interface {
 }
 
 // checkLeftBehind refuses a table of db that has a column named as a moved table's owner
-// column (other than its key: every table has an id) but is neither moved nor listed in
-// Options.Unmoved: an owner's rows there would stay on its old shard, where nobody looks
-// once the owner has moved. A partition is not: its rows move with its table's.
+// column but is neither moved nor listed in Options.Unmoved: an owner's rows there would
+// stay on its old shard, where nobody looks once the owner has moved. A partition is not:
+// its rows move with its table's. Where a moved table's owner column is its key (users by
+// id), a table whose whole primary key is a column of that name is not either: every table
+// may have an id. It reads the catalogs themselves (a table the role may not read is listed
+// too) and compares names as the engine does (SQLite's case-insensitively). Init runs it,
+// and so does Owners, which Finish and Drain list the shards with: a table created during a
+// move is found before the move is called finished.
 func (s *Store) checkLeftBehind(ctx context.Context, db *sql.DB) error {
-	q := "SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = $1"
+	q := `SELECT m.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = 'table' AND c.name = $1 COLLATE NOCASE
+		AND NOT ($2 AND c.pk = 1 AND (SELECT COUNT(*) FROM pragma_table_info(m.name) k WHERE k.pk > 0) = 1)`
 	if s.dialect == PostgreSQL {
 		// In every schema: a table of another one (named with it) keeps its rows as well.
-		q = `SELECT CASE WHEN table_schema = current_schema() THEN table_name ELSE table_schema || '.' || table_name END
-			FROM information_schema.columns c WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND column_name = $1
-			AND NOT EXISTS (SELECT 1 FROM pg_class p WHERE p.relname = c.table_name AND p.relnamespace = to_regnamespace(c.table_schema) AND p.relispartition)`
+		q = `SELECT CASE WHEN n.nspname = current_schema() THEN c.relname::text ELSE n.nspname || '.' || c.relname END
+			FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE a.attname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+				AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+				AND NOT ($2 AND EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'p' AND k.conkey = ARRAY[a.attnum]))`
 	}
 	for _, t := range s.tables {
-		if t.Owner == t.Key {
-			continue
-		}
-		names, err := queryStrings(ctx, db, q, t.Owner)
+		names, err := queryStrings(ctx, db, q, t.Owner, t.Owner == t.Key)
 		if err != nil {
 			return err
 		}
