@@ -122,24 +122,31 @@ func (s *hookStore) SetMark(ctx context.Context, migration, owner string, m Mark
 // move to land on the old shard before mover deletes it. It returns a wait for the write.
 func writeBetweenCountAndMark(t *testing.T, w *world, st *hookStore, app *Migration, owner string) (wait func()) {
 	t.Helper()
-	ctx := context.Background()
+	return writeWhenCopied(t, st, owner, func() error {
+		return app.Do(context.Background(), owner, func(s int) error {
+			w.store.put(s, owner, 100, "acknowledged")
+			w.rows[owner].Add(1)
+			return nil
+		})
+	})
+}
+
+// writeWhenCopied arranges that write runs, once, when a mover over st is about to mark
+// owner Copied, and waits for it a while (a write that waits for the move, as it should,
+// is left running). It returns a wait for the write's end.
+func writeWhenCopied(t *testing.T, st *hookStore, owner string, write func() error) (wait func()) {
+	t.Helper()
 	done := make(chan error, 1)
 	var once atomic.Bool
 	hook := func(o string, m Mark) {
 		if o != owner || m != Copied || !once.CompareAndSwap(false, true) {
 			return
 		}
-		go func() {
-			done <- app.Do(ctx, owner, func(s int) error {
-				w.store.put(s, owner, 100, "acknowledged")
-				w.rows[owner].Add(1)
-				return nil
-			})
-		}()
+		go func() { done <- write() }()
 		select {
 		case err := <-done:
 			done <- err
-		case <-time.After(300 * time.Millisecond): // Do waits for the move, as it should
+		case <-time.After(300 * time.Millisecond): // the write waits for the move
 		}
 	}
 	st.beforeMark.Store(&hook)

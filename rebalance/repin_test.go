@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/shardkit/shard"
 	"github.com/stretchr/testify/require"
@@ -257,29 +256,15 @@ func TestRepinValuesOfOneIDShareTheBatch(t *testing.T) {
 
 	hot := w.owners[3]
 	to := (w.d.Locate(hot) + 1) % 4
-	done := make(chan error, 1)
-	var once atomic.Bool
-	hook := func(o string, m Mark) {
-		if o != hot || m != Copied || !once.CompareAndSwap(false, true) {
-			return
-		}
-		go func() {
-			done <- app.Do(ctx, hot, func(s int) error {
-				w.store.put(s, hot, 100, "acknowledged")
-				w.rows[hot].Add(1)
-				return nil
-			})
-		}()
-		select {
-		case err := <-done:
-			done <- err
-		case <-time.After(300 * time.Millisecond): // Do waits for the move, as it should
-		}
-	}
-	st.beforeMark.Store(&hook)
+	wait := writeWhenCopied(t, st, hot, func() error {
+		return app.Do(ctx, hot, func(s int) error {
+			w.store.put(s, hot, 100, "acknowledged")
+			w.rows[hot].Add(1)
+			return nil
+		})
+	})
 	require.NoError(t, op.Move(ctx, map[string]int{hot: to}))
-	require.True(t, once.Load())
-	require.NoError(t, <-done)
+	wait()
 	w.check(t, op)
 	require.ErrorIs(t, app.Do(ctx, hot, func(int) error { return nil }), ErrPlacement)
 	require.NoError(t, other.Pin(hot, to)) // the saved directory, loaded

@@ -342,83 +342,50 @@ func TestOwnerTableKeyedByOwner(t *testing.T) {
 // application trigger on a moved table that fires on DELETE ("a cascade kept by hand that
 // deletes the reactions to a message") stops the deletion of the old copy with ErrSchema
 // (checkDeleteTriggers). The same cascade kept by a rule (CREATE RULE ... ON DELETE TO
-// messages DO ALSO DELETE FROM reactions WHERE message_id = OLD.id) is not looked for.
-// Sequence: messages and reactions (owner: the user who reacted) are moved, with no
-// foreign key between them (the rule is the cascade, so the cross-owner reference check,
-// which reads foreign keys, sees nothing); R (staying) reacted to A's message 10; Run
-// moves A, then deletes A's old messages on shard 0, and the rule deletes R's reaction
-// there, where R is served. Run and Finish return nil; R's acknowledged reaction is gone.
+// messages DO ALSO DELETE FROM reactions WHERE message_id = OLD.id) was not looked for.
+// Sequence (reactionsGoWithTheirMessage): messages and reactions (owner: the user who
+// reacted) are moved, with no foreign key between them (the rule is the cascade, so the
+// cross-owner reference check, which reads foreign keys, sees nothing); R (staying)
+// reacted to A's message 10; Run moves A, then deletes A's old messages on shard 0, and the
+// rule deletes R's reaction there, where R is served. Run and Finish returned nil; R's
+// acknowledged reaction was gone.
 // That was the code before: the deletion looks for rules on DELETE as for triggers, and
 // stops with ErrSchema.
 func TestDeleteRuleTakesAnotherOwnersRow(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
 	}
-	schema := `CREATE TABLE IF NOT EXISTS messages (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS messages_user_id_id ON messages (user_id, id);
-CREATE TABLE IF NOT EXISTS reactions (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, message_id BIGINT NOT NULL, emoji TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id);
-CREATE OR REPLACE RULE reactions_go_with_their_message AS ON DELETE TO messages DO ALSO DELETE FROM reactions WHERE message_id = OLD.id`
-	tables := []sqlstore.TableSpec{
-		{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "body"}},
-		{Table: "reactions", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "message_id", "emoji"}},
-	}
-	e := newEngine(t, sqlstore.PostgreSQL, 2, schema, tables)
-	ctx := context.Background()
-	before, _ := shard.NewJump(1)
-	after, _ := shard.NewJump(2)
-	ua, ur := movingAndStaying(after)
-	admin := e.open(t, 2)
-	mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (10, "+ua+", 'hello')")
-	mustExec(t, admin.dbs[0], "INSERT INTO reactions VALUES (20, "+ur+", 10, 'thumbs up')")
-	m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := []string{ua, ur}
-	if err := m.Run(ctx, slices.Values(users)); err != nil {
-		refused(t, "Run refused", err)
-		return
-	}
-	if err := m.Finish(ctx, slices.Values(users)); err != nil {
-		refused(t, "Finish refused", err)
-		return
-	}
-	var n int
-	if err := m.Do(ctx, ur, func(tx *sql.Tx, _ int) error {
-		return tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM reactions WHERE id = 20").Scan(&n)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Fatalf("Run and Finish returned nil; staying user R's acknowledged reaction 20 is gone from R's shard: the rule took it with the old copy of A's message")
-	}
+	reactionsGoWithTheirMessage(t, sqlstore.PostgreSQL,
+		"CREATE OR REPLACE RULE reactions_go_with_their_message AS ON DELETE TO messages DO ALSO DELETE FROM reactions WHERE message_id = OLD.id")
 }
 
-// TestDeleteTriggerWithAComment (SQLite): checkDeleteTriggers finds a SQLite trigger
-// that fires on DELETE by the regular expression \bDELETE\s+ON\b over its SQL, so a comment
-// between the two words (valid SQL: AFTER DELETE /* tidy */ ON messages) hides it. The
-// trigger is the docs' "cascade kept by hand" that deletes the reactions to a message.
-// Sequence: R (staying) reacted to A's message 10; Run moves A and deletes A's old message
-// on shard 0; the trigger fires (SQLite fires application triggers for the mover's writes)
-// and deletes R's reaction there, where R is served. Run and Finish return nil.
+// TestDeleteTriggerWithAComment (SQLite): checkDeleteTriggers found a SQLite trigger that
+// fires on DELETE by the regular expression \bDELETE\s+ON\b over its SQL, so a comment
+// between the two words (valid SQL: AFTER DELETE /* tidy */ ON messages) hid it: the
+// sequence of TestDeleteRuleTakesAnotherOwnersRow with the cascade kept by such a trigger
+// (SQLite fires application triggers for the mover's writes) took R's reaction.
 // That was the code before: comments between DELETE and ON are read as blanks, and the deletion
 // stops with ErrSchema.
 func TestDeleteTriggerWithAComment(t *testing.T) {
+	reactionsGoWithTheirMessage(t, sqlstore.SQLite,
+		"CREATE TRIGGER IF NOT EXISTS reactions_go_with_their_message AFTER DELETE /* keep reactions tidy */ ON messages BEGIN DELETE FROM reactions WHERE message_id = OLD.id; END")
+}
+
+// reactionsGoWithTheirMessage moves user A, whose message 10 staying user R reacted to, with
+// cascade (a rule or trigger that deletes a message's reactions) on the shards of dialect,
+// and fails t unless the move stops (ErrSchema) or R's reaction stays.
+func reactionsGoWithTheirMessage(t *testing.T, dialect sqlstore.Dialect, cascade string) {
 	schema := `CREATE TABLE IF NOT EXISTS messages (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_user_id_id ON messages (user_id, id);
 CREATE TABLE IF NOT EXISTS reactions (id BIGINT PRIMARY KEY, user_id BIGINT NOT NULL, message_id BIGINT NOT NULL, emoji TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id);
-CREATE TRIGGER IF NOT EXISTS reactions_go_with_their_message AFTER DELETE /* keep reactions tidy */ ON messages BEGIN DELETE FROM reactions WHERE message_id = OLD.id; END`
+CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id)`
 	tables := []sqlstore.TableSpec{
 		{Table: "messages", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "body"}},
 		{Table: "reactions", Owner: "user_id", Key: "id", IntOwner: true, Columns: []string{"id", "user_id", "message_id", "emoji"}},
 	}
-	e := newEngine(t, sqlstore.SQLite, 2, "SELECT 1", tables) // the tables below
-	// One statement: the trigger's body holds a ';'.
-	for _, dsn := range e.shards {
-		db := openDB(t, e, dsn)
-		if _, err := db.Exec(schema); err != nil {
+	e := newEngine(t, dialect, 2, schema, tables)
+	for _, dsn := range e.shards { // one statement: a trigger's body holds a ';'
+		if _, err := openDB(t, e, dsn).Exec(cascade); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -449,7 +416,7 @@ CREATE TRIGGER IF NOT EXISTS reactions_go_with_their_message AFTER DELETE /* kee
 		t.Fatal(err)
 	}
 	if n != 1 {
-		t.Fatalf("Run and Finish returned nil; staying user R's acknowledged reaction 20 is gone from R's shard: the trigger took it with the old copy of A's message")
+		t.Fatalf("Run and Finish returned nil; staying user R's acknowledged reaction 20 is gone from R's shard: the cascade took it with the old copy of A's message")
 	}
 }
 
