@@ -258,6 +258,7 @@ func (s *Store) ClearChanges(ctx context.Context, migration string, token uint64
 // changed rows that exist on the old shard and the keys of those that do not.
 type replayed struct {
 	t      *table
+	more   bool // changes of keys whose rows were not read, for want of room
 	seqs   []any
 	rows   [][]any
 	gone   []any
@@ -269,8 +270,11 @@ type replayed struct {
 // their order, and writes the changed rows parents first and deletes the rows gone
 // children first. A changed row that no longer belongs to one of owners (an UPDATE of its
 // owner column) is gone for them: deleted on to, where another owner's row of that key is
-// left alone (the other owner's changes carry the row if it moves too). A stop between the two transactions leaves the changes recorded, and they are
-// applied again: it is idempotent.
+// left alone (the other owner's changes carry the row if it moves too). It goes in rounds,
+// each reading rows of about the chunk's bytes into memory (rows of megabytes changed by
+// the thousand do not take gigabytes), written in one transaction on to, then their changes
+// deleted in one on from. A stop between two transactions leaves the changes recorded, and
+// they are applied again: it is idempotent.
 func (s *Store) Replay(ctx context.Context, migration string, token uint64, owners []string, from, to int, limit int) (int, error) {
 	db, err := s.shard(from)
 	if err != nil {
@@ -279,28 +283,49 @@ func (s *Store) Replay(ctx context.Context, migration string, token uint64, owne
 	if _, err := s.shard(to); err != nil {
 		return 0, err
 	}
-	var work []replayed
+	// Rounds of at most chunkBytes of rows read into memory each (and one transaction on
+	// each shard), until limit changes are applied or none is left.
 	n := 0
-	for _, t := range s.tables {
-		if n >= limit {
-			break
+	for n < limit {
+		var work []replayed
+		room, round, full := s.chunkBytes, 0, false
+		for _, t := range s.tables {
+			if n+round >= limit || full {
+				break
+			}
+			if room <= 0 {
+				full = true // the next tables' changes in the next round
+				break
+			}
+			r, used, err := s.changedRows(ctx, db, t, owners, limit-n-round, room)
+			if err != nil {
+				return n, s.wrap(from, "read changes of table "+t.Table, err)
+			}
+			if len(r.seqs) > 0 {
+				work = append(work, r)
+				round += len(r.seqs)
+			}
+			room -= used
+			full = r.more
 		}
-		r, err := s.changedRows(ctx, db, t, owners, limit-n)
-		if err != nil {
-			return 0, s.wrap(from, "read changes of table "+t.Table, err)
+		if round == 0 {
+			return n, nil
 		}
-		if len(r.seqs) > 0 {
-			work = append(work, r)
-			n += len(r.seqs)
+		if s.replayRound != nil {
+			s.replayRound(s.chunkBytes - room)
+		}
+		if err := s.writeChanged(ctx, migration, token, owners, to, work); err != nil {
+			return n, err
+		}
+		if err := s.deleteChanges(ctx, migration, token, owners, from, work); err != nil {
+			return n, err
+		}
+		n += round
+		if !full {
+			return n, nil // every change left was in this round, or limit reached
 		}
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	if err := s.writeChanged(ctx, migration, token, owners, to, work); err != nil {
-		return 0, err
-	}
-	return n, s.deleteChanges(ctx, migration, token, owners, from, work)
+	return n, nil
 }
 
 // writeChanged writes on shard to, in one transaction, the rows of work, and deletes there
@@ -338,8 +363,11 @@ func (s *Store) writeChanged(ctx context.Context, migration string, token uint64
 }
 
 // changedRows reads up to limit of the oldest changes of owners in table t on db, then the
-// rows of their keys there.
-func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []string, limit int) (replayed, error) {
+// rows of their keys there, until the rows read hold about room bytes (rowBytes; a batch of
+// keys is sized by the rows read before, and the first one of all holds at most 16 rows):
+// the changes of keys not read then are left for the next round (more). It returns what the
+// rows read hold.
+func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []string, limit, room int) (replayed, int, error) {
 	r := replayed{t: t}
 	q := &query{sqlite: s.dialect == SQLite}
 	q.b.WriteString("SELECT seq, row_key FROM " + t.changes() + " WHERE ")
@@ -347,52 +375,79 @@ func (s *Store) changedRows(ctx context.Context, db *sql.DB, t *table, owners []
 	q.b.WriteString(" ORDER BY seq LIMIT " + q.arg(limit))
 	rs, err := db.QueryContext(ctx, q.b.String(), q.args...)
 	if err != nil {
-		return r, err
+		return r, 0, err
 	}
-	var keys []any
+	var (
+		keys   []any
+		seqs   []any
+		seqKey []string // the key of each of seqs
+	)
 	seen := map[string]bool{}
 	for rs.Next() {
 		var seq int64
 		var key any
 		if err := rs.Scan(&seq, &key); err != nil {
 			rs.Close()
-			return r, err
+			return r, 0, err
 		}
-		r.seqs = append(r.seqs, seq)
-		if k := fmt.Sprintf("%T:%v", key, key); !seen[k] {
+		k := fmt.Sprintf("%T:%v", key, key)
+		seqs, seqKey = append(seqs, seq), append(seqKey, k)
+		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, key)
 		}
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
-		return r, err
+		return r, 0, err
 	}
 	// The rows of those keys that are still the owners': written on the new shard; the keys
 	// not found (deleted, or given to another owner, whose own changes carry it): deleted
-	// there.
+	// there. Read in batches sized by the rows read so far, to stay within room.
 	args, err := t.ownerArgs(owners)
 	if err != nil {
-		return r, err
+		return r, 0, err
 	}
 	r.owners = args
-	found := map[string]bool{}
-	for batch := range slices.Chunk(keys, 5000) {
-		got, err := s.rowsByKey(ctx, db, t, batch, args)
+	found, done := map[string]bool{}, map[string]bool{}
+	used, read, batch := 0, 0, min(len(keys), 16)
+	if size := int(t.replayRow.Load()); size > 0 {
+		batch = min(len(keys), max(room/size, 1))
+	}
+	for len(keys) > 0 && batch > 0 {
+		got, err := s.rowsByKey(ctx, db, t, keys[:batch], args)
 		if err != nil {
-			return r, err
+			return r, used, err
 		}
 		for _, row := range got {
 			found[fmt.Sprintf("%T:%v", row[t.key], row[t.key])] = true
+			used += rowBytes(row)
+		}
+		for _, k := range keys[:batch] {
+			kk := fmt.Sprintf("%T:%v", k, k)
+			done[kk] = true
+			if !found[kk] {
+				r.gone = append(r.gone, k)
+			}
 		}
 		r.rows = append(r.rows, got...)
-	}
-	for _, k := range keys {
-		if !found[fmt.Sprintf("%T:%v", k, k)] {
-			r.gone = append(r.gone, k)
+		read += len(got)
+		keys = keys[batch:]
+		batch = min(len(keys), 5000)
+		if read > 0 {
+			batch = min(batch, (room-used)/max(used/read, 1))
 		}
 	}
-	return r, nil
+	if read > 0 {
+		t.replayRow.Store(int64(max(used/read, 1)))
+	}
+	r.more = len(keys) > 0
+	for i, seq := range seqs {
+		if done[seqKey[i]] {
+			r.seqs = append(r.seqs, seq)
+		}
+	}
+	return r, used, nil
 }
 
 // deleteChanges deletes the changes of work (every change of owners in every table if

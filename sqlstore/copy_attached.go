@@ -151,7 +151,7 @@ func (s *Store) copyAttached(ctx context.Context, migration string, token uint64
 			// Then the same rows, from the same snapshot of src.
 			cols := strings.Join(t.Columns, ", ")
 			q := &query{sqlite: true}
-			fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols)
+			fmt.Fprintf(&q.b, "INSERT OR ABORT INTO main.%s (%s) SELECT %s FROM (", t.Table, cols, cols) // see insertHead
 			if err := q.arms(t, "rebalance_src", cols, owners, batch, keys, limit); err != nil {
 				return 0, false, err
 			}
@@ -214,7 +214,7 @@ func (s *Store) copyWhole(ctx context.Context, tx *sql.Tx, t *table, owners []st
 		cols := strings.Join(t.Columns, ", ")
 		q := &query{sqlite: true, args: slices.Clip(args)}
 		group := groupList(some)
-		fmt.Fprintf(&q.b, "INSERT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s", t.Table, cols, cols, t.Table, t.Owner, in, t.upsert(q.arg(group)))
+		fmt.Fprintf(&q.b, "INSERT OR ABORT INTO main.%s (%s) SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)%s", t.Table, cols, cols, t.Table, t.Owner, in, t.upsert(q.arg(group)))
 		if err := s.insertSelected(ctx, tx, t, q, n, group, func(k *query) error {
 			k.args = args
 			fmt.Fprintf(&k.b, "SELECT %s FROM rebalance_src.%s WHERE %s IN (%s)", t.Key, t.Table, t.Owner, in)

@@ -103,3 +103,6 @@ func RowHash(row []any) uint64 { return rowHash(row) }
 
 // SetChunkBytes sets what a chunk read into memory may hold (see chunkBytes).
 func (s *Store) SetChunkBytes(n int) { s.chunkBytes = n }
+
+// OnReplayRound makes each round of s's Replays call f with the bytes of rows it read.
+func (s *Store) OnReplayRound(f func(bytes int)) { s.replayRound = f }

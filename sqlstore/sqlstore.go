@@ -261,6 +261,7 @@ type Store struct {
 	turns         map[*sql.DB]chan struct{} // SQLite: each database's turn to write (see writeTurn)
 	unreferenced  sync.Map                  // SQLite: shard index -> knownRefs, what outsideRefs found
 	chunkBytes    int                       // a chunk read into the mover's memory ends past this many bytes
+	replayRound   func(bytes int)           // tests: told what each round of a Replay read into memory
 	pgShape       string                    // PostgreSQL: what checkReferences refuses besides foreign keys
 	outward       []reference               // foreign keys of moved tables, whose referenced rows a shard must hold (Init)
 	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
@@ -924,8 +925,11 @@ func (s *Store) checkOwnerColumn(ctx context.Context, db *sql.DB, t *table) (own
 // pgColumnType describes, in a statement on pg_attribute, a column's type as checkColumns
 // and the sums' check (table.sameColumns) compare it: its name, and for a domain (or an
 // array of one) the type it is over, for a composite type its fields, by alikeTypes' classes
-// (a number, text) where they have one. Two shards whose types share a name but differ
-// beneath (a domain over float8 on one, over real on the other) then differ.
+// (a number, text) where they have one, and its collation unless the database's default
+// (oid 100). Two shards whose types share a
+// name but differ beneath (a domain over float8 on one, over real on the other) then
+// differ, and so does a column whose collation changed since Init (an owner column made
+// case-insensitive during a move would make two owners one to the copy and the sums).
 const pgColumnType = `format_type(atttypid, atttypmod) || COALESCE((SELECT CASE e.typtype
 		WHEN 'd' THEN ' over ' || format_type(e.typbasetype, e.typtypmod)
 		WHEN 'c' THEN ' of (' || (SELECT string_agg(f.attname || ' ' || CASE
@@ -934,7 +938,7 @@ const pgColumnType = `format_type(atttypid, atttypmod) || COALESCE((SELECT CASE 
 				ELSE format_type(f.atttypid, f.atttypmod) END, ', ' ORDER BY f.attnum)
 			FROM pg_attribute f WHERE f.attrelid = e.typrelid AND f.attnum > 0 AND NOT f.attisdropped) || ')'
 		END FROM pg_type ty JOIN pg_type e ON e.oid = CASE WHEN ty.typcategory = 'A' THEN ty.typelem ELSE ty.oid END
-		WHERE ty.oid = atttypid), '')`
+		WHERE ty.oid = atttypid), '') || CASE WHEN attcollation NOT IN (0, 100) THEN ' collate ' || attcollation::regcollation::text ELSE '' END`
 
 // localTypes are PostgreSQL types whose values name something of the database they are in
 // (a large object, a table, a function, a row's place): a copy carries the number, and on
@@ -1012,13 +1016,14 @@ func (s *Store) alikeTypes(t *table, types, want map[string]string) error {
 		if s.dialect == SQLite {
 			return sqliteAffinity(typ)
 		}
+		typ, collation, _ := strings.Cut(typ, " collate ") // a collation other than the default
 		switch {
 		case typ == "smallint" || typ == "integer" || typ == "bigint" || strings.HasPrefix(typ, "numeric"):
-			return "a number"
+			typ = "a number"
 		case typ == "text" || strings.HasPrefix(typ, "character varying"):
-			return "text"
+			typ = "text"
 		}
-		return typ
+		return typ + " " + collation
 	}
 	for _, c := range t.Columns {
 		if class(types[c]) != class(want[c]) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/shardkit/shard/rebalance"
 )
@@ -16,6 +17,9 @@ type table struct {
 	TableSpec
 	key    int  // the index of Key in Columns
 	sqlite bool // the statements are SQLite's
+	// replayRow is about what a row a replay last read held (rowBytes), 0 before any: the
+	// first batch of keys of the next replay is sized by it.
+	replayRow atomic.Int64
 
 	selectAfter, selectFirst, count, insertHead, insertTail string
 	// fences is the fence table of the shard a statement writes.
@@ -77,7 +81,9 @@ func newTable(spec TableSpec, dialect Dialect, bad func(string, ...any) error) (
 	t.selectFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 ORDER BY %s.%s LIMIT $2", t.reads, n, o, n, k)
 	t.selectAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1 AND %s > $3 ORDER BY %s.%s LIMIT $2", t.reads, n, o, k, n, k)
 	t.count = fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = $1", n, o)
-	t.insertHead = fmt.Sprintf("INSERT INTO %s (%s) VALUES ", n, cols)
+	// OR ABORT overrides a constraint's ON CONFLICT REPLACE (one declared after Init, by a
+	// rebuild of the table): a copied row would delete another owner's row in its way.
+	t.insertHead = fmt.Sprintf("INSERT OR ABORT INTO %s (%s) VALUES ", n, cols)
 	if dialect == PostgreSQL {
 		// A row keeps its values, also those of a column GENERATED ALWAYS AS IDENTITY, which
 		// refuses a value without this (COPY writes them as given).
