@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,12 +74,7 @@ func TestNewOwnerTableDuringTheMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-			refused(t, "Run refused", err)
-			return
-		}
-		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-			refused(t, "Finish refused", err)
+		if !movedOrRefused(t, m, w.users) {
 			return
 		}
 		var n, at int
@@ -128,12 +124,7 @@ func TestOwnerColumnNamedInAnotherCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
-	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Run refused", err)
-		return
-	}
-	if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Finish refused", err)
+	if !movedOrRefused(t, m, w.users) {
 		return
 	}
 	var n int
@@ -385,7 +376,6 @@ func TestInProcessRewriteDuringTheCopy(t *testing.T) {
 	if pg == nil {
 		t.Skip("PostgreSQL not available: " + pgWhy)
 	}
-	ctx := context.Background()
 	e := newPostgres(t, 2)
 	admin := e.open(t, 2)
 	w := newWorld(t, e, 1, 2)
@@ -406,12 +396,7 @@ func TestInProcessRewriteDuringTheCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Run refused", err)
-		return
-	}
-	if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Finish refused", err)
+	if !movedOrRefused(t, m, w.users) {
 		return
 	}
 	w.requireClean(t, admin, w.after)
@@ -455,12 +440,7 @@ func TestChildMovesAwayFromItsParent(t *testing.T) {
 			t.Fatal(err)
 		}
 		users := []string{ua, ur}
-		if err := m.Run(ctx, slices.Values(users)); err != nil {
-			refused(t, "Run refused", err)
-			return
-		}
-		if err := m.Finish(ctx, slices.Values(users)); err != nil {
-			refused(t, "Finish refused", err)
+		if !movedOrRefused(t, m, users) {
 			return
 		}
 		if err := m.Do(ctx, ur, func(tx *sql.Tx, _ int) error {
@@ -514,12 +494,7 @@ func TestOwnerTableKeyedByOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
-		if err := m.Run(ctx, slices.Values([]string{u})); err != nil {
-			refused(t, "Run refused", err)
-			return
-		}
-		if err := m.Finish(ctx, slices.Values([]string{u})); err != nil {
-			refused(t, "Finish refused", err)
+		if !movedOrRefused(t, m, []string{u}) {
 			return
 		}
 		var n, at int
@@ -598,12 +573,7 @@ CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id)`
 		t.Fatal(err)
 	}
 	users := []string{ua, ur}
-	if err := m.Run(ctx, slices.Values(users)); err != nil {
-		refused(t, "Run refused", err)
-		return
-	}
-	if err := m.Finish(ctx, slices.Values(users)); err != nil {
-		refused(t, "Finish refused", err)
+	if !movedOrRefused(t, m, users) {
 		return
 	}
 	var n int
@@ -627,7 +597,6 @@ CREATE INDEX IF NOT EXISTS reactions_user_id_id ON reactions (user_id, id)`
 // That was the code before: the content comparison stops the move with ErrCopyMismatch.
 func TestInProcessInsertTrigger(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
-		ctx := context.Background()
 		admin := e.open(t, 2)
 		w := newWorld(t, e, 1, 2)
 		w.load(t, admin, w.moving(1, 1), 4) // time = id
@@ -649,12 +618,7 @@ func TestInProcessInsertTrigger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-			refused(t, "Run refused", err)
-			return
-		}
-		if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-			refused(t, "Finish refused", err)
+		if !movedOrRefused(t, m, w.users) {
 			return
 		}
 		w.requireClean(t, admin, w.after)
@@ -705,19 +669,13 @@ func TestLeftBehindTableHiddenByPrivileges(t *testing.T) {
 		return
 	}
 	defer mover.close()
-	ctx := context.Background()
 	w := newWorld(t, e, 1, 2)
 	w.load(t, mover, w.moving(1, 1), 5)
 	u := w.users[0]
 	a := w.before.Locate(u)
 	mustExec(t, openDB(t, e, e.shards[a]), "INSERT INTO notes VALUES (1, $1, 'acknowledged note')", u)
 	m := w.shared(t, mover, "grow", rebalance.SharedOptions{})
-	if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Run refused", err)
-		return
-	}
-	if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-		refused(t, "Finish refused", err)
+	if !movedOrRefused(t, m, w.users) {
 		return
 	}
 	var n int
@@ -738,4 +696,23 @@ func refused(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v, want an error wrapping ErrSchema or ErrCopyMismatch", what, err)
 	}
 	t.Logf("%s: %v", what, err)
+}
+
+// movedOrRefused runs m over owners and finishes it, and reports whether both returned nil;
+// else the refusal (see refused) is logged, or t fails on another error.
+func movedOrRefused(t *testing.T, m interface {
+	Run(context.Context, iter.Seq[string]) error
+	Finish(context.Context, iter.Seq[string]) error
+}, owners []string) bool {
+	t.Helper()
+	ctx := context.Background()
+	if err := m.Run(ctx, slices.Values(owners)); err != nil {
+		refused(t, "Run refused", err)
+		return false
+	}
+	if err := m.Finish(ctx, slices.Values(owners)); err != nil {
+		refused(t, "Finish refused", err)
+		return false
+	}
+	return true
 }
