@@ -126,8 +126,9 @@ func (p Placement) IsZero() bool { return p == Placement{} }
 const fingerprintProbes = 256
 
 // Fingerprint identifies where s puts keys: a hash of its shard count, of where it places
-// 256 fixed keys and, for a sharder with entries (a shard.Directory with owners pinned), of
-// every entry. Two sharders that place keys alike (one strategy and size, built in two
+// 256 fixed keys, for a sharder with a partition table (shard.Partitions,
+// shard.PagedPartitions: Table) of every partition's shard, and for a sharder with entries
+// (a shard.Directory with owners pinned) of every entry. Two sharders that place keys alike (one strategy and size, built in two
 // processes, with the same entries) have the same fingerprint; two that differ in strategy,
 // size, seed or an entry have different ones, but for a chance of about 2^-64, or when they
 // agree on every probe key (they then place nearly all keys alike). A directory (a sharder
@@ -149,6 +150,15 @@ func Fingerprint(s shard.Sharder) uint64 {
 	}
 	h := xxhash.New()
 	h.Write(buf)
+	if p, ok := s.(interface{ Table() []int }); ok {
+		// A partition table that moved one partition agrees on every probe key that
+		// falls outside it: nearly all of them, with thousands of partitions.
+		for _, owner := range p.Table() {
+			buf = buf[:0]
+			put(owner)
+			h.Write(buf)
+		}
+	}
 	if d, ok := s.(interface{ Entries() iter.Seq2[string, int] }); ok {
 		// A process whose directory lacks a pin routes that owner to where its rows no
 		// longer are, though every probe key agrees.
