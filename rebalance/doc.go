@@ -135,10 +135,10 @@
 //     shards serve an unfinished migration, or one whose after sharder is not the new
 //     before (the control database decides first: of two migrations claimed at once, one
 //     is refused before it touches a shard);
-//   - [Shared.Finish] finishes only when every owner given is done and, over a store that is
-//     an [OwnerLister] (the sqlstore module's is), no shard holds rows of an owner that the
-//     after sharder places elsewhere: an owner left out of the list given to Run and Finish
-//     (created after it was made) is named, not stranded;
+//   - [Shared.Finish] finishes only when every owner given is done, no shard holds rows of
+//     an owner that the after sharder places elsewhere ([OwnerLister], part of every
+//     SharedStore): an owner left out of the list given to Run and Finish (created after it
+//     was made) is named, not stranded, and no owner is fenced part way ([FenceLister]);
 //   - once a migration is finished, an owner's old shard refuses an access routed there by a
 //     process that has not heard (Placement.Leaving), even for an owner it never held, and
 //     that process routes by the after sharder from then on;

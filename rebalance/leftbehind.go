@@ -20,26 +20,22 @@ type OwnerLister interface {
 	Owners(ctx context.Context, shard int) iter.Seq2[string, error]
 }
 
-// FenceLister is a SharedStore that can name the owners a migration left fenced part way on
-// a shard: importing or exporting, as a Run that stopped leaves them. Shared.Finish refuses
+// FenceLister is the part of a SharedStore that names the owners a migration left fenced
+// part way on a shard: importing or exporting, as a Run that stopped leaves them. Shared.Finish refuses
 // while any is (an *UnfinishedError naming them), listed or not: the after sharder's shard
 // refuses such an owner, and its old shard still takes its writes, which the listing of
 // the shards may not see (an owner fenced there does not wait for Finish), so a finish
-// would strand them. Finish looks once it recorded Finishing, and a FenceLister's SetFence
-// refuses from then on (a Run of another process), so none is fenced after the look.
+// would strand them. Finish looks once it recorded Finishing, and SetFence refuses from
+// then on (a Run of another process), so none is fenced after the look.
 type FenceLister interface {
 	// Unsettled returns up to 10 owners fenced Importing or Exporting by migration on
 	// shard, and how many are.
 	Unsettled(ctx context.Context, migration string, shard int) (owners []string, n int, err error)
 }
 
-// unsettled records in left, if store is a FenceLister, the owners that migration left
-// fenced part way on each of the first shards shards.
-func unsettled(ctx context.Context, store any, shards int, left *UnfinishedError) error {
-	fl, ok := store.(FenceLister)
-	if !ok {
-		return nil
-	}
+// unsettled records in left the owners that migration left fenced part way on each of the
+// first shards shards.
+func unsettled(ctx context.Context, fl FenceLister, shards int, left *UnfinishedError) error {
 	for s := range shards {
 		owners, n, err := fl.Unsettled(ctx, left.Migration, s)
 		if err != nil {

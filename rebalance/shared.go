@@ -116,9 +116,19 @@ type Cursor string
 // shard waits for or precedes. Writes of rows also check the fences they need on the shard
 // written: a copy writes only where every owner is fenced Importing by the migration, a
 // deletion only where every owner is fenced (Importing or Moved) by it.
+//
+// Its safety rests on three parts that an in-process Store may go without: Finish refuses
+// while a shard holds rows of an owner left out of the list (OwnerLister) or an owner a Run
+// left fenced part way (FenceLister), and a deletion resumed by a later Run first checks the
+// old copy against the window's sums (SumKeeper). Without them a Finish would strand such
+// owners and a resumed deletion would take a write that went around the fence, so they are
+// required, not optional.
 type SharedStore[Tx any] interface {
 	Store
 	MoverLock
+	OwnerLister
+	FenceLister
+	SumKeeper
 	// Access runs fn in one transaction on shard, if shard serves owner routed by p, and
 	// commits it. It reads the placement the shard serves and owner's fence in that
 	// transaction, and no change of that fence may commit between the read and the end of
@@ -136,9 +146,9 @@ type SharedStore[Tx any] interface {
 	// SetFence sets the fence of owners on shard to state, set by migration (Serving
 	// removes the fence), in one transaction that holds each owner exclusive against Access
 	// on that shard, so that no access that read the old fence is still running when the
-	// new one is visible. It refuses a stale token, and a FenceLister refuses any state but
-	// Serving while the shard records a Finish of migration listing its owners (Finishing)
-	// or the migration finished (see FenceLister). A store that waits after its commit
+	// new one is visible. It refuses a stale token, and any state but Serving while the
+	// shard records a Finish of migration listing its owners (Finishing) or the migration
+	// finished (see FenceLister). A store that waits after its commit
 	// for writes under way around its accesses (sqlstore on PostgreSQL) may return an error
 	// with the fence changed.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
@@ -234,10 +244,10 @@ type OwnersDeleter interface {
 	DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (n int, whole bool, err error)
 }
 
-// SumKeeper is a SharedStore that keeps the sums the window found of owners on their old
-// shard, durably, until their old copies are deleted: a deletion that a later Run resumes
-// (after a stop between the commit and the deletion) first checks that the old copy is
-// still what the window compared, by content, and stops with ErrCopyMismatch, deleting
+// SumKeeper is the part of a SharedStore that keeps the sums the window found of owners on
+// their old shard, durably, until their old copies are deleted: a deletion that a later Run
+// resumes (after a stop between the commit and the deletion) first checks that the old copy
+// is still what the window compared, by content, and stops with ErrCopyMismatch, deleting
 // nothing, if a write went around its fence since. A deletion in chunks replaces them
 // before each chunk with the count of the rows left (a Sum whose Digest is empty: a part
 // of a copy is not the copy the window's sums describe), so that one resumed part way
@@ -585,14 +595,15 @@ func (f Fence) String() string {
 }
 
 // Finish checks the marks of every owner of owners whose shard changes, a batch at a time,
-// and, if the store is an OwnerLister, that no shard holds rows of an owner the after
-// sharder places elsewhere (an owner left out of owners). If so, it records on the shards that the migration is finished
-// (SharedStore.Finished: the next migration's mover may claim them), from then on Do routes
-// by the after sharder alone (still reading the fence there; the accesses Arriving), and Finish returns nil. Otherwise nothing changes and it returns an
-// *UnfinishedError. owners must not be nil (ErrConfig).
+// that no shard holds rows of an owner the after sharder places elsewhere (an owner left out
+// of owners; OwnerLister) and that no owner is fenced part way (FenceLister). If so, it
+// records on the shards that the migration is finished (SharedStore.Finished: the next
+// migration's mover may claim them), from then on Do routes by the after sharder alone
+// (still reading the fence there; the accesses Arriving), and Finish returns nil. Otherwise
+// nothing changes and it returns an *UnfinishedError. owners must not be nil (ErrConfig).
 //
-// Over an OwnerLister, accesses of new owners to their old shards wait while it lists the
-// shards (SharedStore.Finishing): a Finish stopped part way (its process killed) leaves them
+// Accesses of new owners to their old shards wait while it lists the shards
+// (SharedStore.Finishing): a Finish stopped part way (its process killed) leaves them
 // waiting, up to FenceWait each, until Finish runs again.
 //
 // The fences stay: an old shard keeps saying moved, so that a process that still routes by
@@ -640,18 +651,14 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	if left.Left > 0 {
 		return left
 	}
-	var finisher uint64
-	_, lists := m.store.(OwnerLister)
-	if lists {
-		// New owners' accesses to their old shards wait while the shards are listed, so
-		// that none lands there between the listing and the finish, and a mover's fence
-		// is refused (a Run of another process, started or resumed meanwhile). The record
-		// is this Finish's own: one that gives up (a mover deposed while a newer one
-		// finishes) ends its record only, and Finished refuses where another's replaced it.
-		finisher = cmp.Or(rand.Uint64(), 1)
-		if err := m.store.Finishing(ctx, m.placement, finisher, true); err != nil {
-			return fmt.Errorf("rebalance: migration %q: record on the shards that it is being finished: %w", m.id, err)
-		}
+	// New owners' accesses to their old shards wait while the shards are listed, so that
+	// none lands there between the listing and the finish, and a mover's fence is refused (a
+	// Run of another process, started or resumed meanwhile). The record is this Finish's
+	// own: one that gives up (a mover deposed while a newer one finishes) ends its record
+	// only, and Finished refuses where another's replaced it.
+	finisher := cmp.Or(rand.Uint64(), 1)
+	if err := m.store.Finishing(ctx, m.placement, finisher, true); err != nil {
+		return fmt.Errorf("rebalance: migration %q: record on the shards that it is being finished: %w", m.id, err)
 	}
 	// Owners fenced part way are looked for once no fence can change: those a Run fenced
 	// before the record, seen here, and none after it.
@@ -661,10 +668,8 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 		err = unsettled(ctx, m.store, shards, left)
 	}
 	if err != nil || left.Unlisted > 0 {
-		if lists {
-			if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, finisher, false); ferr != nil {
-				return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
-			}
+		if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, finisher, false); ferr != nil {
+			return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
 		}
 		return cmp.Or(err, error(left))
 	}

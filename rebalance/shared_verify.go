@@ -16,7 +16,7 @@ import (
 // the changes of owners left recorded on a, then compares the owners' sums on both shards
 // and returns those whose copies match, with their rows on a. An owner whose copy does not
 // match stays on a, served again, its copy on b kept importing; mismatch says which key
-// differs first (ErrCopyMismatch). A SumKeeper keeps the sums on a.
+// differs first (ErrCopyMismatch). It keeps the sums on a (SumKeeper).
 func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (commit []string, rows []int64, mismatch, err error) {
 	if err := m.replay(ctx, owners, a, b); err != nil {
 		return nil, nil, nil, err
@@ -27,10 +27,10 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 	var summed sync.WaitGroup
 	summed.Go(func() {
 		sa, errA = m.store.Sums(ctx, owners, a)
-		if sk, ok := m.store.(SumKeeper); ok && errA == nil && len(sa) == len(owners) {
+		if errA == nil && len(sa) == len(owners) {
 			// Kept whatever b's sums, while they run: the sums kept of an old copy that a
 			// later Run deletes are those of the window that committed it.
-			if err := sk.KeepSums(ctx, m.id, m.token, owners, a, sa); err != nil {
+			if err := m.store.KeepSums(ctx, m.id, m.token, owners, a, sa); err != nil {
 				errA = fmt.Errorf("keep them: %w", err)
 			}
 		}
@@ -66,16 +66,12 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 }
 
 // keptRows checks the old copy of owner on shard a, moved and committed on its new shard by
-// an earlier Run, against the sums the store kept of it (a SumKeeper): by content where the
+// an earlier Run, against the sums the store kept of it (SumKeeper): by content where the
 // window's sums are kept, by its count where a deletion in chunks began. It returns the rows
 // the old copy may hold, or nil if nothing is kept.
 func (m *mover[Tx]) keptRows(ctx context.Context, owner string, a int) ([]int64, error) {
-	sk, ok := m.store.(SumKeeper)
-	if !ok {
-		return nil, nil
-	}
 	one := []string{owner}
-	kept, found, err := sk.KeptSums(ctx, m.id, one, a)
+	kept, found, err := m.store.KeptSums(ctx, m.id, one, a)
 	switch {
 	case err != nil:
 		return nil, err
@@ -181,8 +177,8 @@ func (m *mover[Tx]) deleteAll(ctx context.Context, owners []string, s int, rows 
 // deleteCounted deletes the old copies of owners on shard s, of at most rows each as the
 // window counted them, counted again first: one deletion where they fit in DeleteRows, else
 // (one owner) chunks of DeleteRows rows that take no more rows than counted in all; and it
-// stops with ErrCopyMismatch if a row is left after them. Before each chunk a SumKeeper
-// keeps the rows left, in place of the window's sums (a part of a copy is not the copy they
+// stops with ErrCopyMismatch if a row is left after them. Before each chunk it keeps the
+// rows left (SumKeeper), in place of the window's sums (a part of a copy is not the copy they
 // describe), so that a Run that resumes the deletion stops where the old copy holds more.
 func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, rows []int64) error {
 	now, err := m.store.Counts(ctx, owners, s)
@@ -196,11 +192,10 @@ func (m *mover[Tx]) deleteCounted(ctx context.Context, owners []string, s int, r
 		}
 		left += now[i]
 	}
-	sk, keeps := m.store.(SumKeeper)
-	keeps = keeps && len(owners) == 1 && left > int64(m.opts.DeleteRows)
+	keeps := len(owners) == 1 && left > int64(m.opts.DeleteRows)
 	for left > 0 {
 		if keeps {
-			if err := sk.KeepSums(ctx, m.id, m.token, owners, s, []Sum{{Rows: left}}); err != nil {
+			if err := m.store.KeepSums(ctx, m.id, m.token, owners, s, []Sum{{Rows: left}}); err != nil {
 				return fmt.Errorf("keep the count of the rows left: %w", err)
 			}
 		}
@@ -329,12 +324,8 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 	}
 	// The kept sums, read before and after the old copies' sums: a deletion under way keeps
 	// a smaller count before each chunk, and only a count that held throughout is compared.
-	sk, keeps := m.store.(SumKeeper)
 	readKept := func() ([]Sum, []bool, error) {
-		if !keeps {
-			return nil, nil, nil
-		}
-		kept, found, err := sk.KeptSums(ctx, m.id, owners, a)
+		kept, found, err := m.store.KeptSums(ctx, m.id, owners, a)
 		if err == nil && (len(kept) != len(owners) || len(found) != len(owners)) {
 			err = fmt.Errorf("store returned %d kept sums for %d owners", len(kept), len(owners))
 		}
@@ -390,7 +381,7 @@ func (m *Shared[Tx]) verifyBatch(ctx context.Context, r *Report, owners []string
 			if sa[i].Rows > 0 && fa.Migration == m.id && m.finished.Load() {
 				problem(o, a, fmt.Sprintf("%d rows left on the old shard after the migration finished", sa[i].Rows))
 			}
-			if fa.Migration == m.id && found != nil && found[i] && oldCopyChanged(sa[i], kept[i]) {
+			if fa.Migration == m.id && found[i] && oldCopyChanged(sa[i], kept[i]) {
 				problem(o, a, fmt.Sprintf("the old copy differs from the sums kept of it (%d rows then, %d now): a write went around its fence, and Run will not delete it", kept[i].Rows, sa[i].Rows))
 			}
 		case servesA && fb.State == Serving && sb[i].Rows > 0 && sa[i].Rows > 0:

@@ -412,6 +412,9 @@ func (s *MemShared) SetFence(_ context.Context, migration string, owners []strin
 	if err := s.token(migration, token, shard); err != nil {
 		return err
 	}
+	if sv := s.serves[shard]; state != Serving && (s.done[migration] || sv.p.Migration == migration && sv.finishing != 0) {
+		return fmt.Errorf("memshared: shard %d: migration %q is finished or being finished: %w", shard, migration, ErrMoverRunning)
+	}
 	for _, o := range sorted {
 		if state == Serving {
 			delete(s.fences[shard], o)
@@ -718,6 +721,22 @@ func (c *crashShared) KeepSums(ctx context.Context, migration string, token uint
 
 func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []string, m Mark, token uint64) error {
 	return c.do("marks", func() error { return c.MemShared.SetMarks(ctx, migration, owners, m, token) })
+}
+
+// Unsettled returns up to 10 owners fenced Importing or Exporting by migration on shard.
+func (s *MemShared) Unsettled(_ context.Context, migration string, shard int) ([]string, int, error) {
+	if err := s.check(shard); err != nil {
+		return nil, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var owners []string
+	for _, o := range slices.Sorted(maps.Keys(s.fences[shard])) {
+		if f := s.fences[shard][o]; f.Migration == migration && (f.State == Importing || f.State == Exporting) {
+			owners = append(owners, o)
+		}
+	}
+	return owners[:min(len(owners), 10)], len(owners), nil
 }
 
 // Owners yields the owners with rows on shard.
