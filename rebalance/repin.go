@@ -50,7 +50,9 @@ import (
 // value) in a process share the batch under way: Move, Unpin, Drain and Resize of any of them
 // run one at a time, and Do of each routes through the batch another one runs, then asks the
 // shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
-// rather than writing on an old copy. Make one Repin per ID in a process and share it between
+// rather than writing on an old copy. Such a value may not move either (ErrPlacement), nor
+// may one whose directory differs from that of a batch another value left unfinished by
+// an error: the next Move of a value with that batch's directory ends it. Make one Repin per ID in a process and share it between
 // the application's requests and the operator's calls. The zero Repin moves nothing: its
 // methods return an error wrapping ErrConfig.
 type Repin struct {
@@ -64,9 +66,6 @@ type Repin struct {
 
 	placementRead recheck       // when Do last found the placement served, if checked
 	seen          atomic.Uint64 // sh.ended at that check
-
-	// The batch left unfinished by an error: the next Move ends it. Guarded by sh.run.
-	pending map[string]int
 }
 
 // repinShared is what every Repin value of one ID in this process shares (see repinTables):
@@ -76,6 +75,11 @@ type Repin struct {
 // without the batch's pins.
 type repinShared struct {
 	run sync.Mutex // serializes Move, Unpin, Drain and Resize
+
+	// The batch left unfinished by an error, and the Fingerprint of the directory it starts
+	// from: the next Move of a value with that directory ends it. Guarded by run.
+	pending map[string]int
+	from    uint64
 
 	// Do holds mu shared while it routes and runs fn, so that a batch is published only
 	// when no access routed without it is still running.
@@ -101,6 +105,26 @@ func (sh *repinShared) knows(id string, d *shard.Directory) error {
 	}
 	if fp := Fingerprint(d); fp != sh.at {
 		return fmt.Errorf("rebalance: repin %q: another Repin of this ID in this process moved owners to the directory %016x; this one's is %016x: load the saved directory: %w", id, sh.at, fp, ErrPlacement)
+	}
+	return nil
+}
+
+// mayMove returns an error wrapping ErrPlacement unless r's directory is where the ID's
+// batches in this process left it: a batch from a directory without the last batch's pins,
+// or beside a batch another value left unfinished from another directory, would move owners
+// from shards their rows have left (the store may not be able to tell). The caller holds
+// sh.run.
+func (r *Repin) mayMove() error {
+	r.sh.mu.RLock()
+	err := r.sh.knows(r.id, r.d)
+	r.sh.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	if len(r.sh.pending) > 0 {
+		if fp := Fingerprint(r.d); fp != r.sh.from {
+			return fmt.Errorf("rebalance: repin %q: another Repin of this ID in this process left a batch of %d owners unfinished from the directory %016x; this one's is %016x: finish it with that one's Move: %w", r.id, len(r.sh.pending), r.sh.from, fp, ErrPlacement)
+		}
 	}
 	return nil
 }
@@ -256,6 +280,9 @@ func (r *Repin) Move(ctx context.Context, pins map[string]int) error {
 	}
 	r.sh.run.Lock()
 	defer r.sh.run.Unlock()
+	if err := r.mayMove(); err != nil {
+		return err
+	}
 	if err := r.move(ctx, pins); err != nil {
 		return err
 	}
@@ -278,6 +305,9 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 	}
 	r.sh.run.Lock()
 	defer r.sh.run.Unlock()
+	if err := r.mayMove(); err != nil {
+		return err
+	}
 	if err := r.move(ctx, pins); err != nil {
 		return err
 	}
@@ -287,7 +317,7 @@ func (r *Repin) Unpin(ctx context.Context, owners ...string) error {
 func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	more := false // pins names an owner the unfinished batch does not
 	for _, o := range slices.Sorted(maps.Keys(pins)) {
-		prev, ok := r.pending[o]
+		prev, ok := r.sh.pending[o]
 		if ok && prev != pins[o] {
 			return fmt.Errorf("rebalance: repin %q: owner %.64q to shard %d: an unfinished batch moves it to shard %d: %w", r.id, o, r.target(o, pins[o]), r.target(o, prev), ErrConfig)
 		}
@@ -295,12 +325,12 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	}
 	// The unfinished batch ends first, alone: with more owners it would be another
 	// migration, which the shards refuse while that one is unfinished.
-	if len(r.pending) > 0 && more {
+	if len(r.sh.pending) > 0 && more {
 		if err := r.move(ctx, nil); err != nil {
 			return err
 		}
 	}
-	batch := maps.Clone(r.pending)
+	batch := maps.Clone(r.sh.pending)
 	if batch == nil {
 		batch = map[string]int{}
 	}
@@ -351,7 +381,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	r.sh.mu.Lock()
 	r.sh.cur = m
 	r.sh.mu.Unlock()
-	r.pending = batch
+	r.sh.pending, r.sh.from = batch, Fingerprint(r.d)
 	if !done {
 		if err := m.Run(ctx, owners); err != nil {
 			return err
@@ -372,7 +402,7 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	r.sh.mu.Lock()
 	r.sh.end(r.d) // Do asks again, for the directory pinned
 	r.sh.mu.Unlock()
-	r.pending = nil
+	r.sh.pending = nil
 	return nil
 }
 
@@ -427,8 +457,11 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 	r.sh.run.Lock()
 	defer r.sh.run.Unlock()
 	var onto []string
-	for _, o := range slices.Sorted(maps.Keys(r.pending)) {
-		if r.target(o, r.pending[o]) == from {
+	if err := r.mayMove(); err != nil {
+		return err
+	}
+	for _, o := range slices.Sorted(maps.Keys(r.sh.pending)) {
+		if r.target(o, r.sh.pending[o]) == from {
 			onto = append(onto, o)
 		}
 	}
@@ -502,8 +535,11 @@ func (r *Repin) Resize(ctx context.Context, n int) error {
 	}
 	r.sh.run.Lock()
 	defer r.sh.run.Unlock()
-	if len(r.pending) > 0 {
-		return fmt.Errorf("rebalance: repin %q: resize to %d shards: an unfinished batch moves %d owners: finish it with Move first: %w", r.id, n, len(r.pending), ErrConfig)
+	if err := r.mayMove(); err != nil {
+		return err
+	}
+	if len(r.sh.pending) > 0 {
+		return fmt.Errorf("rebalance: repin %q: resize to %d shards: an unfinished batch moves %d owners: finish it with Move first: %w", r.id, n, len(r.sh.pending), ErrConfig)
 	}
 	if n == r.d.Shards() {
 		return nil

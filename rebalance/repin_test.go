@@ -290,3 +290,85 @@ func TestRepinValuesOverTwoStoresApart(t *testing.T) {
 	one.check(t, a)
 	two.check(t, b)
 }
+
+// A batch that one Repin value left unfinished by an error belongs to every value of the ID:
+// another value's Move ends it first (or is refused), never replaces it with a batch of its
+// own, under which the first batch's owners moved already would be routed to the old shards
+// their rows have left. The store here cannot check placements, so only the process can.
+func TestRepinValueAfterAnotherValuesFailedBatch(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 50)
+	st := &hookStore{memStore: w.store}
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	op, err := NewRepin("shared", w.d, rule, st, Options{Concurrency: 1})
+	require.NoError(t, err)
+	fallback, err := shard.NewJump(4)
+	require.NoError(t, err)
+	other := shard.NewDirectory(fallback, nil)
+	require.NoError(t, other.Load(w.d.Entries()))
+	rule2, err := shard.NewJump(4)
+	require.NoError(t, err)
+	app, err := NewRepin("shared", other, rule2, st, Options{})
+	require.NoError(t, err)
+
+	first, second, third := w.owners[11], w.owners[12], w.owners[30] // in the order Run takes them
+	fail := func(owner string, m Mark) {
+		if owner == second && m == Copied {
+			st.failMark.Store(true)
+		}
+	}
+	st.beforeMark.Store(&fail)
+	err = op.Move(ctx, map[string]int{first: (w.d.Locate(first) + 1) % 4, second: (w.d.Locate(second) + 1) % 4})
+	require.ErrorIs(t, err, errCrash)
+	st.beforeMark.Store(nil)
+	st.failMark.Store(false)
+	require.Equal(t, []int{(w.d.Locate(first) + 1) % 4}, w.store.where(first), "the first owner moved before the error")
+
+	// A value whose directory has other entries may not end it; one with the same may.
+	stale := shard.NewDirectory(fallback, nil)
+	require.NoError(t, stale.Load(w.d.Entries()))
+	require.NoError(t, stale.Pin(third, other.Locate(third)))
+	rule3, err := shard.NewJump(4)
+	require.NoError(t, err)
+	elsewhere, err := NewRepin("shared", stale, rule3, st, Options{})
+	require.NoError(t, err)
+	require.ErrorIs(t, elsewhere.Move(ctx, map[string]int{third: (other.Locate(third) + 1) % 4}), ErrPlacement)
+	require.NoError(t, app.Move(ctx, map[string]int{third: (other.Locate(third) + 1) % 4}))
+	for _, o := range []string{first, second, third} {
+		require.NoError(t, app.Do(ctx, o, func(s int) error {
+			require.Equal(t, int(w.rows[o].Load()), w.store.count(s, o), "owner %s served by shard %d", o, s)
+			return nil
+		}))
+		require.ErrorIs(t, op.Do(ctx, o, func(int) error { return nil }), ErrPlacement, "its directory lacks the pins")
+	}
+}
+
+// A Repin value whose directory lacks the pins of the ID's last batch in this process may
+// not move from it: it would copy an owner from the shard its rows have left (nothing) and
+// pin it there, over a store that cannot tell.
+func TestRepinValueWithoutTheLastBatchsPins(t *testing.T) {
+	ctx := context.Background()
+	w := newRepinWorld(t, 20)
+	st := blindStore{w.store}
+	rule, err := shard.NewJump(4)
+	require.NoError(t, err)
+	op, err := NewRepin("shared", w.d, rule, st, Options{})
+	require.NoError(t, err)
+	fallback, err := shard.NewJump(4)
+	require.NoError(t, err)
+	old := shard.NewDirectory(fallback, nil)
+	require.NoError(t, old.Load(w.d.Entries()))
+	rule2, err := shard.NewJump(4)
+	require.NoError(t, err)
+	app, err := NewRepin("shared", old, rule2, st, Options{})
+	require.NoError(t, err)
+
+	hot := w.owners[5]
+	require.NoError(t, op.Move(ctx, map[string]int{hot: (w.d.Locate(hot) + 1) % 4}))
+	require.ErrorIs(t, app.Move(ctx, map[string]int{hot: (w.d.Locate(hot) + 2) % 4}), ErrPlacement)
+	w.check(t, op)
+}
+
+// blindStore is a Store that can neither list owners nor check placements.
+type blindStore struct{ Store }
