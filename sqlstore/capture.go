@@ -690,56 +690,76 @@ func (h *fnvHash) uint64(v uint64) {
 	}
 }
 
-// FirstDiff returns the first key at which owner's rows on a and b differ, in the first
-// table where they do: walking a's rows in key order, the first missing on b or different
-// there; else the first of b's rows missing on a. With several tables the key is prefixed
-// by its table's name and a colon. It reads the owner's rows of both shards (it runs only
-// when their sums differ).
+// FirstDiff returns the first key of owner's rows on shard a, table after table and in the
+// key order, that shard b lacks or holds with other content, else the first of b's rows that
+// a lacks, or "" if they hold the same rows; with several tables the key is prefixed by its
+// table's name and a colon (see rebalance.SharedStore). It reads a page of
+// rows at a time and, of the other shard, the rows of that page's keys, so its memory is a
+// page's, whatever the owner's size (pages shrink to about chunkBytes as wide rows are read).
 func (s *Store) FirstDiff(ctx context.Context, owner string, a, b int) (string, error) {
 	for _, t := range s.tables {
-		ra, err := s.allRows(ctx, t, owner, a)
-		if err != nil {
+		key, err := s.firstMissing(ctx, t, owner, a, b, true)
+		if err == nil && key == "" {
+			key, err = s.firstMissing(ctx, t, owner, b, a, false)
+		}
+		if err != nil || key == "" {
 			return "", err
 		}
-		rb, err := s.allRows(ctx, t, owner, b)
-		if err != nil {
-			return "", err
-		}
-		key := firstDiff(ra, rb, t.key)
-		if key != "" && len(s.tables) > 1 {
+		if len(s.tables) > 1 {
 			key = t.Table + ":" + key
 		}
-		if key != "" {
-			return key, nil
-		}
+		return key, nil
 	}
 	return "", nil
 }
 
-// firstDiff returns the key of the first row of ra missing from rb or different there, else
-// of the first row of rb missing from ra, or "" if they hold the same rows; key is the index
-// of the key column.
-func firstDiff(ra, rb [][]any, key int) string {
-	byKey := func(rows [][]any) map[string]uint64 {
-		m := make(map[string]uint64, len(rows))
+// firstMissing returns the key of the first row of owner in table t on shard from, in the
+// key order, that shard to lacks or, if content, holds with other content; "" if none.
+func (s *Store) firstMissing(ctx context.Context, t *table, owner string, from, to int, content bool) (string, error) {
+	dbFrom, err := s.shard(from)
+	if err != nil {
+		return "", err
+	}
+	dbTo, err := s.shard(to)
+	if err != nil {
+		return "", err
+	}
+	owners, err := t.ownerArgs([]string{owner})
+	if err != nil {
+		return "", err
+	}
+	cur, page := "", 16
+	for {
+		rows, err := t.readRows(ctx, dbFrom, owner, cur, page)
+		if err != nil {
+			return "", s.wrap(from, fmt.Sprintf("read rows of owner %q in table %s", owner, t.Table), err)
+		}
+		if len(rows) == 0 {
+			return "", nil
+		}
+		keys, size := make([]any, len(rows)), 0
+		for i, r := range rows {
+			keys[i] = r[t.key]
+			size += rowBytes(r)
+		}
+		there, err := s.rowsByKey(ctx, dbTo, t, keys, owners)
+		if err != nil {
+			return "", s.wrap(to, fmt.Sprintf("read rows of owner %q in table %s", owner, t.Table), err)
+		}
+		hashes := make(map[string]uint64, len(there))
+		for _, r := range there {
+			hashes[fmt.Sprintf("%T:%v", r[t.key], r[t.key])] = rowHash(r)
+		}
 		for _, r := range rows {
-			m[fmt.Sprint(r[key])] = rowHash(r)
+			if h, ok := hashes[fmt.Sprintf("%T:%v", r[t.key], r[t.key])]; !ok || content && h != rowHash(r) {
+				return fmt.Sprint(r[t.key]), nil
+			}
 		}
-		return m
-	}
-	ha, hb := byKey(ra), byKey(rb)
-	for _, r := range ra {
-		k := fmt.Sprint(r[key])
-		if h, ok := hb[k]; !ok || h != ha[k] {
-			return k
+		if cur, err = encodeKey(rows[len(rows)-1][t.key]); err != nil {
+			return "", s.wrap(from, "read key", err)
 		}
+		page = min(max(chunkBytes/max(size/len(rows), 1), 1), 5000)
 	}
-	for _, r := range rb {
-		if _, ok := ha[fmt.Sprint(r[key])]; !ok {
-			return fmt.Sprint(r[key])
-		}
-	}
-	return ""
 }
 
 // checkOutward returns an error wrapping ErrSchema naming a row of owners on shard that

@@ -1187,3 +1187,59 @@ func TestStoppedCopyChangesCleared(t *testing.T) {
 		w.requireClean(t, p, w.after)
 	})
 }
+
+// TestFirstDiffByPages: FirstDiff reads an owner a page at a time, and finds the first row of
+// the first shard that the second lacks or holds changed, past the first pages, then a row
+// only the second holds.
+func TestFirstDiffByPages(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		p := e.open(t, 2)
+		const n = 3000
+		first := nextID.Add(n) - n + 1
+		owner := strconv.FormatInt(first, 10)
+		for s := range 2 {
+			for i := int64(0); i < n; i += 100 {
+				var q strings.Builder
+				var args []any
+				q.WriteString("INSERT INTO messages (id, user_id, time, message, sender) VALUES ")
+				for j := range int64(100) {
+					if j > 0 {
+						q.WriteString(", ")
+					}
+					fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d)", 5*j+1, 5*j+2, 5*j+3, 5*j+4, 5*j+5)
+					args = append(args, first+i+j, first, first+i+j, "hello", int64(7))
+				}
+				if _, err := p.dbs[s].Exec(q.String(), args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		diff := func(want int64) {
+			t.Helper()
+			got, err := p.store.FirstDiff(ctx, owner, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := strconv.FormatInt(want, 10); want == 0 && got != "" || want != 0 && got != w {
+				t.Fatalf("FirstDiff = %q, want %d", got, want)
+			}
+		}
+		exec := func(s int, q string, id int64) {
+			t.Helper()
+			if err := execAsMover(e.dialect, p.dbs[s], q, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		diff(0)
+		exec(1, "UPDATE messages SET message = 'changed' WHERE id = $1", first+2500)
+		diff(first + 2500)
+		exec(1, "DELETE FROM messages WHERE id = $1", first+1700)
+		diff(first + 1700)
+		exec(0, "DELETE FROM messages WHERE id = $1", first+1700)
+		exec(0, "UPDATE messages SET message = 'changed' WHERE id = $1", first+2500)
+		diff(0)
+		exec(1, "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, "+owner+", 1, 'only here', 7)", first+n)
+		diff(first + n)
+	})
+}

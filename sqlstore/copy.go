@@ -112,29 +112,6 @@ func (t *table) readRows(ctx context.Context, db *sql.DB, owner string, cur stri
 	return out, rows.Err()
 }
 
-// allRows reads every row of owner in table t on shard, in key order.
-func (s *Store) allRows(ctx context.Context, t *table, owner string, shard int) ([][]any, error) {
-	db, err := s.shard(shard)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]any
-	cur := ""
-	for {
-		rows, err := t.readRows(ctx, db, owner, cur, 5000)
-		if err != nil {
-			return nil, s.wrap(shard, fmt.Sprintf("read rows of owner %q in table %s", owner, t.Table), err)
-		}
-		if len(rows) == 0 {
-			return out, nil
-		}
-		out = append(out, rows...)
-		if cur, err = encodeKey(rows[len(rows)-1][t.key]); err != nil {
-			return nil, s.wrap(shard, "read key", err)
-		}
-	}
-}
-
 // insertRows writes rows of table t, of owners, many per statement, replacing rows of the
 // same key (upsert: of the same owner, or of one of owners this shard does not serve yet).
 // A row whose key another owner's row holds is an error wrapping ErrKeyTaken.
