@@ -133,7 +133,8 @@ const fingerprintProbes = 256
 // size, seed or an entry have different ones, but for a chance of about 2^-64, or when they
 // agree on every probe key (they then place nearly all keys alike). A directory (a sharder
 // with a Fallback) is probed through its rule, so one with no entry has its rule's
-// fingerprint whatever its owner function. Never 0.
+// fingerprint whatever its owner function. A sharder that routes keys by their prefix-ID
+// owner or hash tag (shard.ByPrefix, shard.ByHashTag) differs from the one it wraps. Never 0.
 func Fingerprint(s shard.Sharder) uint64 {
 	buf := make([]byte, 0, 8*(fingerprintProbes+1))
 	put := func(v int) { buf = strconv.AppendInt(buf, int64(v), 10); buf = append(buf, ',') }
@@ -150,6 +151,19 @@ func Fingerprint(s shard.Sharder) uint64 {
 	}
 	h := xxhash.New()
 	h.Write(buf)
+	// The probes above hold neither a '-' nor a hash tag, so a co-location wrapper
+	// (shard.ByPrefix, shard.ByHashTag) places them as the sharder it wraps: a process
+	// configured with the wrapper and one without would share a placement. Where every key
+	// of such a shape lands with its owner, a flag says so; other sharders agree on all 64
+	// by a chance of Shards()^-64, and keep their fingerprints.
+	if rule.Shards() > 1 {
+		if colocates(rule, func(owner string) string { return owner + "-fingerprint" }) {
+			h.WriteString("/prefix")
+		}
+		if colocates(rule, func(owner string) string { return "{" + owner + "}fingerprint" }) {
+			h.WriteString("/tag")
+		}
+	}
 	if p, ok := s.(interface{ Table() []int }); ok {
 		// A partition table that moved one partition agrees on every probe key that
 		// falls outside it: nearly all of them, with thousands of partitions.
@@ -171,6 +185,18 @@ func Fingerprint(s shard.Sharder) uint64 {
 		}
 	}
 	return max(h.Sum64(), 1)
+}
+
+// colocates reports whether s places the key that key makes of each of 64 probe owners
+// where it places the owner.
+func colocates(s shard.Sharder, key func(owner string) string) bool {
+	for i := range 64 {
+		owner := "rebalance" + strconv.Itoa(i)
+		if s.Locate(key(owner)) != s.Locate(owner) {
+			return false
+		}
+	}
+	return true
 }
 
 // Accepts says whether a shard that serves placement served (the zero Placement: none

@@ -44,3 +44,35 @@ func TestFingerprintCoversPartitionTables(t *testing.T) {
 		require.Equal(t, 64, moved)
 	}
 }
+
+// A co-location wrapper places the plain probe keys as the sharder it wraps: a mover
+// configured with shard.ByPrefix(Jump) and an application with Jump shared a placement, and
+// every shard served both while they put owners such as "tenant1-7" on different shards.
+// Their fingerprints differ now, and a plain sharder's is what it was (golden values from
+// before the flags).
+func TestFingerprintTellsCoLocationApart(t *testing.T) {
+	jump := func(n int) shard.Sharder {
+		s, err := shard.NewJump(n)
+		require.NoError(t, err)
+		return s
+	}
+	modulo, err := shard.NewModulo(5)
+	require.NoError(t, err)
+	require.Equal(t, uint64(0xdaae5000c40ffec5), Fingerprint(jump(3)))
+	require.Equal(t, uint64(0xc622874081957a98), Fingerprint(modulo))
+	for _, n := range []int{2, 3, 10, 1000} {
+		seen := map[uint64]string{}
+		for name, s := range map[string]shard.Sharder{
+			"plain":          jump(n),
+			"prefix":         shard.ByPrefix(jump(n)),
+			"tag":            shard.ByHashTag(jump(n)),
+			"prefix and tag": shard.ByPrefix(shard.ByHashTag(jump(n))),
+		} {
+			fp := Fingerprint(s)
+			require.Empty(t, seen[fp], "Jump(%d): %s and %s share a fingerprint", n, name, seen[fp])
+			seen[fp] = name
+		}
+	}
+	// One shard places every key alike, wrapped or not.
+	require.Equal(t, Fingerprint(jump(1)), Fingerprint(shard.ByPrefix(jump(1))))
+}
