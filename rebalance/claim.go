@@ -152,15 +152,16 @@ func Fingerprint(s shard.Sharder) uint64 {
 	h := xxhash.New()
 	h.Write(buf)
 	// The probes above hold neither a '-' nor a hash tag, so a co-location wrapper
-	// (shard.ByPrefix, shard.ByHashTag) places them as the sharder it wraps: a process
-	// configured with the wrapper and one without would share a placement. Where every key
-	// of such a shape lands with its owner, a flag says so; other sharders agree on all 64
-	// by a chance of Shards()^-64, and keep their fingerprints.
-	if rule.Shards() > 1 {
-		if colocates(rule, func(owner string) string { return owner + "-fingerprint" }) {
+	// (shard.ByPrefix, shard.ByHashTag, a directory whose owner function is
+	// shard.PrefixOwner) places them as the sharder it wraps: a process configured with the
+	// wrapper and one without would share a placement. Where every key of such a shape
+	// lands with its owner, a flag says so; other sharders agree on all 64 by a chance of
+	// Shards()^-64, and keep their fingerprints.
+	if s.Shards() > 1 {
+		if colocates(s, func(owner string) string { return owner + "-fingerprint" }) {
 			h.WriteString("/prefix")
 		}
-		if colocates(rule, func(owner string) string { return "{" + owner + "}fingerprint" }) {
+		if colocates(s, func(owner string) string { return "{" + owner + "}fingerprint" }) {
 			h.WriteString("/tag")
 		}
 	}

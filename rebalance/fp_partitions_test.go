@@ -73,6 +73,9 @@ func TestFingerprintTellsCoLocationApart(t *testing.T) {
 			seen[fp] = name
 		}
 	}
+	// A directory that routes by the prefix-ID owner places keys as ByPrefix does.
+	require.Equal(t, Fingerprint(shard.ByPrefix(jump(3))), Fingerprint(shard.NewDirectory(jump(3), shard.PrefixOwner)))
+	require.NotEqual(t, Fingerprint(shard.NewDirectory(jump(3), nil)), Fingerprint(shard.NewDirectory(jump(3), shard.PrefixOwner)))
 	// One shard places every key alike, wrapped or not.
 	require.Equal(t, Fingerprint(jump(1)), Fingerprint(shard.ByPrefix(jump(1))))
 }

@@ -705,7 +705,11 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 			stripes[i].Unlock()
 		}
 	}()
-	if err := leftBehind(ctx, m.store, m.after, max(m.before.Shards(), m.after.Shards()), left); err != nil {
+	shards := max(m.before.Shards(), m.after.Shards())
+	if c, ok := m.store.(interface{ Shards() int }); ok {
+		shards = max(shards, c.Shards()) // a sharder of too few shards by a typo
+	}
+	if err := leftBehind(ctx, m.store, m.after, shards, left); err != nil {
 		return err
 	}
 	if left.Unlisted > 0 {

@@ -129,6 +129,10 @@ type SharedStore[Tx any] interface {
 	OwnerLister
 	FenceLister
 	SumKeeper
+	// Shards returns how many shards the store has: Finish lists every one, not only
+	// those the sharders name (a sharder of too few shards, by a typo, would leave the
+	// rows of the others where neither sharder looks).
+	Shards() int
 	// Access runs fn in one transaction on shard, if shard serves owner routed by p, and
 	// commits it. It reads the placement the shard serves and owner's fence in that
 	// transaction, and no change of that fence may commit between the read and the end of
@@ -662,7 +666,7 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	}
 	// Owners fenced part way are looked for once no fence can change: those a Run fenced
 	// before the record, seen here, and none after it.
-	shards := max(m.before.Shards(), m.after.Shards())
+	shards := max(m.before.Shards(), m.after.Shards(), m.store.Shards())
 	err := leftBehind(ctx, m.store, m.after, shards, left)
 	if err == nil {
 		err = unsettled(ctx, m.store, shards, left)

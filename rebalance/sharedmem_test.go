@@ -723,6 +723,13 @@ func (c *crashShared) SetMarks(ctx context.Context, migration string, owners []s
 	return c.do("marks", func() error { return c.MemShared.SetMarks(ctx, migration, owners, m, token) })
 }
 
+// Shards returns how many shards the store has.
+func (s *MemShared) Shards() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rows)
+}
+
 // Unsettled returns up to 10 owners fenced Importing or Exporting by migration on shard.
 func (s *MemShared) Unsettled(_ context.Context, migration string, shard int) ([]string, int, error) {
 	if err := s.check(shard); err != nil {

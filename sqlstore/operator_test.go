@@ -1,0 +1,218 @@
+package sqlstore_test
+
+// Operator mistakes: a migration run with sharders, IDs, owner lists or options that differ
+// between processes, or in an order the docs do not intend. Each test here fails when an
+// acknowledged write is lost or stranded, or the application can no longer read an owner,
+// while every Run and Finish returned nil.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+const operatorNotesSchema = `CREATE TABLE IF NOT EXISTS notes (k BIGINT PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS notes_owner_k ON notes (owner, k)`
+
+var operatorNotes = sqlstore.TableSpec{Table: "notes", Owner: "owner", Key: "k", Columns: []string{"k", "owner", "body"}}
+
+// TestOperatorPrefixWrappedSharderSamePlacement: the mover's process is configured with its
+// sharders wrapped in shard.ByPrefix (a config typo: the keys of another service are prefix
+// IDs), the application's with the bare sharders, both for migration "grow", Jump(2) ->
+// Jump(3). The owners are named "<prefix>-<n>", so the two configurations put them on
+// different shards. Fingerprint probed keys without a '-', so both carried one Placement:
+// the mover moved o2 by its prefix and the application, routing by Jump, lost o1's rows
+// and o2 for good, while Run and Finish returned nil. The placements differ now: once the
+// mover has claimed, the application's accesses are refused (ErrPlacement), not misrouted.
+func TestOperatorPrefixWrappedSharderSamePlacement(t *testing.T) {
+	forSchema(t, 3, operatorNotesSchema, []sqlstore.TableSpec{operatorNotes}, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		two, _ := shard.NewJump(2)
+		three, _ := shard.NewJump(3)
+		wtwo, _ := shard.NewJump(2)
+		wthree, _ := shard.NewJump(3)
+		wbefore, wafter := shard.ByPrefix(wtwo), shard.ByPrefix(wthree)
+
+		// o1: its prefix stays (ByPrefix does not move it), Jump moves it from the prefix's shard.
+		// o2: its prefix moves to 2, Jump keeps it on the prefix's old shard.
+		var o1, o2 string
+		for p := 0; o1 == "" || o2 == ""; p++ {
+			prefix := fmt.Sprintf("tenant%d", p)
+			for n := 0; n < 200; n++ {
+				o := fmt.Sprintf("%s-%d", prefix, n)
+				switch {
+				case o1 == "" && two.Locate(prefix) == three.Locate(prefix) && two.Locate(o) == two.Locate(prefix) && three.Locate(o) != two.Locate(o):
+					o1 = o
+				case o2 == "" && two.Locate(prefix) != three.Locate(prefix) && two.Locate(o) == two.Locate(prefix) && three.Locate(o) == two.Locate(o):
+					o2 = o
+				}
+			}
+		}
+		t.Logf("o1 %s: Jump %d -> %d, ByPrefix %d -> %d; o2 %s: Jump %d -> %d, ByPrefix %d -> %d",
+			o1, two.Locate(o1), three.Locate(o1), wbefore.Locate(o1), wafter.Locate(o1),
+			o2, two.Locate(o2), three.Locate(o2), wbefore.Locate(o2), wafter.Locate(o2))
+
+		app, err := rebalance.NewShared("grow", two, three, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mover, err := rebalance.NewShared("grow", wbefore, wafter, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if app.Placement() == mover.Placement() {
+			t.Fatalf("ByPrefix(Jump) and Jump share a placement: %+v", app.Placement())
+		}
+		write := func(o string, k int64, body string) {
+			t.Helper()
+			if err := app.Do(ctx, o, func(tx *sql.Tx, s int) error {
+				_, err := tx.ExecContext(ctx, "INSERT INTO notes VALUES ($1, $2, $3)", k, o, body)
+				return err
+			}); err != nil {
+				t.Fatalf("write %s: %v", o, err)
+			}
+		}
+		write(o1, 1, "o1 one")
+		write(o1, 2, "o1 two")
+		write(o2, 3, "o2 one")
+
+		owners := []string{o1, o2}
+		if err := mover.Run(ctx, slices.Values(owners)); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		// The shards serve the mover's placement now: the application is refused, and o1's
+		// rows stay where they were written.
+		err = app.Do(ctx, o1, func(tx *sql.Tx, s int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO notes VALUES (4, $1, 'not acknowledged')", o1)
+			return err
+		})
+		if !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("the application's write after the mover's claim: %v, want ErrPlacement", err)
+		}
+		admin := e.open(t, 1)
+		if n, err := admin.store.Count(ctx, o1, wbefore.Locate(o1)); err != nil || n != 2 {
+			t.Fatalf("o1's shard holds %d rows (%v), want its 2", n, err)
+		}
+	})
+}
+
+// secondControl returns e with another, fresh control database: a process whose
+// configuration names another control DSN than the others' (a typo, a staging value left).
+func secondControl(t *testing.T, e *engine) *engine {
+	t.Helper()
+	e2 := *e
+	if e.dialect == sqlstore.PostgreSQL {
+		dsns, err := pg.createDBs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2.control = dsns[0]
+	} else {
+		if !strings.Contains(e.shards[0], "shard0.db") {
+			t.Fatalf("unexpected DSN %s", e.shards[0])
+		}
+		e2.control = strings.Replace(e.shards[0], "shard0.db", "control2.db", 1)
+	}
+	return &e2
+}
+
+// pausing is a Store whose first call of one kind signals reached and waits for release.
+type pausing struct {
+	*sqlstore.Store
+	onImporting, onDelete bool
+	once                  sync.Once
+	reached, release      chan struct{}
+}
+
+func newPausing(s *sqlstore.Store) *pausing {
+	return &pausing{Store: s, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *pausing) pause() {
+	p.once.Do(func() {
+		close(p.reached)
+		<-p.release
+	})
+}
+
+func (p *pausing) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	if p.onImporting && state == rebalance.Importing {
+		p.pause()
+	}
+	return p.Store.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+func (p *pausing) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
+	if p.onDelete {
+		p.pause()
+	}
+	return p.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
+}
+
+func (p *pausing) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
+	if p.onDelete {
+		p.pause()
+	}
+	return p.Store.DeleteOwners(ctx, migration, token, owners, shard, most)
+}
+
+// TestOperatorBeforeHasTooFewShards: the data is placed by Jump(4) on the store's 4 shards
+// (no migration has run: the shards record no placement), and the operator shrinks it with
+// Shared migration "shrink" from Jump(3) to Jump(2): a typo, 3 for 4. Jump places every
+// owner not on shard 3 alike with 3 and 4 shards, so the move finds what it expects on
+// shards 0 to 2. Finish looks for owners left behind (OwnerLister) and fenced part way
+// (FenceLister) on the first max(before, after) shards only, 3 of them: shard 3 is never
+// listed.
+//
+// Sequence: owner O (Jump(4): shard 3) and owner P (shard 2, moving to shard 0 or 1) each
+// hold a row. Run(O, P) moves P (and "moves" O from the empty shard Jump(3) gives it) and
+// returns nil; Finish(O, P) returns nil. O's row is on shard 3, where neither sharder looks:
+// the application reads no row of O.
+func TestOperatorBeforeHasTooFewShards(t *testing.T) {
+	forEngines(t, 4, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		four, _ := shard.NewJump(4)
+		three, _ := shard.NewJump(3)
+		two, _ := shard.NewJump(2)
+		var uo, up string
+		for u := 1; uo == "" || up == ""; u++ {
+			s := strconv.Itoa(u)
+			switch {
+			case uo == "" && four.Locate(s) == 3:
+				uo = s
+			case up == "" && four.Locate(s) == 2 && three.Locate(s) == 2:
+				up = s
+			}
+		}
+		admin := e.open(t, 2)
+		mustExec(t, admin.dbs[3], "INSERT INTO messages VALUES (1, "+uo+", 1, 'o1', 0)")
+		mustExec(t, admin.dbs[2], "INSERT INTO messages VALUES (2, "+up+", 1, 'p1', 0)")
+
+		m, err := rebalance.NewShared("shrink", three, two, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := []string{uo, up}
+		if err := m.Run(ctx, slices.Values(owners)); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		// Finish lists every shard the store has, and names O's row on shard 3.
+		err = m.Finish(ctx, slices.Values(owners))
+		if !errors.Is(err, rebalance.ErrUnfinished) || !strings.Contains(err.Error(), fmt.Sprintf("%q", uo+" (shard 3)")) {
+			t.Fatalf("Finish: %v, want ErrUnfinished naming owner %s on shard 3", err, uo)
+		}
+		if n, err := admin.store.Count(ctx, uo, 3); err != nil || n != 1 {
+			t.Fatalf("shard 3 holds %d rows of owner %s (%v), want its row, kept", n, uo, err)
+		}
+	})
+}
