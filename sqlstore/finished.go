@@ -40,6 +40,19 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 		return tx.Commit()
 	}
 	what := fmt.Sprintf("record migration %.64q finished", migration)
+	// A Shared migration of that ID fenced owners: the in-process Finish would skip what
+	// Shared.Finish checks (owners a Run left fenced part way) and holds (new owners'
+	// accesses while it lists the shards), and record the Shared placement finished.
+	for i, db := range s.shards {
+		var fenced bool
+		err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM rebalance_fence WHERE migration = $1)", migration).Scan(&fenced)
+		if err == nil && fenced {
+			err = fmt.Errorf("it holds fences of the migration: a Shared migration (rebalance.NewShared) moves it; finish it with Shared.Finish, which checks what this Finish cannot: %w", rebalance.ErrConfig)
+		}
+		if err != nil {
+			return s.wrap(i, what, err)
+		}
+	}
 	for i, db := range s.shards {
 		if err := finish(db, false); err != nil {
 			return s.wrap(i, what, err)

@@ -19,11 +19,26 @@ import (
 // listed; to list the shards anew (a shard retired from the middle), delete the rows of
 // rebalance_shards in the control database.
 
+//
+// Each shard also records the identity of the control database it was first listed with
+// (rebalance_control), and Init refuses another: the control database issues the movers'
+// tokens and holds their leases, so two processes configured with two control databases
+// (a DSN mistyped) would each issue token 1 to a mover of the same migration, neither
+// seeing the other's lease, and every shard would take the writes of both. A control
+// database moved whole (dump and restore) keeps its identity; to start over with a new one,
+// delete the row of rebalance_control on every shard.
+
 // ErrShardOrder reports a shard list that does not match the databases: one database listed
 // twice, or at another position than the control database recorded.
 var ErrShardOrder = errors.New("shards listed in another order than before")
 
+// ErrOtherControl reports a shard that was listed with another control database than the
+// Store's.
+var ErrOtherControl = errors.New("shard recorded with another control database")
+
 const identitySchema = `CREATE TABLE IF NOT EXISTS rebalance_identity (id INTEGER PRIMARY KEY CHECK (id = 0), shard TEXT NOT NULL)`
+
+const controlIdentitySchema = `CREATE TABLE IF NOT EXISTS rebalance_control (id INTEGER PRIMARY KEY CHECK (id = 0), control TEXT NOT NULL)`
 
 const positionsSchema = `CREATE TABLE IF NOT EXISTS rebalance_shards (position INTEGER PRIMARY KEY, shard TEXT NOT NULL UNIQUE)`
 
@@ -32,16 +47,9 @@ const positionsSchema = `CREATE TABLE IF NOT EXISTS rebalance_shards (position I
 func (s *Store) checkIdentities(ctx context.Context) error {
 	ids := make([]string, len(s.shards))
 	for i, db := range s.shards {
-		if err := s.execAll(ctx, db, []string{identitySchema}); err != nil {
-			return s.wrap(i, "create the identity table", err)
-		}
-		fresh := make([]byte, 16)
-		rand.Read(fresh)
-		if _, err := db.ExecContext(ctx, "INSERT INTO rebalance_identity (id, shard) VALUES (0, $1) ON CONFLICT DO NOTHING", hex.EncodeToString(fresh)); err != nil {
-			return s.wrap(i, "record its identity", err)
-		}
-		if err := db.QueryRowContext(ctx, "SELECT shard FROM rebalance_identity").Scan(&ids[i]); err != nil {
-			return s.wrap(i, "read its identity", err)
+		var err error
+		if ids[i], err = s.identity(ctx, db); err != nil {
+			return s.wrap(i, "identity", err)
 		}
 		for j := range i {
 			if ids[j] == ids[i] {
@@ -74,5 +82,41 @@ func (s *Store) checkIdentities(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: %s is %s, not the one recorded at position %d: the shards are listed in another order than before (to list them anew, delete the rows of rebalance_shards in the control database): %w",
 			s.names[i], known, i, ErrShardOrder)
 	}
+	control, err := s.identity(ctx, s.control)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: identity: %w", err)
+	}
+	for i, db := range s.shards {
+		if err := s.execAll(ctx, db, []string{controlIdentitySchema}); err != nil {
+			return s.wrap(i, "create the control identity table", err)
+		}
+		if _, err := db.ExecContext(ctx, "INSERT INTO rebalance_control (id, control) VALUES (0, $1) ON CONFLICT DO NOTHING", control); err != nil {
+			return s.wrap(i, "record the control database's identity", err)
+		}
+		var was string
+		if err := db.QueryRowContext(ctx, "SELECT control FROM rebalance_control").Scan(&was); err != nil {
+			return s.wrap(i, "read the control database's identity", err)
+		}
+		if was != control {
+			return s.wrap(i, "check the control database", fmt.Errorf("the shard was listed with control database %s, and this Store's is %s: two control databases would each issue the movers' tokens, and two movers could both write; configure the control database the other processes use (to start over with a new one, delete the row of rebalance_control on every shard): %w", was, control, ErrOtherControl))
+		}
+	}
 	return nil
+}
+
+// identity returns the identity of database db, giving it one first if it has none.
+func (s *Store) identity(ctx context.Context, db *sql.DB) (string, error) {
+	if err := s.execAll(ctx, db, []string{identitySchema}); err != nil {
+		return "", fmt.Errorf("create the identity table: %w", err)
+	}
+	fresh := make([]byte, 16)
+	rand.Read(fresh)
+	if _, err := db.ExecContext(ctx, "INSERT INTO rebalance_identity (id, shard) VALUES (0, $1) ON CONFLICT DO NOTHING", hex.EncodeToString(fresh)); err != nil {
+		return "", fmt.Errorf("record it: %w", err)
+	}
+	var id string
+	if err := db.QueryRowContext(ctx, "SELECT shard FROM rebalance_identity").Scan(&id); err != nil {
+		return "", fmt.Errorf("read it: %w", err)
+	}
+	return id, nil
 }

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/shardkit/shard"
@@ -106,8 +105,27 @@ func TestOperatorPrefixWrappedSharderSamePlacement(t *testing.T) {
 	})
 }
 
-// secondControl returns e with another, fresh control database: a process whose
-// configuration names another control DSN than the others' (a typo, a staging value left).
+// TestOperatorTwoControlDatabases: a mover configured with another control database DSN than
+// the other processes. Each control database issues its own tokens, from 1, and holds its
+// own leases: two movers of one migration both held token 1, which every shard took from
+// both, and the second, resuming from fences it read before the first committed, copied the
+// old copy over an update acknowledged on the new shard, while both Runs and Finish
+// returned nil. The shards record the control database they were first listed with, and
+// Init refuses another; the first is still accepted.
+func TestOperatorTwoControlDatabases(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		e.open(t, 1)
+		if p, err := secondControl(t, e).openErr(1); !errors.Is(err, sqlstore.ErrOtherControl) {
+			if p != nil {
+				p.close()
+			}
+			t.Fatalf("a Store with another control database: %v, want ErrOtherControl", err)
+		}
+		e.open(t, 1)
+	})
+}
+
+// secondControl returns e with another control database, new and empty.
 func secondControl(t *testing.T, e *engine) *engine {
 	t.Helper()
 	e2 := *e
@@ -124,46 +142,6 @@ func secondControl(t *testing.T, e *engine) *engine {
 		e2.control = strings.Replace(e.shards[0], "shard0.db", "control2.db", 1)
 	}
 	return &e2
-}
-
-// pausing is a Store whose first call of one kind signals reached and waits for release.
-type pausing struct {
-	*sqlstore.Store
-	onImporting, onDelete bool
-	once                  sync.Once
-	reached, release      chan struct{}
-}
-
-func newPausing(s *sqlstore.Store) *pausing {
-	return &pausing{Store: s, reached: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (p *pausing) pause() {
-	p.once.Do(func() {
-		close(p.reached)
-		<-p.release
-	})
-}
-
-func (p *pausing) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
-	if p.onImporting && state == rebalance.Importing {
-		p.pause()
-	}
-	return p.Store.SetFence(ctx, migration, owners, shard, state, token)
-}
-
-func (p *pausing) DeleteChunk(ctx context.Context, migration string, token uint64, owners []string, shard int, limit int) (int, error) {
-	if p.onDelete {
-		p.pause()
-	}
-	return p.Store.DeleteChunk(ctx, migration, token, owners, shard, limit)
-}
-
-func (p *pausing) DeleteOwners(ctx context.Context, migration string, token uint64, owners []string, shard int, most int) (int, bool, error) {
-	if p.onDelete {
-		p.pause()
-	}
-	return p.Store.DeleteOwners(ctx, migration, token, owners, shard, most)
 }
 
 // TestOperatorBeforeHasTooFewShards: the data is placed by Jump(4) on the store's 4 shards
@@ -213,6 +191,79 @@ func TestOperatorBeforeHasTooFewShards(t *testing.T) {
 		}
 		if n, err := admin.store.Count(ctx, uo, 3); err != nil || n != 1 {
 			t.Fatalf("shard 3 holds %d rows of owner %s (%v), want its row, kept", n, uo, err)
+		}
+	})
+}
+
+// TestOperatorFinishesSharedWithMigrationAPI: the operator finishes Shared migration "grow"
+// with the in-process API, rebalance.New("grow", ...).Finish, over the same Store (the
+// finishing tool of an earlier migration, say). That Finish checked the marks and the owners
+// left behind, but not the owners a Run left fenced part way (their new shard then refused
+// them for good), and it held new owners off their old shards only in its own process (a new
+// owner's first row, written there by an application process while it listed the shards,
+// was stranded); then it recorded the Shared placement finished. A shard that holds fences
+// of the migration now refuses to record it finished that way (ErrConfig), changing nothing,
+// and Shared.Finish finishes it.
+func TestOperatorFinishesSharedWithMigrationAPI(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(1)
+		after, _ := shard.NewJump(2)
+		var movers []string
+		for u := 1; len(movers) < 2; u++ {
+			if after.Locate(strconv.Itoa(u)) == 1 {
+				movers = append(movers, strconv.Itoa(u))
+			}
+		}
+		ua, uc := movers[0], movers[1]
+		admin := e.open(t, 2)
+		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'a1', 0)")
+		m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		fin, err := rebalance.New("grow", before, after, e.open(t, 4).store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fin.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrConfig) {
+			t.Fatalf("Finish of a Shared migration through rebalance.New: %v, want ErrConfig", err)
+		}
+		if done, err := admin.store.IsFinished(ctx, "grow"); err != nil || done {
+			t.Fatalf("recorded finished: %v (%v)", done, err)
+		}
+		// The application goes on; a new owner's first row lands on its old shard, and
+		// Shared.Finish names it until a Run moves it.
+		if err := app.Do(ctx, uc, func(tx *sql.Tx, s int) error {
+			_, err := tx.ExecContext(ctx, "INSERT INTO messages VALUES (2, "+uc+", 1, 'c1', 0)")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrUnfinished) {
+			t.Fatalf("Shared.Finish with a new owner on its old shard: %v, want ErrUnfinished", err)
+		}
+		owners := slices.Values([]string{ua, uc})
+		if err := m.Run(ctx, owners); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, owners); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []string{ua, uc} {
+			var n int
+			if err := app.Do(ctx, o, func(tx *sql.Tx, s int) error {
+				return tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM messages WHERE user_id = "+o).Scan(&n)
+			}); err != nil || n != 1 {
+				t.Fatalf("owner %s: %d rows (%v), want 1", o, n, err)
+			}
 		}
 	})
 }

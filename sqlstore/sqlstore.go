@@ -9,7 +9,10 @@
 // Each shard holds a table rebalance_fence (owner, state, migration, token), rebalance_epoch
 // (migration, newest token), rebalance_placement (the placement it serves, one row),
 // rebalance_finished (the migrations finished there, which no claim takes again and no
-// access routes by unless served), rebalance_identity (an ID of its own) and on PostgreSQL
+// access routes by unless served), rebalance_identity (an ID of its own),
+// rebalance_control (the ID of the control database it was first listed with: [Store.Init]
+// refuses another, [ErrOtherControl], since two control databases would each issue the
+// movers' tokens) and on PostgreSQL
 // rebalance_stripe (the owners' stripes, which fence changes update: see guard.go); the
 // control database holds rebalance_marks (migration, owner, mark), the table
 // examples/rebalance already uses, rebalance_kept (the window's sums of old copies not yet
