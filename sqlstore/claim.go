@@ -303,6 +303,8 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 		set, where = "0", "finished = $1"
 	} else if err := s.checkTables(ctx, p.Migration); err != nil {
 		return err
+	} else if err := s.claimedAs(ctx, p); err != nil {
+		return err
 	}
 	for i := range s.shards {
 		tx, err := s.begin(ctx, i)
@@ -342,6 +344,9 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 	if err := s.checkTables(ctx, p.Migration); err != nil {
 		return err
 	}
+	if err := s.claimedAs(ctx, p); err != nil {
+		return err
+	}
 	const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
 	finish := func(db *sql.DB, check bool) error {
 		tx, err := db.BeginTx(ctx, nil)
@@ -379,6 +384,27 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 		}
 	}
 	return s.where(-1, "record the migration finished", finish(s.control, false))
+}
+
+// claimedAs returns a *rebalance.PlacementError if the control database serves p's
+// migration with other sharders than p's: a Finish through a value made with another after
+// sharder (a configuration that differs) would record nothing and return nil, and that
+// value would then route by its after sharder alone.
+func (s *Store) claimedAs(ctx context.Context, p rebalance.Placement) error {
+	var served rebalance.Placement
+	var before, after, finished int64
+	err := s.control.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished FROM rebalance_placement WHERE migration = $1", p.Migration).Scan(&served.Migration, &before, &after, &finished)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return s.where(-1, "read the placement served", err)
+	}
+	served.Before, served.After = uint64(before), uint64(after)
+	if served.Before != p.Before || served.After != p.After {
+		return &rebalance.PlacementError{Shard: -1, Served: served, Wanted: p, Finished: finished == 1}
+	}
+	return nil
 }
 
 // step is the first statement of a mover's write of owners' rows on shard, in its

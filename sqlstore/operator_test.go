@@ -267,3 +267,51 @@ func TestOperatorFinishesSharedWithMigrationAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestOperatorFinishWithAnotherAfterSharder: a Shared value of migration "grow" made with
+// another after sharder than its mover's (Jump(3) for Jump(2): a configuration that
+// differs), whose owners both sharders place alike, so that the marks and the listing agree.
+// Its Finish recorded nothing (no shard serves its placement) and returned nil, and the value
+// then routed by its after sharder alone. The control database serves the migration with the
+// mover's sharders: Finish is refused (ErrPlacement), and the mover's Finish finishes it.
+func TestOperatorFinishWithAnotherAfterSharder(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		one, _ := shard.NewJump(1)
+		two, _ := shard.NewJump(2)
+		three, _ := shard.NewJump(3)
+		var owners []string
+		for u := 1; len(owners) < 3; u++ {
+			if o := strconv.Itoa(u); two.Locate(o) == 1 && three.Locate(o) == 1 {
+				owners = append(owners, o)
+			}
+		}
+		admin := e.open(t, 2)
+		for i, o := range owners {
+			mustExec(t, admin.dbs[0], fmt.Sprintf("INSERT INTO messages VALUES (%d, %s, 1, 'm', 0)", i+1, o))
+		}
+		m, err := rebalance.NewShared("grow", one, two, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values(owners)); err != nil {
+			t.Fatal(err)
+		}
+		wrong, err := rebalance.NewShared("grow", one, three, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wrong.Finish(ctx, slices.Values(owners)); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("Finish with another after sharder: %v, want ErrPlacement", err)
+		}
+		if done, err := admin.store.IsFinished(ctx, "grow"); err != nil || done {
+			t.Fatalf("recorded finished: %v (%v)", done, err)
+		}
+		if err := m.Finish(ctx, slices.Values(owners)); err != nil {
+			t.Fatal(err)
+		}
+		if done, err := admin.store.IsFinished(ctx, "grow"); err != nil || !done {
+			t.Fatalf("recorded finished: %v (%v)", done, err)
+		}
+	})
+}
