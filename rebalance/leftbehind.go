@@ -21,11 +21,11 @@ type OwnerLister interface {
 }
 
 // FenceLister is the part of a SharedStore that names the owners a migration left fenced
-// part way on a shard: importing or exporting, as a Run that stopped leaves them. Shared.Finish refuses
-// while any is (an *UnfinishedError naming them), listed or not: the after sharder's shard
-// refuses such an owner, and its old shard still takes its writes, which the listing of
-// the shards may not see (an owner fenced there does not wait for Finish), so a finish
-// would strand them. Finish looks once it recorded Finishing, and SetFence refuses from
+// part way on a shard: importing or exporting, as a Run that stopped leaves them.
+// Shared.Finish refuses while any is (an *UnfinishedError naming them), listed or not: the
+// after sharder's shard refuses such an owner, and its old shard still takes its writes,
+// which the listing of the shards may not see (an owner fenced there does not wait for
+// Finish), so a finish would strand them. Finish looks once it recorded Finishing, and SetFence refuses from
 // then on (a Run of another process), so none is fenced after the look.
 type FenceLister interface {
 	// Unsettled returns up to 10 owners fenced Importing or Exporting by migration on

@@ -117,12 +117,12 @@ type Cursor string
 // written: a copy writes only where every owner is fenced Importing by the migration, a
 // deletion only where every owner is fenced (Importing or Moved) by it.
 //
-// Its safety rests on three parts that an in-process Store may go without: Finish refuses
-// while a shard holds rows of an owner left out of the list (OwnerLister) or an owner a Run
-// left fenced part way (FenceLister), and a deletion resumed by a later Run first checks the
-// old copy against the window's sums (SumKeeper). Without them a Finish would strand such
-// owners and a resumed deletion would take a write that went around the fence, so they are
-// required, not optional.
+// Its safety rests on parts that an in-process Store may go without: Finish refuses while
+// any shard the store has (Shards) holds rows of an owner left out of the list
+// (OwnerLister) or an owner a Run left fenced part way (FenceLister), and a deletion resumed
+// by a later Run first checks the old copy against the window's sums (SumKeeper). Without
+// them a Finish would strand such owners and a resumed deletion would take a write that
+// went around the fence, so they are required, not optional.
 type SharedStore[Tx any] interface {
 	Store
 	MoverLock
@@ -152,9 +152,9 @@ type SharedStore[Tx any] interface {
 	// on that shard, so that no access that read the old fence is still running when the
 	// new one is visible. It refuses a stale token, and any state but Serving while the
 	// shard records a Finish of migration listing its owners (Finishing) or the migration
-	// finished (see FenceLister). A store that waits after its commit
-	// for writes under way around its accesses (sqlstore on PostgreSQL) may return an error
-	// with the fence changed.
+	// finished (see FenceLister). A store that waits after its commit for writes under way
+	// around its accesses (sqlstore on PostgreSQL) may return an error with the fence
+	// changed.
 	SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error
 	// CopyChunk copies rows of owners from shard from to shard to in one short transaction
 	// on to; a row of the same key on to is replaced. It takes each owner's rows after its
