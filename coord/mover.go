@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -59,19 +60,32 @@ func (c *Client) TryMover(ctx context.Context) (*Mover, error) {
 	pfx := c.moverPrefix() + "/"
 	key := fmt.Sprintf("%s%x", pfx, s.lease)
 	first := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
-	r, err := c.etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, c.identity, clientv3.WithLease(s.lease)), first).
-		Else(first).
-		Commit()
-	if err != nil {
-		return nil, c.unavailable("mover election", err)
+	var owner *mvccpb.KeyValue
+	for {
+		r, err := c.etcd.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, c.identity, clientv3.WithLease(s.lease)), first).
+			Else(first).
+			Commit()
+		if err != nil {
+			return nil, c.unavailable("mover election", err)
+		}
+		kvs := r.Responses[len(r.Responses)-1].GetResponseRange().Kvs
+		if len(kvs) == 0 { // cannot happen: our key is there, put or found, in the same transaction
+			return nil, fmt.Errorf("coord: mover election: no key under %s after the transaction: %w", pfx, ErrUnavailable)
+		}
+		owner = kvs[0]
+		if r.Succeeded || string(owner.Key) != key {
+			break
+		}
+		// Our key was there already, first: left by a leadership that ended in this
+		// process without etcd hearing (a Resign cut off from it). Resumed, it would give
+		// a second Mover that one's epoch: delete it, and take the election afresh.
+		if _, err := c.etcd.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision)).
+			Then(clientv3.OpDelete(key)).Commit(); err != nil {
+			return nil, c.unavailable("mover election", err)
+		}
 	}
-	kvs := r.Responses[len(r.Responses)-1].GetResponseRange().Kvs
-	if len(kvs) == 0 { // cannot happen: our key is there, put or found, in the same transaction
-		return nil, fmt.Errorf("coord: mover election: no key under %s after the transaction: %w", pfx, ErrUnavailable)
-	}
-	owner := kvs[0]
 	if string(owner.Key) != key {
 		// Our key waits behind the holder's: take it back (no campaign of this client
 		// runs, so a key left over from an abandoned one goes too).

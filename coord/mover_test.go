@@ -1,6 +1,7 @@
 package coord_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"syscall"
@@ -178,4 +179,34 @@ func TestCloseEndsCampaign(t *testing.T) {
 	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "holder" {
 		t.Errorf("election keys after Close: %v, %v; want the holder's alone", r.Kvs, err)
 	}
+}
+
+// A Resign that etcd does not hear (its context ended first, or the network failed) ends the
+// Mover in this process, while its election key lives on with the session's lease. TryMover
+// took that key back, with the old epoch: two Movers of one process, one epoch, where every
+// later mover's must be greater. It takes the election afresh now.
+func TestResignUnheardNextEpochGreater(t *testing.T) {
+	forEachServer(t, func(t *testing.T, eps []string) {
+		ctx := ctxT(t)
+		a := open(t, eps, prefix(t), coord.Options{Identity: "mover-a"})
+		m1, err := a.TryMover(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := m1.Resign(ended); err == nil {
+			t.Fatal("Resign with its context ended: nil")
+		}
+		if m1.Err() == nil {
+			t.Fatal("the resigned Mover still holds")
+		}
+		m2, err := a.TryMover(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m2.Epoch() <= m1.Epoch() {
+			t.Fatalf("the next Mover's epoch is %d, the resigned one's %d: want greater", m2.Epoch(), m1.Epoch())
+		}
+	})
 }
