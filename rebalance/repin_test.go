@@ -38,11 +38,28 @@ func newRepinWorld(t *testing.T, owners int) *repinWorld {
 
 func (w *repinWorld) repin(t *testing.T, id string) *Repin {
 	t.Helper()
-	rule, err := shard.NewJump(w.d.Shards())
+	return repinOf(t, id, w.d, w.store, Options{Concurrency: 2})
+}
+
+// repinOf returns a Repin of id over d and st, with a rule of its own.
+func repinOf(t *testing.T, id string, d *shard.Directory, st Store, opts Options) *Repin {
+	t.Helper()
+	rule, err := shard.NewJump(d.Shards())
 	require.NoError(t, err)
-	r, err := NewRepin(id, w.d, rule, w.store, Options{Concurrency: 2})
+	r, err := NewRepin(id, d, rule, st, opts)
 	require.NoError(t, err)
 	return r
+}
+
+// copyOf returns a directory loaded with d's entries, as another value of a process loads
+// the saved directory.
+func copyOf(t *testing.T, d *shard.Directory) *shard.Directory {
+	t.Helper()
+	fallback, err := shard.NewJump(d.Shards())
+	require.NoError(t, err)
+	c := shard.NewDirectory(fallback, nil)
+	require.NoError(t, c.Load(d.Entries()))
+	return c
 }
 
 // check checks that every owner's rows are all on the shard the directory gives it, and that
@@ -241,18 +258,9 @@ func TestRepinValuesOfOneIDShareTheBatch(t *testing.T) {
 	ctx := context.Background()
 	w := newRepinWorld(t, 50)
 	st := &hookStore{memStore: w.store}
-	rule, err := shard.NewJump(4)
-	require.NoError(t, err)
-	op, err := NewRepin("shared", w.d, rule, st, Options{})
-	require.NoError(t, err)
-	fallback, err := shard.NewJump(4)
-	require.NoError(t, err)
-	other := shard.NewDirectory(fallback, nil)
-	require.NoError(t, other.Load(w.d.Entries()))
-	rule2, err := shard.NewJump(4)
-	require.NoError(t, err)
-	app, err := NewRepin("shared", other, rule2, st, Options{})
-	require.NoError(t, err)
+	op := repinOf(t, "shared", w.d, st, Options{})
+	other := copyOf(t, w.d)
+	app := repinOf(t, "shared", other, st, Options{})
 
 	hot := w.owners[3]
 	to := (w.d.Locate(hot) + 1) % 4
@@ -299,18 +307,9 @@ func TestRepinValueAfterAnotherValuesFailedBatch(t *testing.T) {
 	ctx := context.Background()
 	w := newRepinWorld(t, 50)
 	st := &hookStore{memStore: w.store}
-	rule, err := shard.NewJump(4)
-	require.NoError(t, err)
-	op, err := NewRepin("shared", w.d, rule, st, Options{Concurrency: 1})
-	require.NoError(t, err)
-	fallback, err := shard.NewJump(4)
-	require.NoError(t, err)
-	other := shard.NewDirectory(fallback, nil)
-	require.NoError(t, other.Load(w.d.Entries()))
-	rule2, err := shard.NewJump(4)
-	require.NoError(t, err)
-	app, err := NewRepin("shared", other, rule2, st, Options{})
-	require.NoError(t, err)
+	op := repinOf(t, "shared", w.d, st, Options{Concurrency: 1})
+	other := copyOf(t, w.d)
+	app := repinOf(t, "shared", other, st, Options{})
 
 	first, second, third := w.owners[11], w.owners[12], w.owners[30] // in the order Run takes them
 	fail := func(owner string, m Mark) {
@@ -319,20 +318,16 @@ func TestRepinValueAfterAnotherValuesFailedBatch(t *testing.T) {
 		}
 	}
 	st.beforeMark.Store(&fail)
-	err = op.Move(ctx, map[string]int{first: (w.d.Locate(first) + 1) % 4, second: (w.d.Locate(second) + 1) % 4})
+	err := op.Move(ctx, map[string]int{first: (w.d.Locate(first) + 1) % 4, second: (w.d.Locate(second) + 1) % 4})
 	require.ErrorIs(t, err, errCrash)
 	st.beforeMark.Store(nil)
 	st.failMark.Store(false)
 	require.Equal(t, []int{(w.d.Locate(first) + 1) % 4}, w.store.where(first), "the first owner moved before the error")
 
 	// A value whose directory has other entries may not end it; one with the same may.
-	stale := shard.NewDirectory(fallback, nil)
-	require.NoError(t, stale.Load(w.d.Entries()))
+	stale := copyOf(t, w.d)
 	require.NoError(t, stale.Pin(third, other.Locate(third)))
-	rule3, err := shard.NewJump(4)
-	require.NoError(t, err)
-	elsewhere, err := NewRepin("shared", stale, rule3, st, Options{})
-	require.NoError(t, err)
+	elsewhere := repinOf(t, "shared", stale, st, Options{})
 	require.ErrorIs(t, elsewhere.Move(ctx, map[string]int{third: (other.Locate(third) + 1) % 4}), ErrPlacement)
 	require.NoError(t, app.Move(ctx, map[string]int{third: (other.Locate(third) + 1) % 4}))
 	for _, o := range []string{first, second, third} {
@@ -351,18 +346,8 @@ func TestRepinValueWithoutTheLastBatchsPins(t *testing.T) {
 	ctx := context.Background()
 	w := newRepinWorld(t, 20)
 	st := blindStore{w.store}
-	rule, err := shard.NewJump(4)
-	require.NoError(t, err)
-	op, err := NewRepin("shared", w.d, rule, st, Options{})
-	require.NoError(t, err)
-	fallback, err := shard.NewJump(4)
-	require.NoError(t, err)
-	old := shard.NewDirectory(fallback, nil)
-	require.NoError(t, old.Load(w.d.Entries()))
-	rule2, err := shard.NewJump(4)
-	require.NoError(t, err)
-	app, err := NewRepin("shared", old, rule2, st, Options{})
-	require.NoError(t, err)
+	op := repinOf(t, "shared", w.d, st, Options{})
+	app := repinOf(t, "shared", copyOf(t, w.d), st, Options{})
 
 	hot := w.owners[5]
 	require.NoError(t, op.Move(ctx, map[string]int{hot: (w.d.Locate(hot) + 1) % 4}))
