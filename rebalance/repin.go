@@ -52,9 +52,9 @@ import (
 // shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
 // rather than writing on an old copy. Such a value may not move either (ErrPlacement), nor
 // may one whose directory differs from that of a batch another value left unfinished by
-// an error: the next Move of a value with that batch's directory ends it. Make one Repin per ID in a process and share it between
-// the application's requests and the operator's calls. The zero Repin moves nothing: its
-// methods return an error wrapping ErrConfig.
+// an error: the next Move of a value with that batch's directory ends it. Make one Repin
+// per ID in a process and share it between the application's requests and the operator's
+// calls. The zero Repin moves nothing: its methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
 	d     *shard.Directory
@@ -456,10 +456,10 @@ func (r *Repin) Drain(ctx context.Context, from int, owners iter.Seq[string], ba
 	}
 	r.sh.run.Lock()
 	defer r.sh.run.Unlock()
-	var onto []string
 	if err := r.mayMove(); err != nil {
 		return err
 	}
+	var onto []string
 	for _, o := range slices.Sorted(maps.Keys(r.sh.pending)) {
 		if r.target(o, r.sh.pending[o]) == from {
 			onto = append(onto, o)
