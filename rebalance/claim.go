@@ -112,6 +112,14 @@ type Placement struct {
 	// record) would put a write where nobody reads it. Where the finish is recorded on some
 	// shards and not yet on others, the others refuse it until it is: availability, not data.
 	Arriving bool
+	// InProcess marks the placement of an in-process Migration (New): its mover sets no
+	// fences, and its Do holds an owner's lock in its own process only. A shard that serves
+	// a migration unfinished refuses an access or a claim of the same ID of the other kind:
+	// a Shared process that wrote on an owner's old shard while an in-process mover copied it
+	// would lose the write when that mover deleted the old copy, and an in-process Do does
+	// not wait for a Shared mover's fences. Once the migration is finished both kinds route
+	// its owners by the after sharder, and the kind no longer matters.
+	InProcess bool
 }
 
 // PlacementOf returns the Placement of migration id from before to after.
@@ -207,13 +215,18 @@ func colocates(s shard.Sharder, key func(owner string) string) bool {
 // apply this rule to every access, and to every claim: a mover may claim a shard for p on
 // the same terms (a resume of p, or the migration after a finished one).
 //
-// A Leaving access of a migration is refused once the shard serves it finished, and an
+// An access or a claim of the migration the shard serves unfinished is refused if it is of
+// the other kind (InProcess). A Leaving access of a migration is refused once the shard
+// serves it finished, and an
 // Arriving access everywhere but where the shard serves p itself, finished. A store
 // also refuses an access routed by a migration it recorded finished other than the one it
 // serves (SharedStore.Finished): after 2 -> 3, 3 -> 2 and 2 -> 3 again, a process that
 // still routes by the finished 3 -> 2 is no next migration, though its before sharder is
 // the after sharder of the one served.
 func (p Placement) Accepts(served Placement, finished bool) bool {
+	if finished {
+		p.InProcess = served.InProcess
+	}
 	if p.Leaving && finished && p.Migration == served.Migration {
 		return false
 	}
@@ -255,6 +268,13 @@ func (e *PlacementError) Error() string {
 	}
 	wanted := fmt.Sprintf("migration %q (sharders %016x -> %016x)", e.Wanted.Migration, e.Wanted.Before, e.Wanted.After)
 	switch {
+	case e.Served.Migration == e.Wanted.Migration && e.Served.InProcess != e.Wanted.InProcess && !e.Finished:
+		what := "access"
+		if e.Claim {
+			what = "claim"
+		}
+		return fmt.Sprintf("rebalance: %s serves %s, moved through %s; this %s is of %s: the application and the mover of one migration must use the same API, or a write one makes while the other moves the owner is lost",
+			where, served, apiOf(e.Served.InProcess), what, apiOf(e.Wanted.InProcess))
 	case e.Finishing:
 		return fmt.Sprintf("rebalance: %s: migration %q is being finished, and the owner has no fence here: an owner that moves waits for the finish", where, e.Served.Migration)
 	case e.Claim && e.Served.Migration == e.Wanted.Migration:
@@ -267,6 +287,14 @@ func (e *PlacementError) Error() string {
 		return fmt.Sprintf("rebalance: %s serves %s, not an access routed by the after sharder of %s as finished: such an access is accepted only where the shard serves that migration finished; the process holds finished a migration the shards do not (a wrong placement record, or a finish not recorded here yet)", where, served, wanted)
 	}
 	return fmt.Sprintf("rebalance: %s serves %s, not an access routed by %s: the process routes by a placement out of date or wrong; reload it", where, served, wanted)
+}
+
+// apiOf names the API of a placement's kind (Placement.InProcess).
+func apiOf(inProcess bool) string {
+	if inProcess {
+		return "the in-process API (rebalance.New), whose mover sets no fences"
+	}
+	return "the Shared API (rebalance.NewShared), whose mover fences each owner"
 }
 
 // Is makes errors.Is(err, ErrPlacement) true.

@@ -139,7 +139,7 @@ type Migration struct {
 	claimed       atomic.Bool  // a claim of this value recorded the placement on the shards
 	byRun, lazily atomic.Int64
 
-	// placement is what the claim records and Do checks: PlacementOf the ID.
+	// placement is what the claim records and Do checks: PlacementOf the ID, InProcess.
 	placement Placement
 	// repin says this is a batch of a Repin (see Repin.migration): its Finish checks the
 	// owners' marks even once the batch is recorded finished.
@@ -194,7 +194,7 @@ func newMigration(id string, before, after shard.Sharder, store Store, opts Opti
 	}
 	locks := lockTable(id, opts.Stripes)
 	return &Migration{id: id, before: before, after: after, store: store, opts: opts, locks: locks,
-		finished: locks.finishedOver(store), placement: Placement{Migration: id, Before: beforeFP, After: afterFP}}, nil
+		finished: locks.finishedOver(store), placement: Placement{Migration: id, Before: beforeFP, After: afterFP, InProcess: true}}, nil
 }
 
 // sharderType is the interface a field must implement for shareState to look into it.

@@ -246,7 +246,7 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 // standing is the Placement of the directory as it stands, no batch under way.
 func (r *Repin) standing() Placement {
 	fp := Fingerprint(r.d)
-	return Placement{Migration: r.id, Before: fp, After: fp}
+	return Placement{Migration: r.id, Before: fp, After: fp, InProcess: true}
 }
 
 // served returns nil if a Store that is a PlacementChecker accepts an access routed by p

@@ -173,6 +173,15 @@ func (s *Store) follow(ctx context.Context, tx *sql.Tx, i int, p rebalance.Place
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 2)", epochNS); err != nil {
 			return s.where(i, "lock the placement served", err)
 		}
+		// And on a shard, the lock every Leaving access holds shared: a claim waits for those
+		// that found the shard serving what it served before. An in-process mover sets no
+		// fence that would wait for them: a Shared access of its migration's ID that began
+		// before its claim would write on an owner's old shard after its copy.
+		if i >= 0 {
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", placementNS); err != nil {
+				return s.where(i, "lock the placement served", err)
+			}
+		}
 	}
 	var done int
 	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_finished WHERE migration = $1", p.Migration).Scan(&done); err != nil {
@@ -191,10 +200,10 @@ func (s *Store) follow(ctx context.Context, tx *sql.Tx, i int, p rebalance.Place
 	if served == p {
 		return nil
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished)
-		VALUES (0, $1, $2, $3, 0) ON CONFLICT (id) DO UPDATE SET migration = excluded.migration,
-		before_fp = excluded.before_fp, after_fp = excluded.after_fp, finished = 0`,
-		p.Migration, int64(p.Before), int64(p.After))
+	_, err = tx.ExecContext(ctx, `INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished, in_process)
+		VALUES (0, $1, $2, $3, 0, $4) ON CONFLICT (id) DO UPDATE SET migration = excluded.migration,
+		before_fp = excluded.before_fp, after_fp = excluded.after_fp, finished = 0, in_process = excluded.in_process`,
+		p.Migration, int64(p.Before), int64(p.After), flag(p.InProcess))
 	return s.where(i, "record the placement served", err)
 }
 
@@ -210,46 +219,39 @@ func (s *Store) where(i int, what string, err error) error {
 // recorded.
 func (s *Store) served(ctx context.Context, tx querier, i int) (rebalance.Placement, bool, error) {
 	var p rebalance.Placement
-	var before, after, finished int64
-	err := tx.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished FROM rebalance_placement WHERE id = 0").
-		Scan(&p.Migration, &before, &after, &finished)
+	var before, after, finished, inProcess int64
+	err := tx.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished, in_process FROM rebalance_placement WHERE id = 0").
+		Scan(&p.Migration, &before, &after, &finished, &inProcess)
 	if errors.Is(err, sql.ErrNoRows) {
 		return rebalance.Placement{}, false, nil
 	}
 	if err != nil {
 		return p, false, s.where(i, "read the placement served", err)
 	}
-	p.Before, p.After = uint64(before), uint64(after)
+	p.Before, p.After, p.InProcess = uint64(before), uint64(after), inProcess == 1
 	return p, finished == 1, nil // above 1: being finished, not yet
 }
 
 // refusesPlacement is a condition true of a shard that does not accept an access routed by
-// the placement in parameters pm, pb, pa, lv (Leaving: 1 or 0) and ar (Arriving: 1 or 0)
-// (rebalance.Placement.Accepts), or that routed by a migration the shard recorded finished
+// the placement in parameters pm, pb, pa, lv (Leaving: 1 or 0), ar (Arriving: 1 or 0) and
+// ip (InProcess: 1 or 0) (rebalance.Placement.Accepts), or that routed by a migration the shard recorded finished
 // before the one it serves (rebalance_finished): its before sharder may be the after sharder
 // of the one served (a migration back, 2 -> 3 -> 2 -> 3), but it is no next migration. An
 // Arriving access is accepted only where the shard serves its very placement finished, so
 // also refused by a shard that serves none; the next migration's accesses accepted before
 // its mover claims are the others, routed by its before sharder.
 const refusesPlacement = `(EXISTS (SELECT 1 FROM rebalance_placement WHERE NOT (
-		migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) AND (finished = 1 OR %[5]s = 0)
+		migration = %[1]s AND before_fp = %[2]s AND after_fp = %[3]s AND NOT (finished = 1 AND %[4]s = 1) AND (finished = 1 OR %[5]s = 0 AND in_process = %[6]s)
 		OR %[5]s = 0 AND finished = 1 AND migration <> %[1]s AND after_fp = %[2]s AND NOT EXISTS (SELECT 1 FROM rebalance_finished f WHERE f.migration = %[1]s)))
 	OR %[5]s = 1 AND NOT EXISTS (SELECT 1 FROM rebalance_placement))`
 
 // CheckPlacement returns a *rebalance.PlacementError for the first shard that refuses an
 // access routed by p (by the rule of every Access), or nil; see rebalance.PlacementChecker.
 func (s *Store) CheckPlacement(ctx context.Context, p rebalance.Placement) error {
-	lv, ar := 0, 0
-	if p.Leaving {
-		lv = 1
-	}
-	if p.Arriving {
-		ar = 1
-	}
-	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5") + " THEN 1 ELSE 0 END"
+	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5", "$6") + " THEN 1 ELSE 0 END"
 	for i, db := range s.shards {
 		var refused int
-		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), lv, ar).Scan(&refused); err != nil {
+		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving), flag(p.InProcess)).Scan(&refused); err != nil {
 			return s.wrap(i, "read the placement served", err)
 		}
 		if refused > 0 {
@@ -392,16 +394,16 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 // value would then route by its after sharder alone.
 func (s *Store) claimedAs(ctx context.Context, p rebalance.Placement) error {
 	var served rebalance.Placement
-	var before, after, finished int64
-	err := s.control.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished FROM rebalance_placement WHERE migration = $1", p.Migration).Scan(&served.Migration, &before, &after, &finished)
+	var before, after, finished, inProcess int64
+	err := s.control.QueryRowContext(ctx, "SELECT migration, before_fp, after_fp, finished, in_process FROM rebalance_placement WHERE migration = $1", p.Migration).Scan(&served.Migration, &before, &after, &finished, &inProcess)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
 	case err != nil:
 		return s.where(-1, "read the placement served", err)
 	}
-	served.Before, served.After = uint64(before), uint64(after)
-	if served.Before != p.Before || served.After != p.After {
+	served.Before, served.After, served.InProcess = uint64(before), uint64(after), inProcess == 1
+	if served.Before != p.Before || served.After != p.After || served.InProcess != p.InProcess && finished != 1 {
 		return &rebalance.PlacementError{Shard: -1, Served: served, Wanted: p, Finished: finished == 1}
 	}
 	return nil

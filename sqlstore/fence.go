@@ -106,6 +106,9 @@ func (s *Store) Access(ctx context.Context, p rebalance.Placement, owner string,
 	if err := s.checkOwners(owner); err != nil {
 		return err
 	}
+	if p.InProcess {
+		return fmt.Errorf("sqlstore: Access with the placement of an in-process migration %.64q: Access is the Shared API's: %w", p.Migration, rebalance.ErrConfig)
+	}
 	switch s.dialect {
 	case PostgreSQL:
 		return s.access(ctx, p, owner, shard, fn, sharedLock)
@@ -168,14 +171,9 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	defer tx.Rollback() // a no-op after Commit
 	var state sql.NullInt64
 	var refused, finishing int64
-	pm, pb, pa, lv, ar := p.Migration, int64(p.Before), int64(p.After), 0, 0
-	if p.Leaving {
-		lv = 1
-	}
-	if p.Arriving {
-		ar = 1
-	}
-	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5", "$6") + " THEN 1 ELSE 0 END"
+	pm, pb, pa, lv, ar := p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving)
+	// Access is the Shared API's: its placement is never InProcess (Access refuses one).
+	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5", "$6", "0") + " THEN 1 ELSE 0 END"
 	const beingFinished = "SELECT COUNT(*) FROM rebalance_placement WHERE finished > 1"
 	switch hold {
 	case sharedLock:
@@ -470,7 +468,8 @@ func (s *Store) openWriters(ctx context.Context, db *sql.DB, writers []string) e
 var epochNS = namespace("shardkit/rebalance-epoch")
 
 // placementNS is the advisory lock namespace of the placement a shard serves: Leaving
-// accesses hold its key 0 shared, a change to "being finished" exclusive (PostgreSQL).
+// accesses hold its key 0 shared, a claim and a change to "being finished" exclusive
+// (PostgreSQL).
 var placementNS = namespace("shardkit/rebalance-placement")
 
 // fenceNS is the advisory lock namespace of the owners' fences (PostgreSQL). It is one for
@@ -584,6 +583,14 @@ func (s *Store) writePlaceholders(b *strings.Builder, first, n int) {
 			b.WriteString(strconv.Itoa(first + i))
 		}
 	}
+}
+
+// flag is a bool as the 0 or 1 of an INTEGER column or parameter.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func toAny(xs []string) []any {

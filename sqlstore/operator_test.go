@@ -201,9 +201,10 @@ func TestOperatorBeforeHasTooFewShards(t *testing.T) {
 // left behind, but not the owners a Run left fenced part way (their new shard then refused
 // them for good), and it held new owners off their old shards only in its own process (a new
 // owner's first row, written there by an application process while it listed the shards,
-// was stranded); then it recorded the Shared placement finished. A shard that holds fences
-// of the migration now refuses to record it finished that way (ErrConfig), changing nothing,
-// and Shared.Finish finishes it.
+// was stranded); then it recorded the Shared placement finished. Its claim is refused now
+// (ErrPlacement: the shards serve the migration through the Shared API; and a shard that
+// holds fences of the migration refuses to record it finished that way, ErrConfig),
+// changing nothing, and Shared.Finish finishes it.
 func TestOperatorFinishesSharedWithMigrationAPI(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -233,8 +234,8 @@ func TestOperatorFinishesSharedWithMigrationAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := fin.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrConfig) {
-			t.Fatalf("Finish of a Shared migration through rebalance.New: %v, want ErrConfig", err)
+		if err := fin.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("Finish of a Shared migration through rebalance.New: %v, want ErrPlacement", err)
 		}
 		if done, err := admin.store.IsFinished(ctx, "grow"); err != nil || done {
 			t.Fatalf("recorded finished: %v (%v)", done, err)

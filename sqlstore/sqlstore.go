@@ -392,7 +392,8 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 	migration TEXT NOT NULL,
 	before_fp BIGINT NOT NULL,
 	after_fp  BIGINT NOT NULL,
-	finished  INTEGER NOT NULL
+	finished  INTEGER NOT NULL,
+	in_process INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS rebalance_finished (
 	migration TEXT PRIMARY KEY
@@ -432,7 +433,8 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 	migration TEXT NOT NULL,
 	before_fp BIGINT NOT NULL,
 	after_fp  BIGINT NOT NULL,
-	finished  INTEGER NOT NULL
+	finished  INTEGER NOT NULL,
+	in_process INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS rebalance_finished (
 	migration TEXT PRIMARY KEY
@@ -477,7 +479,7 @@ BEGIN
 	IF lv = 1 THEN
 		PERFORM pg_advisory_xact_lock_shared(pns, 0);
 	END IF;
-	IF ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv", "ar") + ` THEN
+	IF ` + fmt.Sprintf(refusesPlacement, "pm", "pb", "pa", "lv", "ar", "0") + ` THEN
 		RETURN -1; -- the shard serves another placement
 	END IF;
 	SELECT state INTO st FROM rebalance_fence WHERE owner = o;
@@ -689,6 +691,9 @@ func (s *Store) Init(ctx context.Context) error {
 		if err := s.execAll(ctx, db, append(strings.Split(shardSchema, ";"), recordFinished)); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
+		if err := s.addColumns(ctx, db); err != nil {
+			return s.wrap(i, "add the columns of this build to the fence tables", err)
+		}
 		if s.dialect == SQLite {
 			if err := s.execAll(ctx, db, strings.Split(sqliteMarker, ";")); err != nil {
 				return s.wrap(i, "create the mover's marker", err)
@@ -710,6 +715,9 @@ func (s *Store) Init(ctx context.Context) error {
 	}
 	if err := s.execAll(ctx, s.control, append(strings.Split(controlSchema, ";"), recordFinished)); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
+	}
+	if err := s.addColumns(ctx, s.control); err != nil {
+		return fmt.Errorf("sqlstore: control database: add the columns of this build to the marks tables: %w", err)
 	}
 	if s.dialect == PostgreSQL {
 		if err := s.execAll(ctx, s.control, pgControlFunctions); err != nil {
@@ -1303,6 +1311,36 @@ func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, er
 	var n int
 	err := db.QueryRowContext(ctx, q, name).Scan(&n)
 	return n > 0, err
+}
+
+// addColumns adds to the tables an older build created the columns added since:
+// rebalance_placement's in_process. A placement an older build recorded reads as a Shared
+// migration's: an in-process migration that build left unfinished is refused here
+// (ErrPlacement) until that build finishes it.
+func (s *Store) addColumns(ctx context.Context, db *sql.DB) error {
+	// Looked for first: an ALTER TABLE, even one that adds nothing, would wait for every
+	// access under way, and every access after it for it.
+	has := func() (bool, error) {
+		q := "SELECT COUNT(*) FROM pragma_table_info('rebalance_placement') WHERE name = 'in_process'"
+		if s.dialect == PostgreSQL {
+			q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'rebalance_placement' AND column_name = 'in_process'"
+		}
+		var n int
+		err := db.QueryRowContext(ctx, q).Scan(&n)
+		return n > 0, err
+	}
+	if ok, err := has(); ok || err != nil {
+		return err
+	}
+	add := "ALTER TABLE rebalance_placement ADD COLUMN in_process INTEGER NOT NULL DEFAULT 0"
+	if s.dialect == PostgreSQL {
+		return s.execAll(ctx, db, []string{strings.Replace(add, "ADD COLUMN", "ADD COLUMN IF NOT EXISTS", 1)})
+	}
+	_, err := db.ExecContext(ctx, add)
+	if ok, _ := has(); ok {
+		return nil // added here, or by another process's Init meanwhile
+	}
+	return err
 }
 
 // execAll runs statements one by one (drivers differ on several in one Exec). On PostgreSQL

@@ -1,0 +1,261 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard"
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// The application and the mover of one migration use one API: rebalance.NewShared (fences on
+// the shards) or rebalance.New (locks in one process). The tests below mix them, as an
+// operator who starts the other tool by mistake would.
+
+// growingOwner returns an owner that Jump(1) -> Jump(2) moves from shard 0 to shard 1.
+func growingOwner() string {
+	after, _ := shard.NewJump(2)
+	for u := 1; ; u++ {
+		if after.Locate(strconv.Itoa(u)) == 1 {
+			return strconv.Itoa(u)
+		}
+	}
+}
+
+// deleteHook is a Store that calls beforeDelete once, before its first Delete.
+type deleteHook struct {
+	*sqlstore.Store
+	once         sync.Once
+	beforeDelete func(owner string, shard int)
+}
+
+func (d *deleteHook) Delete(ctx context.Context, owner string, shard int) error {
+	d.once.Do(func() { d.beforeDelete(owner, shard) })
+	return d.Store.Delete(ctx, owner, shard)
+}
+
+// messageOn reads row 1's message on shard i directly.
+func messageOn(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var body string
+	if err := db.QueryRow("SELECT message FROM messages WHERE id = 1").Scan(&body); err != nil {
+		t.Fatalf("read row 1: %v", err)
+	}
+	return body
+}
+
+// TestSharedAppRefusedWhileInProcessMoverMoves: the application routes by Shared migration
+// "grow" and the operator runs its mover through the in-process API with the same ID and
+// sharders. That mover sets no fences: the application's update on the owner's old shard
+// between its copy and its Delete was acknowledged and then deleted with the old copy, while
+// Run and Shared.Finish returned nil. The shards now tell the two APIs apart: the update is
+// refused (ErrPlacement), and so is the Shared Finish of the in-process migration.
+func TestSharedAppRefusedWhileInProcessMoverMoves(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(1)
+		after, _ := shard.NewJump(2)
+		ua := growingOwner()
+		admin := e.open(t, 2)
+		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
+		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		update := func() error {
+			return app.Do(ctx, ua, func(tx *sql.Tx, s int) error {
+				_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'new' WHERE id = 1")
+				return err
+			})
+		}
+		var updateErr error
+		hook := &deleteHook{Store: e.open(t, 4).store, beforeDelete: func(string, int) { updateErr = update() }}
+		mover, err := rebalance.New("grow", before, after, hook, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mover.Run(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatalf("in-process Run: %v", err)
+		}
+		if !errors.Is(updateErr, rebalance.ErrPlacement) {
+			t.Fatalf("the Shared application's update during the in-process move: %v, want ErrPlacement", updateErr)
+		}
+		finisher, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := finisher.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Fatalf("Shared.Finish of an in-process migration: %v, want ErrPlacement", err)
+		}
+		if err := mover.Finish(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatal(err)
+		}
+		// Finished, the kind no longer matters: the Shared application reads the owner
+		// where the mover put it, and writes there.
+		if err := update(); err != nil {
+			t.Fatalf("update after the finish: %v", err)
+		}
+		if got := messageOn(t, admin.dbs[1]); got != "new" {
+			t.Errorf("row 1 on shard 1 reads %q, want the update made after the finish", got)
+		}
+	})
+}
+
+// TestInProcessClaimWaitsForSharedAccess: a Shared access of the migration's ID that found
+// the shard serving nothing yet is under way (its UPDATE made, not committed) when the
+// in-process mover claims. The claim must wait for it: else the copy reads the row without
+// the update, and the Delete, which waits for the update's commit, then deletes it.
+func TestInProcessClaimWaitsForSharedAccess(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(1)
+		after, _ := shard.NewJump(2)
+		ua := growingOwner()
+		admin := e.open(t, 2)
+		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
+		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moverStore := e.open(t, 4).store // Init before the access: it waits for open writes
+		updated, release := make(chan struct{}), make(chan struct{})
+		var releaseOnce sync.Once
+		releaseNow := func() { releaseOnce.Do(func() { close(release) }) }
+		applied := make(chan error, 1)
+		go func() {
+			applied <- app.Do(ctx, ua, func(tx *sql.Tx, s int) error {
+				if _, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'new' WHERE id = 1"); err != nil {
+					return err
+				}
+				select {
+				case <-updated:
+				default:
+					close(updated)
+				}
+				<-release
+				return nil
+			})
+		}()
+		<-updated
+		// Released when the mover is about to delete the old copy (the claim did not wait),
+		// or after a while (the claim waits, as it must).
+		hook := &deleteHook{Store: moverStore, beforeDelete: func(string, int) { releaseNow() }}
+		timer := time.AfterFunc(time.Second, releaseNow)
+		defer timer.Stop()
+		mover, err := rebalance.New("grow", before, after, hook, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runErr := mover.Run(ctx, slices.Values([]string{ua}))
+		if err := <-applied; err != nil {
+			t.Fatalf("the update: %v", err)
+		}
+		if runErr != nil {
+			t.Fatalf("in-process Run: %v", runErr)
+		}
+		if err := mover.Finish(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatal(err)
+		}
+		if got := messageOn(t, admin.dbs[1]); got != "new" {
+			t.Errorf("after Run and Finish returned nil, row 1 on shard 1 reads %q, want the acknowledged update", got)
+		}
+	})
+}
+
+// TestInProcessRefusedWhileSharedMigrationUnfinished: the other way round. While a Shared
+// migration is unfinished, an in-process value of its ID may neither route (its Do does
+// not wait for the fences), nor move, nor finish it; once it is finished, it routes.
+func TestInProcessRefusedWhileSharedMigrationUnfinished(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(1)
+		after, _ := shard.NewJump(2)
+		ua := growingOwner()
+		admin := e.open(t, 2)
+		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
+		shared, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := shared.Run(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatal(err)
+		}
+		inproc, err := rebalance.New("grow", before, after, e.open(t, 4).store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := func() error {
+			return inproc.Do(ctx, ua, func(s int) error {
+				if s != 1 {
+					t.Errorf("in-process Do routed owner %s to shard %d, want 1", ua, s)
+				}
+				return nil
+			})
+		}
+		if err := read(); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("in-process Do under an unfinished Shared migration: %v, want ErrPlacement", err)
+		}
+		if err := inproc.Run(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("in-process Run of an unfinished Shared migration: %v, want ErrPlacement", err)
+		}
+		if err := inproc.Finish(ctx, slices.Values([]string{ua})); err == nil {
+			t.Errorf("in-process Finish of an unfinished Shared migration returned nil")
+		}
+		if done, err := admin.store.IsFinished(ctx, "grow"); err != nil || done {
+			t.Fatalf("recorded finished: %v (%v)", done, err)
+		}
+		if err := shared.Finish(ctx, slices.Values([]string{ua})); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(rebalance.PlacementRecheck)
+		if err := read(); err != nil {
+			t.Errorf("in-process Do after the Shared migration finished: %v", err)
+		}
+	})
+}
+
+// TestInitAddsTheKindToAnOlderPlacement: Init adds in_process to a rebalance_placement an
+// older build created, and reads the placement recorded there as a Shared migration's: its
+// Shared accesses go on, an in-process value of its ID is refused.
+func TestInitAddsTheKindToAnOlderPlacement(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(1)
+		after, _ := shard.NewJump(2)
+		p := rebalance.PlacementOf("grow", before, after)
+		for _, dsn := range append(slices.Clone(e.shards), e.control) {
+			db, err := sql.Open(e.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, db, `CREATE TABLE IF NOT EXISTS rebalance_placement (id INTEGER PRIMARY KEY,
+				migration TEXT NOT NULL, before_fp BIGINT NOT NULL, after_fp BIGINT NOT NULL, finished INTEGER NOT NULL)`)
+			mustExec(t, db, "INSERT INTO rebalance_placement VALUES (0, 'grow', "+strconv.FormatInt(int64(p.Before), 10)+", "+strconv.FormatInt(int64(p.After), 10)+", 0) ON CONFLICT (id) DO NOTHING")
+			db.Close()
+		}
+		store := e.open(t, 4).store
+		ua := growingOwner()
+		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Do(ctx, ua, func(tx *sql.Tx, s int) error { return nil }); err != nil {
+			t.Errorf("Shared access of the placement an older build recorded: %v", err)
+		}
+		inproc, err := rebalance.New("grow", before, after, store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inproc.Do(ctx, ua, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
+			t.Errorf("in-process access of the placement an older build recorded: %v, want ErrPlacement", err)
+		}
+		e.open(t, 1) // a second Init finds the column
+	})
+}
