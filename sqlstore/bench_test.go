@@ -418,6 +418,11 @@ type moverConfig struct {
 	Token                         uint64
 	Concurrency, ChunkRows, Group int
 	Yield                         float64
+	// The migration, "latency" 5 -> 10 if Migration is "" (TestKilledMoverProcess sets them),
+	// and whether to print "progress" after each owner moved.
+	Migration     string
+	From, To      int
+	PrintProgress bool
 }
 
 // moveInProcess runs w's migration "latency" in a mover process of its own, calls moving
@@ -468,10 +473,16 @@ func moverMain() int {
 		fmt.Fprintln(os.Stderr, "mover:", err)
 		return 2
 	}
-	before, _ := shard.NewJump(5)
-	after, _ := shard.NewJump(10)
-	m, err := rebalance.NewShared("latency", before, after, rebalance.SharedStore[*sql.Tx](p.store),
-		rebalance.SharedOptions{Token: c.Token, Concurrency: c.Concurrency, ChunkRows: c.ChunkRows, Group: c.Group, Yield: c.Yield})
+	if c.Migration == "" {
+		c.Migration, c.From, c.To = "latency", 5, 10
+	}
+	before, _ := shard.NewJump(c.From)
+	after, _ := shard.NewJump(c.To)
+	opts := rebalance.SharedOptions{Token: c.Token, Concurrency: c.Concurrency, ChunkRows: c.ChunkRows, Group: c.Group, Yield: c.Yield}
+	if c.PrintProgress {
+		opts.Progress = func(rebalance.Progress) { fmt.Println("progress") }
+	}
+	m, err := rebalance.NewShared(c.Migration, before, after, rebalance.SharedStore[*sql.Tx](p.store), opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mover:", err)
 		return 2

@@ -1,0 +1,233 @@
+package sqlstore_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// TestKilledMoverProcess: the mover runs in a process of its own (this test binary
+// re-executed, see moverMain) and is killed with SIGKILL at a random point of the move,
+// again and again, while writers of this process insert messages and update the ones they
+// inserted, and delete some. Each next mover takes the migration over with a newer election epoch and
+// resumes whatever the last one left: a chunk half written, a fence set and nothing copied,
+// an owner in its exclusive window, an old copy half deleted. A last one completes the
+// move, Finish must return nil, and every acknowledged insert must be found once, on its
+// user's new shard, with the text of its last acknowledged update, and no deleted one may
+// come back. Every update and deletion must find its row where Do routes it, all through
+// the move.
+func TestKilledMoverProcess(t *testing.T) {
+	forEngines(t, 5, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 3, 5)
+		w.load(t, admin, span(1, 60), 30)
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		r := rand.New(rand.NewPCG(seed, 0))
+
+		var (
+			stop     atomic.Bool
+			writers  sync.WaitGroup
+			mu       sync.Mutex
+			latest   = map[int64]string{} // acknowledged message ID -> its last acknowledged text
+			deleted  = map[int64]bool{}   // acknowledged deletions
+			firstErr atomic.Pointer[error]
+			ops      atomic.Int64
+		)
+		fail := func(err error) { firstErr.CompareAndSwap(nil, &err) }
+		for g := range 3 {
+			m := w.shared(t, e.open(t, 2), "killed", rebalance.SharedOptions{FenceWait: time.Minute})
+			writers.Go(func() {
+				r := rand.New(rand.NewPCG(seed, uint64(g)+1))
+				var mine []int64 // the IDs this writer inserted, so that it alone updates them
+				for n := 0; !stop.Load() && firstErr.Load() == nil; n++ {
+					switch op := r.IntN(10); {
+					case len(mine) == 0 || op < 5:
+						u := w.users[r.IntN(len(w.users))]
+						uid, _ := strconv.ParseInt(u, 10, 64)
+						id := nextID.Add(1)
+						err := m.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+							_, err := tx.ExecContext(ctx, "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $2, 0, 'inserted', 1)", id, uid)
+							return err
+						})
+						if err != nil {
+							fail(fmt.Errorf("insert of message %d of user %s: %w", id, u, err))
+							return
+						}
+						w.mu.Lock()
+						w.ledger[id] = uid
+						w.mu.Unlock()
+						mu.Lock()
+						latest[id] = "inserted"
+						mu.Unlock()
+						mine = append(mine, id)
+					case op < 8:
+						id := mine[r.IntN(len(mine))]
+						w.mu.Lock()
+						u := strconv.FormatInt(w.ledger[id], 10)
+						w.mu.Unlock()
+						text := fmt.Sprintf("update %d of writer %d", n, g)
+						var found int64
+						err := m.Do(ctx, u, func(tx *sql.Tx, _ int) error {
+							res, err := tx.ExecContext(ctx, "UPDATE messages SET message = $1 WHERE id = $2", text, id)
+							if err == nil {
+								found, err = res.RowsAffected()
+							}
+							return err
+						})
+						if err == nil && found != 1 {
+							err = fmt.Errorf("updated %d rows where Do routed user %s", found, u)
+						}
+						if err != nil {
+							fail(fmt.Errorf("update of message %d: %w", id, err))
+							return
+						}
+						mu.Lock()
+						latest[id] = text
+						mu.Unlock()
+					default:
+						i := r.IntN(len(mine))
+						id := mine[i]
+						w.mu.Lock()
+						uid := w.ledger[id]
+						w.mu.Unlock()
+						var found int64
+						err := m.Do(ctx, strconv.FormatInt(uid, 10), func(tx *sql.Tx, _ int) error {
+							res, err := tx.ExecContext(ctx, "DELETE FROM messages WHERE id = $1", id)
+							if err == nil {
+								found, err = res.RowsAffected()
+							}
+							return err
+						})
+						if err == nil && found != 1 {
+							err = fmt.Errorf("deleted %d rows where Do routed user %d", found, uid)
+						}
+						if err != nil {
+							fail(fmt.Errorf("delete of message %d: %w", id, err))
+							return
+						}
+						w.mu.Lock()
+						delete(w.ledger, id)
+						w.mu.Unlock()
+						mu.Lock()
+						delete(latest, id)
+						deleted[id] = true
+						mu.Unlock()
+						mine = slices.Delete(mine, i, i+1)
+					}
+					ops.Add(1)
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+
+		kills, finished := 0, false
+		for round := uint64(1); !finished; round++ {
+			killAt := -1 // after this many owners moved; -1: let it finish
+			if round <= 5 {
+				killAt = r.IntN(8)
+			}
+			cfg, _ := json.Marshal(moverConfig{Dialect: e.dialect, Shards: e.shards, Control: e.control, Users: w.users,
+				Token: round, Concurrency: 2, ChunkRows: 5, Migration: "killed", From: 3, To: 5, PrintProgress: true})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), moverEnv+"="+string(cfg))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := make(chan string)
+			go func() {
+				defer close(lines)
+				for s := bufio.NewScanner(out); s.Scan(); {
+					lines <- s.Text()
+				}
+			}()
+			moved, ended := 0, false
+			for !ended && (killAt < 0 || moved < killAt) {
+				line, ok := <-lines
+				switch {
+				case !ok:
+					ended = true
+				case line == "progress":
+					moved++
+				}
+			}
+			if !ended {
+				time.Sleep(time.Duration(r.IntN(20_000)) * time.Microsecond) // somewhere in the next owner's steps
+				cmd.Process.Signal(syscall.SIGKILL)
+			}
+			for range lines { // the rest, until the pipe closes
+			}
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+				finished = true // the move completed before the kill, or in the last round
+			case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled():
+				kills++
+			default:
+				t.Fatalf("mover of round %d: %v", round, err)
+			}
+		}
+		stop.Store(true)
+		writers.Wait()
+		if err := firstErr.Load(); err != nil {
+			t.Fatalf("a writer: %v", *err)
+		}
+		finisher := w.shared(t, e.open(t, 2), "killed", rebalance.SharedOptions{Token: 100})
+		if err := finisher.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatalf("Finish after %d killed movers: %v", kills, err)
+		}
+		v := w.requireClean(t, admin, w.after)
+		texts := map[int64]string{}
+		for i, db := range admin.dbs {
+			rows, err := db.Query("SELECT id, message FROM messages")
+			if err != nil {
+				t.Fatalf("shard %d: %v", i, err)
+			}
+			for rows.Next() {
+				var id int64
+				var text string
+				if err := rows.Scan(&id, &text); err != nil {
+					t.Fatal(err)
+				}
+				texts[id] = text
+			}
+			rows.Close()
+		}
+		for id, want := range latest {
+			if texts[id] != want {
+				t.Errorf("message %d reads %q, want its last acknowledged text %q", id, texts[id], want)
+			}
+		}
+		for id := range deleted {
+			if text, ok := texts[id]; ok {
+				t.Errorf("message %d, whose deletion was acknowledged, is back (%q)", id, text)
+			}
+		}
+		t.Logf("%d movers killed with SIGKILL; %d inserts, updates and deletions acknowledged (%d messages left, %d deleted); %v", kills, ops.Load(), len(latest), len(deleted), v)
+		if kills == 0 || len(latest) == 0 {
+			t.Fatalf("%d movers killed, %d messages written: the test tested nothing", kills, len(latest))
+		}
+	})
+}
