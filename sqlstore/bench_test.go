@@ -423,6 +423,7 @@ type moverConfig struct {
 	Migration     string
 	From, To      int
 	PrintProgress bool
+	Tables        []sqlstore.TableSpec // nil: messages
 }
 
 // moveInProcess runs w's migration "latency" in a mover process of its own, calls moving
@@ -467,7 +468,7 @@ func moverMain() int {
 		return 2
 	}
 	e := &engine{dialect: c.Dialect, driver: map[sqlstore.Dialect]string{sqlstore.SQLite: "sqlite", sqlstore.PostgreSQL: "pgx"}[c.Dialect],
-		shards: c.Shards, control: c.Control}
+		shards: c.Shards, control: c.Control, tables: c.Tables}
 	p, err := e.openErr(max(c.Concurrency, 1))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mover:", err)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
 )
 
@@ -137,58 +138,7 @@ func TestKilledMoverProcess(t *testing.T) {
 			})
 		}
 
-		kills, finished := 0, false
-		for round := uint64(1); !finished; round++ {
-			killAt := -1 // after this many owners moved; -1: let it finish
-			if round <= 5 {
-				killAt = r.IntN(8)
-			}
-			cfg, _ := json.Marshal(moverConfig{Dialect: e.dialect, Shards: e.shards, Control: e.control, Users: w.users,
-				Token: round, Concurrency: 2, ChunkRows: 5, Migration: "killed", From: 3, To: 5, PrintProgress: true})
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), moverEnv+"="+string(cfg))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			lines := make(chan string)
-			go func() {
-				defer close(lines)
-				for s := bufio.NewScanner(out); s.Scan(); {
-					lines <- s.Text()
-				}
-			}()
-			moved, ended := 0, false
-			for !ended && (killAt < 0 || moved < killAt) {
-				line, ok := <-lines
-				switch {
-				case !ok:
-					ended = true
-				case line == "progress":
-					moved++
-				}
-			}
-			if !ended {
-				time.Sleep(time.Duration(r.IntN(20_000)) * time.Microsecond) // somewhere in the next owner's steps
-				cmd.Process.Signal(syscall.SIGKILL)
-			}
-			for range lines { // the rest, until the pipe closes
-			}
-			err = cmd.Wait()
-			var exit *exec.ExitError
-			switch {
-			case err == nil:
-				finished = true // the move completed before the kill, or in the last round
-			case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled():
-				kills++
-			default:
-				t.Fatalf("mover of round %d: %v", round, err)
-			}
-		}
+		kills := killMovers(t, e, r, moverConfig{Users: w.users, Migration: "killed", From: 3, To: 5})
 		stop.Store(true)
 		writers.Wait()
 		if err := firstErr.Load(); err != nil {
@@ -228,6 +178,132 @@ func TestKilledMoverProcess(t *testing.T) {
 		t.Logf("%d movers killed with SIGKILL; %d inserts, updates and deletions acknowledged (%d messages left, %d deleted); %v", kills, ops.Load(), len(latest), len(deleted), v)
 		if kills == 0 || len(latest) == 0 {
 			t.Fatalf("%d movers killed, %d messages written: the test tested nothing", kills, len(latest))
+		}
+	})
+}
+
+// killMovers runs movers of c's migration, each a process of its own with a newer election
+// epoch, killing each of the first five with SIGKILL after a random number of owners moved
+// (0 to 7) and a random time into the next ones' steps, until one completes the move. It
+// returns how many it killed.
+func killMovers(t *testing.T, e *engine, r *rand.Rand, c moverConfig) (kills int) {
+	t.Helper()
+	c.Dialect, c.Shards, c.Control, c.Tables = e.dialect, e.shards, e.control, e.tables
+	c.Concurrency, c.ChunkRows, c.PrintProgress = 2, 5, true
+	for finished := false; !finished; c.Token++ {
+		killAt := -1 // after this many owners moved; -1: let it finish
+		if c.Token < 5 {
+			killAt = r.IntN(8)
+		}
+		cfg, _ := json.Marshal(c)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), moverEnv+"="+string(cfg))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			for s := bufio.NewScanner(out); s.Scan(); {
+				lines <- s.Text()
+			}
+		}()
+		moved, ended := 0, false
+		for !ended && (killAt < 0 || moved < killAt) {
+			line, ok := <-lines
+			switch {
+			case !ok:
+				ended = true
+			case line == "progress":
+				moved++
+			}
+		}
+		if !ended {
+			time.Sleep(time.Duration(r.IntN(20_000)) * time.Microsecond) // somewhere in the next owners' steps
+			cmd.Process.Signal(syscall.SIGKILL)
+		}
+		for range lines { // the rest, until the pipe closes
+		}
+		err = cmd.Wait()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			finished = true // the move completed before the kill, or in the last round
+		case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled():
+			kills++
+		default:
+			t.Fatalf("mover of election epoch %d: %v", c.Token, err)
+		}
+	}
+	return kills
+}
+
+// TestKilledMoverProcessManyTables is TestKilledMoverProcess over the chat tables: a user,
+// their messages and the messages' reactions, linked by foreign keys, moved under one fence
+// per user while writers change all three (TestManyTablesPerOwner's ledger). Every row must
+// end once on its owner's new shard with its acknowledged content, no deleted row come back
+// and no foreign key be broken.
+func TestKilledMoverProcessManyTables(t *testing.T) {
+	forSchema(t, 6, chatSchema, chatTables, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		before, _ := shard.NewJump(3)
+		after, _ := shard.NewJump(6)
+		admin := e.open(t, 2)
+		const users, writers = 40, 4
+		c := loadChat(t, admin, before, users, 12)
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		var (
+			wg    sync.WaitGroup
+			stop  atomic.Bool
+			mu    sync.Mutex
+			first error
+		)
+		for g := range writers {
+			m, err := rebalance.NewShared("killed", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{FenceWait: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(seed, uint64(g)+1))
+				for !stop.Load() {
+					user := int64(g + writers*r.IntN(users/writers)) // each writer its own users
+					if err := c.change(ctx, m, r, user); err != nil {
+						mu.Lock()
+						first = errors.Join(first, err)
+						mu.Unlock()
+						return
+					}
+					time.Sleep(300 * time.Microsecond)
+				}
+			})
+		}
+		var owners []string
+		for u := range users {
+			owners = append(owners, strconv.Itoa(u))
+		}
+		kills := killMovers(t, e, rand.New(rand.NewPCG(seed, 0)), moverConfig{Users: owners, Migration: "killed", From: 3, To: 6})
+		stop.Store(true)
+		wg.Wait()
+		if first != nil {
+			t.Fatalf("a writer: %v", first)
+		}
+		m, err := rebalance.NewShared("killed", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{Token: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Finish(ctx, slices.Values(owners)); err != nil {
+			t.Fatalf("Finish after %d killed movers: %v", kills, err)
+		}
+		v := c.check(t, admin, after)
+		t.Logf("%d movers killed with SIGKILL; %d acknowledged writes; %+v", kills, c.writes, v)
+		if kills == 0 || c.writes == 0 || v != (chatVerdict{rows: v.rows}) {
+			t.Fatalf("after the move: %+v (%d killed movers, %d writes)", v, kills, c.writes)
 		}
 	})
 }
