@@ -173,11 +173,12 @@ func (s *Store) follow(ctx context.Context, tx *sql.Tx, i int, p rebalance.Place
 		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 2)", epochNS); err != nil {
 			return s.where(i, "lock the placement served", err)
 		}
-		// And on a shard, the lock every Leaving access holds shared: a claim waits for those
-		// that found the shard serving what it served before. An in-process mover sets no
-		// fence that would wait for them: a Shared access of its migration's ID that began
-		// before its claim would write on an owner's old shard after its copy.
-		if i >= 0 {
+		// An in-process mover's claim on a shard also takes the lock every Leaving access
+		// holds shared, and so waits for those that found the shard serving what it served
+		// before: that mover sets no fence that would wait for them, and a Shared access of
+		// its migration's ID that began before its claim would write on an owner's old shard
+		// after its copy. (A Shared mover's fences wait for them.)
+		if i >= 0 && p.InProcess {
 			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, 0)", placementNS); err != nil {
 				return s.where(i, "lock the placement served", err)
 			}

@@ -468,8 +468,8 @@ func (s *Store) openWriters(ctx context.Context, db *sql.DB, writers []string) e
 var epochNS = namespace("shardkit/rebalance-epoch")
 
 // placementNS is the advisory lock namespace of the placement a shard serves: Leaving
-// accesses hold its key 0 shared, a claim and a change to "being finished" exclusive
-// (PostgreSQL).
+// accesses hold its key 0 shared, an in-process mover's claim and a change to "being
+// finished" exclusive (PostgreSQL).
 var placementNS = namespace("shardkit/rebalance-placement")
 
 // fenceNS is the advisory lock namespace of the owners' fences (PostgreSQL). It is one for
