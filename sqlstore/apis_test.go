@@ -19,14 +19,53 @@ import (
 // the shards) or rebalance.New (locks in one process). The tests below mix them, as an
 // operator who starts the other tool by mistake would.
 
-// growingOwner returns an owner that Jump(1) -> Jump(2) moves from shard 0 to shard 1.
-func growingOwner() string {
-	after, _ := shard.NewJump(2)
-	for u := 1; ; u++ {
-		if after.Locate(strconv.Itoa(u)) == 1 {
-			return strconv.Itoa(u)
+// grow is these tests' migration "grow", Jump(1) -> Jump(2), and an owner it moves from
+// shard 0 to shard 1.
+type grow struct {
+	before, after shard.Sharder
+	owner         string
+}
+
+func newGrow() grow {
+	g := grow{before: must(shard.NewJump(1)), after: must(shard.NewJump(2))}
+	for u := 1; g.owner == ""; u++ {
+		if g.after.Locate(strconv.Itoa(u)) == 1 {
+			g.owner = strconv.Itoa(u)
 		}
 	}
+	return g
+}
+
+// withRow returns g and an admin process, the owner's row 1 ('old') on shard 0.
+func withRow(t *testing.T, e *engine) (grow, *proc) {
+	g, admin := newGrow(), e.open(t, 2)
+	mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+g.owner+", 1, 'old', 0)")
+	return g, admin
+}
+
+// shared is a Shared value of the migration over store.
+func (g grow) shared(t *testing.T, store *sqlstore.Store, opts rebalance.SharedOptions) *rebalance.Shared[*sql.Tx] {
+	m, err := rebalance.NewShared("grow", g.before, g.after, rebalance.SharedStore[*sql.Tx](store), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// inProcess is an in-process Migration of the migration over store.
+func (g grow) inProcess(t *testing.T, store rebalance.Store) *rebalance.Migration {
+	m, err := rebalance.New("grow", g.before, g.after, store, rebalance.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // deleteHook is a Store that calls beforeDelete once, before its first Delete.
@@ -60,15 +99,9 @@ func messageOn(t *testing.T, db *sql.DB) string {
 func TestSharedAppRefusedWhileInProcessMoverMoves(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		before, _ := shard.NewJump(1)
-		after, _ := shard.NewJump(2)
-		ua := growingOwner()
-		admin := e.open(t, 2)
-		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
-		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g, admin := withRow(t, e)
+		ua := g.owner
+		app := g.shared(t, e.open(t, 4).store, rebalance.SharedOptions{})
 		update := func() error {
 			return app.Do(ctx, ua, func(tx *sql.Tx, s int) error {
 				_, err := tx.ExecContext(ctx, "UPDATE messages SET message = 'new' WHERE id = 1")
@@ -77,20 +110,14 @@ func TestSharedAppRefusedWhileInProcessMoverMoves(t *testing.T) {
 		}
 		var updateErr error
 		hook := &deleteHook{Store: e.open(t, 4).store, beforeDelete: func(string, int) { updateErr = update() }}
-		mover, err := rebalance.New("grow", before, after, hook, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mover := g.inProcess(t, hook)
 		if err := mover.Run(ctx, slices.Values([]string{ua})); err != nil {
 			t.Fatalf("in-process Run: %v", err)
 		}
 		if !errors.Is(updateErr, rebalance.ErrPlacement) {
 			t.Fatalf("the Shared application's update during the in-process move: %v, want ErrPlacement", updateErr)
 		}
-		finisher, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		finisher := g.shared(t, e.open(t, 4).store, rebalance.SharedOptions{})
 		if err := finisher.Finish(ctx, slices.Values([]string{ua})); !errors.Is(err, rebalance.ErrPlacement) {
 			t.Fatalf("Shared.Finish of an in-process migration: %v, want ErrPlacement", err)
 		}
@@ -115,15 +142,9 @@ func TestSharedAppRefusedWhileInProcessMoverMoves(t *testing.T) {
 func TestInProcessClaimWaitsForSharedAccess(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		before, _ := shard.NewJump(1)
-		after, _ := shard.NewJump(2)
-		ua := growingOwner()
-		admin := e.open(t, 2)
-		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
-		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g, admin := withRow(t, e)
+		ua := g.owner
+		app := g.shared(t, e.open(t, 4).store, rebalance.SharedOptions{})
 		moverStore := e.open(t, 4).store // Init before the access: it waits for open writes
 		updated, release := make(chan struct{}), make(chan struct{})
 		var releaseOnce sync.Once
@@ -149,10 +170,7 @@ func TestInProcessClaimWaitsForSharedAccess(t *testing.T) {
 		hook := &deleteHook{Store: moverStore, beforeDelete: func(string, int) { releaseNow() }}
 		timer := time.AfterFunc(time.Second, releaseNow)
 		defer timer.Stop()
-		mover, err := rebalance.New("grow", before, after, hook, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		mover := g.inProcess(t, hook)
 		runErr := mover.Run(ctx, slices.Values([]string{ua}))
 		if err := <-applied; err != nil {
 			t.Fatalf("the update: %v", err)
@@ -175,22 +193,13 @@ func TestInProcessClaimWaitsForSharedAccess(t *testing.T) {
 func TestInProcessRefusedWhileSharedMigrationUnfinished(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		before, _ := shard.NewJump(1)
-		after, _ := shard.NewJump(2)
-		ua := growingOwner()
-		admin := e.open(t, 2)
-		mustExec(t, admin.dbs[0], "INSERT INTO messages VALUES (1, "+ua+", 1, 'old', 0)")
-		shared, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 4).store), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g, admin := withRow(t, e)
+		ua := g.owner
+		shared := g.shared(t, e.open(t, 4).store, rebalance.SharedOptions{})
 		if err := shared.Run(ctx, slices.Values([]string{ua})); err != nil {
 			t.Fatal(err)
 		}
-		inproc, err := rebalance.New("grow", before, after, e.open(t, 4).store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		inproc := g.inProcess(t, e.open(t, 4).store)
 		read := func() error {
 			return inproc.Do(ctx, ua, func(s int) error {
 				if s != 1 {
@@ -227,9 +236,8 @@ func TestInProcessRefusedWhileSharedMigrationUnfinished(t *testing.T) {
 func TestInitAddsTheKindToAnOlderPlacement(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
-		before, _ := shard.NewJump(1)
-		after, _ := shard.NewJump(2)
-		p := rebalance.PlacementOf("grow", before, after)
+		g := newGrow()
+		p := rebalance.PlacementOf("grow", g.before, g.after)
 		for _, dsn := range append(slices.Clone(e.shards), e.control) {
 			db, err := sql.Open(e.driver, dsn)
 			if err != nil {
@@ -241,19 +249,10 @@ func TestInitAddsTheKindToAnOlderPlacement(t *testing.T) {
 			db.Close()
 		}
 		store := e.open(t, 4).store
-		ua := growingOwner()
-		app, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](store), rebalance.SharedOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := app.Do(ctx, ua, func(tx *sql.Tx, s int) error { return nil }); err != nil {
+		if err := g.shared(t, store, rebalance.SharedOptions{}).Do(ctx, g.owner, func(tx *sql.Tx, s int) error { return nil }); err != nil {
 			t.Errorf("Shared access of the placement an older build recorded: %v", err)
 		}
-		inproc, err := rebalance.New("grow", before, after, store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := inproc.Do(ctx, ua, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
+		if err := g.inProcess(t, store).Do(ctx, g.owner, func(int) error { return nil }); !errors.Is(err, rebalance.ErrPlacement) {
 			t.Errorf("in-process access of the placement an older build recorded: %v, want ErrPlacement", err)
 		}
 		e.open(t, 1) // a second Init finds the column

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -104,6 +105,27 @@ func childMain() int {
 	select {}
 }
 
+// startChild starts this test binary as a child process with env set to cfg in JSON (see
+// TestMain), and returns it and its standard output.
+func startChild(t testing.TB, env string, cfg any) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+string(js))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
 // TestKilledWriterProcess runs writer processes (this test binary re-executed) while this
 // process moves the users, kills the first with SIGKILL in the middle of the move, starts a
 // second, kills that one too once the move is over, and checks every acknowledged message of
@@ -116,18 +138,8 @@ func TestKilledWriterProcess(t *testing.T) {
 		w.load(t, admin, span(1, 60), 30)
 		ledger := filepath.Join(t.TempDir(), "ledger")
 		start := func(n int) (*exec.Cmd, func()) {
-			cfg, _ := json.Marshal(childConfig{Dialect: e.dialect, Shards: e.shards, Control: e.control, From: 3, To: 5,
+			cmd, out := startChild(t, childEnv, childConfig{Dialect: e.dialect, Shards: e.shards, Control: e.control, From: 3, To: 5,
 				Migration: "kill", Users: w.users, Ledger: ledger, IDBase: int64(n) << 40})
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+string(cfg))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
 			line, err := bufio.NewReader(out).ReadString('\n')
 			if err != nil || line != "ready\n" {
 				cmd.Process.Kill()

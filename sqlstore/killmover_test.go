@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -195,17 +193,7 @@ func killMovers(t *testing.T, e *engine, r *rand.Rand, c moverConfig) (kills int
 		if c.Token < 5 {
 			killAt = r.IntN(8)
 		}
-		cfg, _ := json.Marshal(c)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), moverEnv+"="+string(cfg))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startChild(t, moverEnv, c)
 		lines := make(chan string)
 		go func() {
 			defer close(lines)
@@ -229,7 +217,7 @@ func killMovers(t *testing.T, e *engine, r *rand.Rand, c moverConfig) (kills int
 		}
 		for range lines { // the rest, until the pipe closes
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		var exit *exec.ExitError
 		switch {
 		case err == nil:
@@ -254,44 +242,18 @@ func TestKilledMoverProcessManyTables(t *testing.T) {
 		before, _ := shard.NewJump(3)
 		after, _ := shard.NewJump(6)
 		admin := e.open(t, 2)
-		const users, writers = 40, 4
+		const users = 40
 		c := loadChat(t, admin, before, users, 12)
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		var (
-			wg    sync.WaitGroup
-			stop  atomic.Bool
-			mu    sync.Mutex
-			first error
-		)
-		for g := range writers {
-			m, err := rebalance.NewShared("killed", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{FenceWait: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				r := rand.New(rand.NewPCG(seed, uint64(g)+1))
-				for !stop.Load() {
-					user := int64(g + writers*r.IntN(users/writers)) // each writer its own users
-					if err := c.change(ctx, m, r, user); err != nil {
-						mu.Lock()
-						first = errors.Join(first, err)
-						mu.Unlock()
-						return
-					}
-					time.Sleep(300 * time.Microsecond)
-				}
-			})
-		}
+		stop := c.traffic(t, e, "killed", before, after, users, 4, seed)
 		var owners []string
 		for u := range users {
 			owners = append(owners, strconv.Itoa(u))
 		}
 		kills := killMovers(t, e, rand.New(rand.NewPCG(seed, 0)), moverConfig{Users: owners, Migration: "killed", From: 3, To: 6})
-		stop.Store(true)
-		wg.Wait()
-		if first != nil {
-			t.Fatalf("a writer: %v", first)
+		if err := stop(); err != nil {
+			t.Fatalf("a writer: %v", err)
 		}
 		m, err := rebalance.NewShared("killed", before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{Token: 100})
 		if err != nil {

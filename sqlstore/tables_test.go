@@ -209,6 +209,43 @@ func (c *chat) change(ctx context.Context, m *rebalance.Shared[*sql.Tx], r *rand
 	return nil
 }
 
+// traffic runs writers goroutines, each a process of its own (its own pools, Store and
+// Shared value of migration), changing the chat tables of their own users (of users) until
+// stop is called, which returns their errors.
+func (c *chat) traffic(t *testing.T, e *engine, migration string, before, after shard.Sharder, users, writers int, seed uint64) (stop func() error) {
+	var (
+		wg    sync.WaitGroup
+		done  atomic.Bool
+		mu    sync.Mutex
+		first error
+	)
+	ctx := context.Background()
+	for g := range writers {
+		m, err := rebalance.NewShared(migration, before, after, rebalance.SharedStore[*sql.Tx](e.open(t, 2).store), rebalance.SharedOptions{FenceWait: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, uint64(g)+1))
+			for !done.Load() {
+				user := int64(g + writers*r.IntN(users/writers)) // each writer its own users
+				if err := c.change(ctx, m, r, user); err != nil {
+					mu.Lock()
+					first = errors.Join(first, err)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(300 * time.Microsecond)
+			}
+		})
+	}
+	return func() error {
+		done.Store(true)
+		wg.Wait()
+		return first
+	}
+}
+
 // chatVerdict counts what the shards hold against the ledger.
 type chatVerdict struct {
 	rows, lostUpdates, resurrected, lost, duplicated, misplaced, orphans int
@@ -314,39 +351,9 @@ func TestManyTablesPerOwner(t *testing.T) {
 		before, _ := shard.NewJump(3)
 		after, _ := shard.NewJump(6)
 		admin := e.open(t, 2)
-		const users, writers = 40, 4
+		const users = 40
 		c := loadChat(t, admin, before, users, 12)
-		var (
-			wg    sync.WaitGroup
-			stop  = make(chan struct{})
-			mu    sync.Mutex
-			first error
-		)
-		for g := range writers {
-			p := e.open(t, 2)
-			m, err := rebalance.NewShared("grow", before, after, rebalance.SharedStore[*sql.Tx](p.store), rebalance.SharedOptions{FenceWait: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(g), 11))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					user := int64(g + writers*r.IntN(users/writers)) // each writer its own users
-					if err := c.change(ctx, m, r, user); err != nil {
-						mu.Lock()
-						first = errors.Join(first, err)
-						mu.Unlock()
-						return
-					}
-					time.Sleep(300 * time.Microsecond)
-				}
-			})
-		}
+		stop := c.traffic(t, e, "grow", before, after, users, 4, 11)
 		time.Sleep(50 * time.Millisecond)
 		var owners []string
 		for u := range users {
@@ -362,8 +369,7 @@ func TestManyTablesPerOwner(t *testing.T) {
 			err = m.Finish(ctx, slices.Values(owners))
 		}
 		time.Sleep(50 * time.Millisecond)
-		close(stop)
-		wg.Wait()
+		first := stop()
 		if err != nil || first != nil {
 			t.Fatalf("mover: %v; writers: %v", err, first)
 		}
