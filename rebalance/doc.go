@@ -89,8 +89,13 @@
 // copy a source that another mover deleted ([ErrSourceEmpty]), the sqlstore's refuses to copy
 // over rows its destination holds that no copy of its own wrote ([ErrStrayRows]: the other
 // mover's, served there already, or a write routed by another plan), and the Migration then
-// finds that mover's mark. Nothing makes two processes that each move or write owners of one
-// Migration (not a Shared) safe: their locks are not each other's.
+// finds that mover's mark. Over a [CheckedDeleter] (the sqlstore's is) the old copy is
+// deleted only as it was when compared with the new one: a write there from a process that
+// holds none of the mover's locks stops the move with [ErrCopyMismatch], deleting nothing,
+// whether it came before the comparison or after. Still, nothing makes two processes that
+// each move or write owners of one Migration (not a Shared) safe: their locks are not each
+// other's, a read in one may miss what the other moved, and an insert after the deletion is
+// left on the old shard (Finish names it).
 //
 // # Across processes
 //

@@ -464,16 +464,27 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 			return step("verify copy", fmt.Errorf("shard %d holds %d rows of the owner, the old copy on shard %d holds %d: shard %d lost rows since the copy: the old copy is kept: %w", to, n, from, old, to, ErrCopyLost))
 		}
 	}
+	checked, _ := m.store.(CheckedDeleter)
 	if mark == Unmoved {
-		if err := step("verify copy", m.sameContent(ctx, owner, from, to)); err != nil {
+		sum, summed, err := m.sameContent(ctx, owner, from, to)
+		if err := step("verify copy", err); err != nil {
 			return err
+		}
+		if checked != nil && summed {
+			if err := step("keep the old copy's sum", checked.KeepOldSum(ctx, m.id, owner, from, sum)); err != nil {
+				return err
+			}
 		}
 		if err := step("mark copied", m.store.SetMark(ctx, m.id, owner, Copied)); err != nil {
 			return err
 		}
 	}
 	// Copied and verified: the new shard serves owner; the old copy may remain after a crash.
-	if err := step("delete old copy", m.store.Delete(ctx, owner, from)); err != nil {
+	del := func() error { return m.store.Delete(ctx, owner, from) }
+	if checked != nil {
+		del = func() error { return checked.DeleteChecked(ctx, m.id, owner, from) }
+	}
+	if err := step("delete old copy", del()); err != nil {
 		return err
 	}
 	if err := step("mark done", m.store.SetMark(ctx, m.id, owner, Done)); err != nil {
@@ -484,33 +495,33 @@ func (m *Migration) move(ctx context.Context, owner string, from, to int, count 
 }
 
 // sameContent returns an error wrapping ErrCopyMismatch if the store is a Summer and owner's
-// rows on shards from and to differ by content. The caller holds owner's lock: nothing
-// writes either copy meanwhile.
-func (m *Migration) sameContent(ctx context.Context, owner string, from, to int) error {
+// rows on shards from and to differ by content, and otherwise their sum, if it has one. The
+// caller holds owner's lock: nothing of this Migration writes either copy meanwhile.
+func (m *Migration) sameContent(ctx context.Context, owner string, from, to int) (Sum, bool, error) {
 	sm, ok := m.store.(Summer)
 	if !ok {
-		return nil
+		return Sum{}, false, nil
 	}
 	one := []string{owner}
 	a, err := sm.Sums(ctx, one, from)
 	if err != nil {
-		return fmt.Errorf("sum the rows on shard %d: %w", from, err)
+		return Sum{}, false, fmt.Errorf("sum the rows on shard %d: %w", from, err)
 	}
 	b, err := sm.Sums(ctx, one, to)
 	if err != nil {
-		return fmt.Errorf("sum the rows on shard %d: %w", to, err)
+		return Sum{}, false, fmt.Errorf("sum the rows on shard %d: %w", to, err)
 	}
 	if len(a) != 1 || len(b) != 1 {
-		return fmt.Errorf("store returned %d and %d sums for 1 owner", len(a), len(b))
+		return Sum{}, false, fmt.Errorf("store returned %d and %d sums for 1 owner", len(a), len(b))
 	}
 	if a[0] == b[0] {
-		return nil
+		return a[0], true, nil
 	}
 	where := "(the first key that differs is unknown)"
 	if key, err := sm.FirstDiff(ctx, owner, from, to); err == nil {
 		where = fmt.Sprintf("first at key %q", key)
 	}
-	return fmt.Errorf("shard %d holds %d rows of the owner, shard %d holds %d, and they differ %s (a trigger that fires on the copy's inserts, or a column changed on one shard): nothing deleted: %w",
+	return Sum{}, false, fmt.Errorf("shard %d holds %d rows of the owner, shard %d holds %d, and they differ %s (a trigger that fires on the copy's inserts, or a column changed on one shard): nothing deleted: %w",
 		to, b[0].Rows, from, a[0].Rows, where, ErrCopyMismatch)
 }
 

@@ -59,6 +59,24 @@ type Summer interface {
 	FirstDiff(ctx context.Context, owner string, a, b int) (key string, err error)
 }
 
+// CheckedDeleter is a Store that deletes an owner's old copy only as the Migration found it
+// when it compared it with the new copy. A Migration over one that is also a Summer keeps
+// the old copy's sum (KeepOldSum) before it marks the owner Copied, and deletes the old copy
+// with DeleteChecked, after a crash too. A write that reached the old copy after the
+// comparison from something that holds none of the Migration's locks (another process
+// routing through the in-process API, a script) was deleted with it; now the deletion stops
+// with ErrCopyMismatch, deleting nothing, and the old copy stays for the operator to settle.
+// An insert after the deletion is left on the old shard, where Finish finds it.
+type CheckedDeleter interface {
+	// KeepOldSum durably records sum as owner's rows on shard, its old copy, in migration.
+	KeepOldSum(ctx context.Context, migration, owner string, shard int, sum Sum) error
+	// DeleteChecked removes every row of owner from shard, as Delete does, in one
+	// transaction that sums them first: if a sum is kept of the owner in migration and the
+	// rows, if any, are not that sum, it deletes nothing and returns an error wrapping
+	// ErrCopyMismatch. Once the rows are gone it forgets the kept sum.
+	DeleteChecked(ctx context.Context, migration, owner string, shard int) error
+}
+
 // FinishRecorder is a Store that keeps durably which migrations finished. Migration.Finish
 // records its migration there before it returns nil, and a Migration of that ID, in any
 // process and after any restart, then refuses Run (ErrFinished) and routes Do by the after

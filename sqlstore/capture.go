@@ -521,13 +521,6 @@ func (s *Store) rowsByKey(ctx context.Context, db *sql.DB, t *table, keys, owner
 // same rule. With several tables, the digest is the tables' digests in their order,
 // separated by "/".
 func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalance.Sum, error) {
-	rows := make([]int64, len(owners))
-	digests := make([][]uint64, len(owners)) // SQLite: by owner, then table
-	texts := make([][]string, len(owners))   // PostgreSQL: by owner, then table
-	for i := range owners {
-		digests[i] = make([]uint64, len(s.tables))
-		texts[i] = make([]string, len(s.tables))
-	}
 	// A column added since Init would not have been copied: the sums would agree without it;
 	// nor would the rows of a table created since that references one of the tables, which
 	// the deletion of the old copy could take with it (outsideRefs); nor would rows that row
@@ -554,6 +547,23 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	if err := s.checkOutward(ctx, db, owners, shard); err != nil {
 		return nil, err
 	}
+	return s.sumsBy(ctx, func(read func(lookup) error) error { return s.byIndex(ctx, db, shard, read) }, owners, shard)
+}
+
+// sumsBy is what Sums computes once its checks passed, its statements run through reader
+// (perOwnerBy).
+func (s *Store) sumsBy(ctx context.Context, reader func(func(lookup) error) error, owners []string, shard int) ([]rebalance.Sum, error) {
+	rows := make([]int64, len(owners))
+	digests := make([][]uint64, len(owners)) // SQLite: by owner, then table
+	texts := make([][]string, len(owners))   // PostgreSQL: by owner, then table
+	for i := range owners {
+		digests[i] = make([]uint64, len(s.tables))
+		texts[i] = make([]string, len(s.tables))
+	}
+	db, err := s.shard(shard)
+	if err != nil {
+		return nil, err
+	}
 	changed := make([]bool, len(s.tables)) // PostgreSQL: by table
 	tableAt := func(t *table) int { return slices.Index(s.tables, t) }
 	var (
@@ -562,7 +572,7 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		h      uint64
 	)
 	if s.dialect == PostgreSQL {
-		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+		err = s.perOwnerBy(ctx, reader, owners, shard, "sum rows", func(t *table, in string) string {
 			// The checks, once a statement, in a row of no owner where they fail: not in the
 			// groups, as row security that hides every row of the owners leaves none.
 			return fmt.Sprintf("SELECT %s, COUNT(*), COALESCE(SUM(%s), 0)::text FROM %s WHERE %s IN (%s) GROUP BY %s UNION ALL SELECT NULL, 0, '0' WHERE NOT (%s AND %s)",
@@ -587,7 +597,7 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		}
 	} else {
 		scanners := map[*table]func(scanner) ([]any, error){} // each row hashed before the next is read
-		err = s.perOwner(ctx, owners, shard, "sum rows", func(t *table, in string) string {
+		err = s.perOwnerBy(ctx, reader, owners, shard, "sum rows", func(t *table, in string) string {
 			return fmt.Sprintf("SELECT %s.%s, %s FROM %s WHERE %s IN (%s)", t.Table, t.Owner, t.reads, t.Table, t.Owner, in)
 		}, func(t *table, rs rowsScanner) (any, error) {
 			if scanners[t] == nil {

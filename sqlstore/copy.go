@@ -725,7 +725,15 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 	if err != nil {
 		return err
 	}
-	return s.byIndex(ctx, db, shard, func(query lookup) error {
+	return s.perOwnerBy(ctx, func(read func(lookup) error) error { return s.byIndex(ctx, db, shard, read) },
+		owners, shard, what, statement, scan, add)
+}
+
+// perOwnerBy is perOwner with its statements run through reader: byIndex, or a transaction
+// of the caller's (inTx).
+func (s *Store) perOwnerBy(ctx context.Context, reader func(func(lookup) error) error, owners []string, shard int, what string,
+	statement func(t *table, in string) string, scan func(t *table, rs rowsScanner) (any, error), add func(t *table, i int)) error {
+	return reader(func(query lookup) error {
 		for _, t := range s.tables {
 			args, err := t.ownerArgs(owners)
 			if err != nil {
@@ -765,6 +773,14 @@ func (s *Store) perOwner(ctx context.Context, owners []string, shard int, what s
 // Delete removes every row of owner from shard, children first, in one transaction. The
 // owner's copies to other shards are served from then on: it first forgets them (see Copy).
 func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
+	return s.deleteOld(ctx, owner, shard, nil)
+}
+
+// deleteOld is Delete, calling check, if not nil, in the deletion's transaction before it
+// deletes anything: on SQLite it holds the write lock; on PostgreSQL it reads by the
+// snapshot the deletion deletes by (REPEATABLE READ), and the deletion fails on a row
+// changed since.
+func (s *Store) deleteOld(ctx context.Context, owner string, shard int, check func(tx *sql.Tx) error) error {
 	if err := s.setCopying(ctx, owner, -1, false); err != nil {
 		return err
 	}
@@ -773,7 +789,13 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 		return err
 	}
 	defer release()
-	tx, err := s.begin(ctx, shard)
+	var tx *sql.Tx
+	if check != nil && s.dialect == PostgreSQL {
+		tx, err = s.shards[shard].BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		err = s.wrap(shard, "begin", err)
+	} else {
+		tx, err = s.begin(ctx, shard)
+	}
 	if err != nil {
 		return err
 	}
@@ -781,7 +803,16 @@ func (s *Store) Delete(ctx context.Context, owner string, shard int) error {
 	if err := s.moverWrites(ctx, tx); err != nil {
 		return s.wrap(shard, "mark the mover's writes", err)
 	}
+	if check != nil {
+		if err := check(tx); err != nil {
+			return err
+		}
+	}
 	_, refs, err := s.deleteOwner(ctx, tx, owner, shard)
+	var coded interface{ SQLState() string }
+	if check != nil && errors.As(err, &coded) && coded.SQLState() == "40001" {
+		err = fmt.Errorf("a row of it changed after the deletion's snapshot, without the Migration's lock: nothing deleted: %w: %w", rebalance.ErrCopyMismatch, err)
+	}
 	if err != nil {
 		return s.wrap(shard, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}

@@ -20,7 +20,9 @@ import (
 // rows left of it and an empty digest; a Run that resumes its deletion compares the old copy
 // with them first. To let a Run delete an old copy that no longer matches (a write went
 // around its fence, and the new shard holds what should stay), delete the owner's row by
-// hand once the difference is settled.
+// hand once the difference is settled. An in-process rebalance.Migration keeps there the
+// sum of the old copy it compared with the new one (KeepOldSum), and DeleteChecked deletes
+// the old copy only while it still has that sum, then forgets it.
 
 // KeepSums records the window's sums of owners; see rebalance.SumKeeper. The owners' old
 // shard is checked by the window's own steps, the token here.
@@ -143,3 +145,57 @@ func (s *Store) forgetSums(ctx context.Context, tx *sql.Tx, migration string, ow
 	}
 	return nil
 }
+
+// KeepOldSum keeps the sum of owner's old copy on shard that an in-process Migration
+// compared with the new copy, for DeleteChecked; see rebalance.CheckedDeleter. It takes no
+// token: the in-process Migration's writes carry none.
+func (s *Store) KeepOldSum(ctx context.Context, migration, owner string, shard int, sum rebalance.Sum) error {
+	if _, err := s.shard(shard); err != nil {
+		return err
+	}
+	_, err := s.control.ExecContext(ctx, `INSERT INTO rebalance_kept (migration, owner, row_count, digest) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (migration, owner) DO UPDATE SET row_count = excluded.row_count, digest = excluded.digest`, migration, owner, sum.Rows, sum.Digest)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: keep the sum of owner %q: %w", owner, err)
+	}
+	return nil
+}
+
+// DeleteChecked deletes owner's old copy on shard as Delete does, if it is still what
+// KeepOldSum kept of it, or empty, and then forgets the kept sum; see
+// rebalance.CheckedDeleter. The sum is read in the deletion's transaction: on SQLite under
+// its write lock, on PostgreSQL at the snapshot the deletion deletes by, which fails on a row
+// changed since.
+func (s *Store) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	kept, found, err := s.KeptSums(ctx, migration, []string{owner}, shard)
+	if err != nil {
+		return err
+	}
+	var check func(*sql.Tx) error
+	if found[0] {
+		check = func(tx *sql.Tx) error {
+			got, err := s.sumsBy(ctx, inTx(tx), []string{owner}, shard)
+			if err != nil {
+				return s.wrap(shard, fmt.Sprintf("sum the old copy of owner %q", owner), err)
+			}
+			if got[0].Rows > 0 && got[0] != kept[0] {
+				return s.wrap(shard, fmt.Sprintf("delete the old copy of owner %q", owner),
+					fmt.Errorf("it holds %d rows that are not the %d compared with the new copy before the owner was marked copied: something wrote there without the Migration's lock (a process routing through the in-process API, a script); nothing deleted: compare it with the new shard, settle the difference, then delete the owner's row of rebalance_kept (migration %.64q) in the control database: %w",
+						got[0].Rows, kept[0].Rows, migration, rebalance.ErrCopyMismatch))
+			}
+			return nil
+		}
+	}
+	if err := s.deleteOld(ctx, owner, shard, check); err != nil {
+		return err
+	}
+	if !found[0] {
+		return nil
+	}
+	if _, err := s.control.ExecContext(ctx, "DELETE FROM rebalance_kept WHERE migration = $1 AND owner = $2", migration, owner); err != nil {
+		return fmt.Errorf("sqlstore: control database: forget the kept sum of owner %q: %w", owner, err)
+	}
+	return nil
+}
+
+var _ rebalance.CheckedDeleter = (*Store)(nil)

@@ -95,6 +95,15 @@ func (s *Store) byIndexTx(ctx context.Context, conn *sql.Conn, shard int, read f
 	return s.wrap(shard, "end a read", tx.Commit())
 }
 
+// inTx is a reader of perOwnerBy that runs each statement in tx.
+func inTx(tx *sql.Tx) func(func(lookup) error) error {
+	return func(read func(lookup) error) error {
+		return read(func(ctx context.Context, q string, args ...any) (rowsScanner, error) {
+			return tx.QueryContext(ctx, q, args...)
+		})
+	}
+}
+
 // batchRows are the rows of a batch's last statement; Close ends the batch.
 type batchRows struct {
 	pgx.Rows

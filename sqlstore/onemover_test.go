@@ -412,7 +412,15 @@ func (s *twinOrder) Copy(ctx context.Context, owner string, from, to int) error 
 }
 
 func (s *twinOrder) Delete(ctx context.Context, owner string, shard int) error {
-	err := s.Store.Delete(ctx, owner, shard)
+	return s.deleted(s.Store.Delete(ctx, owner, shard))
+}
+
+func (s *twinOrder) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	return s.deleted(s.Store.DeleteChecked(ctx, migration, owner, shard))
+}
+
+// deleted lets the second twin go on once the first deleted an old copy.
+func (s *twinOrder) deleted(err error) error {
 	select {
 	case <-s.firstDeleted:
 	default:

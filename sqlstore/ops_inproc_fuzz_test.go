@@ -32,6 +32,14 @@ func (s inprocStopAt) Delete(ctx context.Context, owner string, shard int) error
 	return s.do(ctx, "delete", func(ctx context.Context) error { return s.Store.Delete(ctx, owner, shard) })
 }
 
+func (s inprocStopAt) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	return s.do(ctx, "delete", func(ctx context.Context) error { return s.Store.DeleteChecked(ctx, migration, owner, shard) })
+}
+
+func (s inprocStopAt) KeepOldSum(ctx context.Context, migration, owner string, shard int, sum rebalance.Sum) error {
+	return s.do(ctx, "keep sum", func(ctx context.Context) error { return s.Store.KeepOldSum(ctx, migration, owner, shard, sum) })
+}
+
 func (s inprocStopAt) SetMark(ctx context.Context, migration, owner string, m rebalance.Mark) error {
 	return s.do(ctx, "mark "+m.String(), func(ctx context.Context) error { return s.Store.SetMark(ctx, migration, owner, m) })
 }

@@ -28,6 +28,11 @@ func (b *beforeDelete) Delete(ctx context.Context, owner string, shard int) erro
 	return b.Store.Delete(ctx, owner, shard)
 }
 
+func (b *beforeDelete) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	b.once.Do(b.hook)
+	return b.Store.DeleteChecked(ctx, migration, owner, shard)
+}
+
 // newRepin returns a Repin of id over st and its directory: a Jump of n shards holding
 // entries (none if nil), with a second Jump of n as the rule.
 func newRepin(t *testing.T, id string, st rebalance.Store, n int, entries iter.Seq2[string, int]) (*rebalance.Repin, *shard.Directory) {
@@ -158,6 +163,13 @@ func (f *failDelete) Delete(ctx context.Context, owner string, shard int) error 
 		return errDied
 	}
 	return f.Store.Delete(ctx, owner, shard)
+}
+
+func (f *failDelete) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	if f.n.Add(-1) < 0 {
+		return errDied
+	}
+	return f.Store.DeleteChecked(ctx, migration, owner, shard)
 }
 
 // TestDrainAfterACrash: a Drain of three batches dies in its third, after two batches were

@@ -131,6 +131,16 @@ func (s *routerStore) Delete(ctx context.Context, owner string, shard int) error
 	return s.Store.Delete(ctx, owner, shard)
 }
 
+func (s *routerStore) DeleteChecked(ctx context.Context, migration, owner string, shard int) error {
+	s.step()
+	return s.Store.DeleteChecked(ctx, migration, owner, shard)
+}
+
+func (s *routerStore) KeepOldSum(ctx context.Context, migration, owner string, shard int, sum rebalance.Sum) error {
+	s.step()
+	return s.Store.KeepOldSum(ctx, migration, owner, shard, sum)
+}
+
 func (s *routerStore) Mark(ctx context.Context, migration, owner string) (rebalance.Mark, error) {
 	s.step()
 	return s.Store.Mark(ctx, migration, owner)
