@@ -243,7 +243,8 @@ func TestSQLiteWriteQueuedBehindFence(t *testing.T) {
 // connections do not wait for a lock at all (busy_timeout 0: a write that meets another
 // write fails with "database is locked"). The Store's own write transactions on a shard take
 // turns in the process, so none of them meets another, and the move succeeds. Without the
-// turns, one or another write fails within the first groups.
+// turns, one or another write fails within the first groups (of each Run: one more is
+// allowed, see below).
 func TestMoversTakeTurnsOnSQLite(t *testing.T) {
 	e := newSQLite(t, 4)
 	w := newWorld(t, e, 2, 4)
@@ -253,7 +254,15 @@ func TestMoversTakeTurnsOnSQLite(t *testing.T) {
 	}
 	p := e.open(t, 8)
 	m := w.shared(t, p, "turns", rebalance.SharedOptions{Token: 1, Concurrency: 8, ChunkRows: 10, Group: 2})
-	if err := m.Run(context.Background(), slices.Values(w.users)); err != nil {
+	err := m.Run(context.Background(), slices.Values(w.users))
+	if err != nil && strings.Contains(err.Error(), "database is locked") {
+		// Once in some hundred runs, on a loaded machine, a write has met a lock that none
+		// of the Store's writes held (SQLite's own, it seems): the move stops, and resumes.
+		// Without the turns every Run fails so within its first groups.
+		t.Logf("a write met a lock: %v; Run again", err)
+		err = m.Run(context.Background(), slices.Values(w.users))
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if st := m.Stats(); st.Moved == 0 {
