@@ -217,8 +217,8 @@ func colocates(s shard.Sharder, key func(owner string) string) bool {
 //
 // An access or a claim of the migration the shard serves unfinished is refused if it is of
 // the other kind (InProcess). A Leaving access of a migration is refused once the shard
-// serves it finished, and an
-// Arriving access everywhere but where the shard serves p itself, finished. A store
+// serves it finished, and an Arriving access everywhere but where the shard serves p
+// itself, finished. A store
 // also refuses an access routed by a migration it recorded finished other than the one it
 // serves (SharedStore.Finished): after 2 -> 3, 3 -> 2 and 2 -> 3 again, a process that
 // still routes by the finished 3 -> 2 is no next migration, though its before sharder is

@@ -64,9 +64,10 @@ type Summer interface {
 // the old copy's sum (KeepOldSum) before it marks the owner Copied, and deletes the old copy
 // with DeleteChecked, after a crash too. A write that reached the old copy after the
 // comparison from something that holds none of the Migration's locks (another process
-// routing through the in-process API, a script) was deleted with it; now the deletion stops
-// with ErrCopyMismatch, deleting nothing, and the old copy stays for the operator to settle.
-// An insert after the deletion is left on the old shard, where Finish finds it.
+// routing through the in-process API, a script) would be deleted with it: the deletion
+// stops instead with ErrCopyMismatch, deleting nothing, and the old copy stays for the
+// operator to settle. An insert after the deletion is left on the old shard, where Finish
+// finds it.
 type CheckedDeleter interface {
 	// KeepOldSum durably records sum as owner's rows on shard, its old copy, in migration.
 	KeepOldSum(ctx context.Context, migration, owner string, shard int, sum Sum) error

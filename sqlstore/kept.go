@@ -174,13 +174,18 @@ func (s *Store) DeleteChecked(ctx context.Context, migration, owner string, shar
 	var check func(*sql.Tx) error
 	if found[0] {
 		check = func(tx *sql.Tx) error {
+			if s.dialect == PostgreSQL { // read by the index, as byIndex does
+				if _, err := tx.ExecContext(ctx, rangesOnlySQL); err != nil {
+					return s.wrap(shard, "plan a read by index", err)
+				}
+			}
 			got, err := s.sumsBy(ctx, inTx(tx), []string{owner}, shard)
 			if err != nil {
 				return s.wrap(shard, fmt.Sprintf("sum the old copy of owner %q", owner), err)
 			}
 			if got[0].Rows > 0 && got[0] != kept[0] {
 				return s.wrap(shard, fmt.Sprintf("delete the old copy of owner %q", owner),
-					fmt.Errorf("it holds %d rows that are not the %d compared with the new copy before the owner was marked copied: something wrote there without the Migration's lock (a process routing through the in-process API, a script); nothing deleted: compare it with the new shard, settle the difference, then delete the owner's row of rebalance_kept (migration %.64q) in the control database: %w",
+					fmt.Errorf("its %d rows differ (in number or content) from the %d compared with the new copy before the owner was marked copied: something wrote there without the Migration's lock (a process routing through the in-process API, a script); nothing deleted: compare it with the new shard, settle the difference, then delete the owner's row of rebalance_kept (migration %.64q) in the control database: %w",
 						got[0].Rows, kept[0].Rows, migration, rebalance.ErrCopyMismatch))
 			}
 			return nil
