@@ -144,7 +144,9 @@ func TestSharedAppRefusedWhileInProcessMoverMoves(t *testing.T) {
 // TestInProcessClaimWaitsForSharedAccess: a Shared access of the migration's ID that found
 // the shard serving nothing yet is under way (its UPDATE made, not committed) when the
 // in-process mover claims. The claim must wait for it: else the copy reads the row without
-// the update, and the Delete, which waits for the update's commit, then deletes it.
+// the update, and the Delete, which waits for the update's commit, then deletes it (with the
+// checked deletion, the move stops there with ErrCopyMismatch instead: loud, but the write
+// is on the old shard, which no longer serves the owner).
 func TestInProcessClaimWaitsForSharedAccess(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
