@@ -44,6 +44,10 @@ type Claim struct {
 	Lease time.Duration
 	// Placement, if not zero, is recorded on every shard as the placement it serves.
 	Placement Placement
+	// Process, for the claim of an in-process Migration, names its process: a store that is
+	// a ProcessBinder refuses the claim, as Bind would, while another process is bound to
+	// the migration, and binds this one while the claim holds and ProcessWindow after.
+	Process string
 }
 
 // MoverLock is how a store lets one mover at a time move a migration's data, and refuses
@@ -319,7 +323,8 @@ func hold(ctx context.Context, lock MoverLock, c Claim, lost func(error)) (token
 		var fe *FenceError
 		var me *MoverError
 		var pe *PlacementError
-		if errors.As(err, &fe) || errors.As(err, &me) || errors.As(err, &pe) {
+		var oe *ProcessError
+		if errors.As(err, &fe) || errors.As(err, &me) || errors.As(err, &pe) || errors.As(err, &oe) {
 			return 0, nil, err // they say which migration, mover and tokens
 		}
 		return 0, nil, fmt.Errorf("rebalance: migration %q: claim for mover %s, election epoch %d: %w", c.Migration, c.Mover, c.Election, err)

@@ -92,10 +92,13 @@
 // finds that mover's mark. Over a [CheckedDeleter] (the sqlstore's is) the old copy is
 // deleted only as it was when compared with the new one: a write there from a process that
 // holds none of the mover's locks stops the move with [ErrCopyMismatch], deleting nothing,
-// whether it came before the comparison or after. Still, nothing makes two processes that
-// each move or write owners of one Migration (not a Shared) safe: their locks are not each
-// other's, a read in one may miss what the other moved, and an insert after the deletion is
-// left on the old shard (Finish names it).
+// whether it came before the comparison or after. Over a [ProcessBinder] (the sqlstore's
+// is) one process at a time may use the migration: a second process's Do, Run or Finish
+// returns [ErrOtherProcess] while the first routes by it, moves it, or did so within
+// [ProcessWindow], and a mover is refused while another process routes. Without one,
+// nothing makes two processes that each move or write owners of one Migration safe: their
+// locks are not each other's, a read in one may miss what the other moved, and an UPDATE
+// after the deletion changes no row.
 //
 // # Across processes
 //

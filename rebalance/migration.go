@@ -286,7 +286,8 @@ func (m *Migration) lock(owner string) *sync.RWMutex { return m.locks.of(owner) 
 // concurrently with each other. fn must not call Do, Run or Finish: it could wait for itself.
 // The first Do of a value, and the first after each PlacementRecheck, asks a Store that is a
 // PlacementChecker whether its shards serve the migration, and if not returns its
-// *PlacementError, calling no function. It
+// *PlacementError, calling no function; over a ProcessBinder it binds this process to the
+// migration, and returns the *ProcessError while another process uses it. It
 // asks a Store that is a FinishRecorder whether the migration finished, and if so routes by
 // the after sharder alone from then on; in Async mode, so does each Do of an owner not
 // moved yet, under its lock (a Finish through another Store value).
@@ -357,13 +358,17 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 }
 
 // checkPlacement asks a Store that is a PlacementChecker whether its shards accept the
-// migration's accesses, and remembers a yes for PlacementRecheck. An owner that does not
-// change shard is checked too: it may be one that the migration in force moves.
+// migration's accesses, binds this process to it over a ProcessBinder, and remembers a yes
+// for PlacementRecheck. An owner that does not change shard is checked too: it may be one
+// that the migration in force moves.
 func (m *Migration) checkPlacement(ctx context.Context) error {
 	if pc, ok := m.store.(PlacementChecker); ok {
 		if err := pc.CheckPlacement(ctx, m.placement); err != nil {
 			return err // a *PlacementError names the migration
 		}
+	}
+	if err := m.bind(ctx); err != nil {
+		return err
 	}
 	m.placementRead.passed()
 	return nil
@@ -706,7 +711,12 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 		return err
 	}
 	// Every owner's lock while the shards are listed: a new owner's first rows cannot land
-	// on its old shard between the listing and the finish.
+	// on its old shard between the listing and the finish. Another process's can: it holds
+	// none of these locks, so this one stays bound while it lists (bound before, and still
+	// bound after).
+	if err := m.bind(ctx); err != nil {
+		return err
+	}
 	stripes := m.locks.stripes
 	for i := range stripes {
 		stripes[i].Lock()
@@ -725,6 +735,9 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	}
 	if left.Unlisted > 0 {
 		return left
+	}
+	if err := m.bind(ctx); err != nil {
+		return err
 	}
 	if rec, ok := m.store.(FinishRecorder); ok {
 		if err := rec.RecordFinished(ctx, m.id); err != nil {
@@ -750,7 +763,7 @@ func (m *Migration) recordAgain(ctx context.Context) error {
 
 // claim is the migration's Claim over a MoverLock.
 func (m *Migration) claim() Claim {
-	return Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease, Placement: m.placement}
+	return Claim{Migration: m.id, Mover: m.opts.Mover, Lease: m.opts.Lease, Placement: m.placement, Process: thisProcess}
 }
 
 // claimOnce claims the migration over a Store that is a MoverLock, unless a claim of this

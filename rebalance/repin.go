@@ -237,6 +237,9 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 		if err := r.served(ctx, r.standing()); err != nil {
 			return err
 		}
+		if err := bindProcess(ctx, r.store, r.id); err != nil {
+			return err
+		}
 		r.placementRead.passed()
 		r.seen.Store(ended)
 	}
@@ -383,6 +386,11 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 	r.sh.mu.Unlock()
 	r.sh.pending, r.sh.from = batch, Fingerprint(r.d)
 	if !done {
+		// Another process that routes by the directory holds none of the batch's locks;
+		// once the batch claims, the shards refuse it, but its last check may be fresh.
+		if err := bindProcess(ctx, r.store, r.id); err != nil {
+			return err
+		}
 		if err := m.Run(ctx, owners); err != nil {
 			return err
 		}
@@ -591,6 +599,9 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 		r.sh.cur = nil
 		r.sh.mu.Unlock()
 	}()
+	if err := bindProcess(ctx, r.store, r.id); err != nil {
+		return err
+	}
 	none := slices.Values([]string(nil))
 	// After a crash between the finish and the directory's resize, Run refuses the finished
 	// batch (ErrFinished) and Finish returns nil: it moved no owner.

@@ -238,10 +238,11 @@ func TestInProcessRefusedWhileSharedMigrationUnfinished(t *testing.T) {
 	})
 }
 
-// TestInitAddsTheKindToAnOlderPlacement: Init adds in_process to a rebalance_placement an
+// TestInitAddsTheColumnsOfThisBuild: Init adds in_process to a rebalance_placement an
 // older build created, and reads the placement recorded there as a Shared migration's: its
-// Shared accesses go on, an in-process value of its ID is refused.
-func TestInitAddsTheKindToAnOlderPlacement(t *testing.T) {
+// Shared accesses go on, an in-process value of its ID is refused. It adds the bound process
+// to an older rebalance_claim, whose claims bound none.
+func TestInitAddsTheColumnsOfThisBuild(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
 		g := newGrow()
@@ -256,7 +257,21 @@ func TestInitAddsTheKindToAnOlderPlacement(t *testing.T) {
 			mustExec(t, db, "INSERT INTO rebalance_placement VALUES (0, 'grow', "+strconv.FormatInt(int64(p.Before), 10)+", "+strconv.FormatInt(int64(p.After), 10)+", 0) ON CONFLICT (id) DO NOTHING")
 			db.Close()
 		}
+		control, err := sql.Open(e.driver, e.control)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, control, `CREATE TABLE IF NOT EXISTS rebalance_claim (migration TEXT PRIMARY KEY, election BIGINT NOT NULL,
+			token BIGINT NOT NULL, mover TEXT NOT NULL, expires BIGINT NOT NULL)`)
+		mustExec(t, control, "INSERT INTO rebalance_claim VALUES ('grow', 0, 3, 'an older build', 0)")
+		control.Close()
 		store := e.open(t, 4).store
+		if err := store.Bind(ctx, "grow", "p"); err != nil {
+			t.Errorf("bind to a migration an older build claimed: %v", err)
+		}
+		if err := store.Bind(ctx, "grow", "q"); !errors.Is(err, rebalance.ErrOtherProcess) {
+			t.Errorf("bind of a second process: %v, want ErrOtherProcess", err)
+		}
 		if err := g.shared(t, store, rebalance.SharedOptions{}).Do(ctx, g.owner, func(tx *sql.Tx, s int) error { return nil }); err != nil {
 			t.Errorf("Shared access of the placement an older build recorded: %v", err)
 		}

@@ -35,6 +35,7 @@ type childConfig struct {
 	Control   string
 	From, To  int
 	Migration string
+	Repin     bool // routerMain: route by a Repin of ID Migration
 	Users     []string
 	Ledger    string
 	IDBase    int64

@@ -82,6 +82,11 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 		return 0, &rebalance.MoverError{Migration: c.Migration, Holder: mover, Election: uint64(election),
 			Left: time.Duration(expires-now) * time.Millisecond}
 	}
+	if c.Process != "" {
+		if err := s.bindIn(ctx, tx, c.Migration, c.Process); err != nil {
+			return 0, err
+		}
+	}
 	if err := s.sameTables(ctx, tx, c.Migration); err != nil {
 		return 0, err
 	}
@@ -103,6 +108,65 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 		return 0, fail("commit claim", err)
 	}
 	return uint64(token), nil
+}
+
+// Bind binds process to the in-process migration; see rebalance.ProcessBinder. The control
+// database decides, in one transaction that holds the migration's claim row, as Claim does.
+func (s *Store) Bind(ctx context.Context, migration, process string) error {
+	tx, err := s.control.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: begin: %w", err)
+	}
+	defer tx.Rollback()
+	// A write first, which takes SQLite's write lock; then the row, locked on PostgreSQL.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rebalance_claim (migration, election, token, mover, expires)
+		VALUES ($1, 0, 0, '', 0) ON CONFLICT (migration) DO NOTHING`, migration); err != nil {
+		return fmt.Errorf("sqlstore: control database: bind process to migration %.64q: %w", migration, err)
+	}
+	if err := s.bindIn(ctx, tx, migration, process); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: control database: commit the binding of migration %.64q: %w", migration, err)
+	}
+	return nil
+}
+
+var _ rebalance.ProcessBinder = (*Store)(nil)
+
+// bindIn binds process to migration in tx, which holds the migration's row of
+// rebalance_claim (written in tx first), or returns a *rebalance.ProcessError while another
+// process is bound: it routed, or its claim ended, within rebalance.ProcessWindow, or its
+// claim's lease has not run out. A migration recorded finished binds nobody.
+func (s *Store) bindIn(ctx context.Context, tx *sql.Tx, migration, process string) error {
+	fail := func(err error) error {
+		return fmt.Errorf("sqlstore: control database: bind process to migration %.64q: %w", migration, err)
+	}
+	lock := ""
+	if s.dialect == PostgreSQL {
+		lock = " FOR UPDATE"
+	}
+	var bound string
+	var routed, expires, now int64
+	var finished int
+	err := tx.QueryRowContext(ctx, "SELECT process, routed, expires, "+s.nowMillis()+
+		", (SELECT COUNT(*) FROM rebalance_finished WHERE migration = $1) FROM rebalance_claim WHERE migration = $1"+lock,
+		migration).Scan(&bound, &routed, &expires, &now, &finished)
+	if err != nil {
+		return fail(err)
+	}
+	if finished > 0 {
+		return nil
+	}
+	until := max(routed+rebalance.ProcessWindow.Milliseconds(), expires)
+	if bound != "" && bound != process && until > now {
+		return &rebalance.ProcessError{Migration: migration, Process: bound, Wanted: process,
+			Moving: expires > now, Left: time.Duration(until-now) * time.Millisecond}
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE rebalance_claim SET process = $1, routed = $2 WHERE migration = $3", process, now, migration); err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // sameTables records, in tx on the control database, the tables the Store moves as those of
@@ -287,7 +351,8 @@ func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease
 
 // Release ends the lease of the claim of token, if it still holds the migration.
 func (s *Store) Release(ctx context.Context, migration string, token uint64) error {
-	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = 0 WHERE migration = $1 AND token = $2", migration, int64(token))
+	// The process bound by an in-process claim stays bound for rebalance.ProcessWindow.
+	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = 0, routed = "+s.nowMillis()+" WHERE migration = $1 AND token = $2", migration, int64(token))
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: release migration %q: %w", migration, err)
 	}

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(moverEnv) != "" {
 		os.Exit(moverMain())
 	}
+	if os.Getenv(routerEnv) != "" {
+		os.Exit(routerMain())
+	}
 	var err error
 	if fuzzing() {
 		pg, pgWhy = nil, "not started by a fuzz worker: the fuzz targets run on SQLite"

@@ -16,8 +16,9 @@
 // rebalance_stripe (the owners' stripes, which fence changes update: see guard.go); the
 // control database holds rebalance_marks (migration, owner, mark), the table
 // examples/rebalance already uses, rebalance_kept (the window's sums of old copies not yet
-// deleted: see kept.go), rebalance_claim (migration, election epoch, token, mover, lease end:
-// [Store.Claim] decides there, in one transaction), rebalance_tables (the tables each
+// deleted: see kept.go), rebalance_claim (migration, election epoch, token, mover, lease end, and the process
+// bound to an in-process migration and when it last routed: [Store.Claim] and [Store.Bind]
+// decide there, in one transaction), rebalance_tables (the tables each
 // migration moves, from its first claim: a Store that moves others is refused), its own
 // rebalance_epoch, rebalance_placement and rebalance_finished (also of the in-process
 // rebalance.Migration: see finished.go), rebalance_copying (the shards [Store.Copy] copied
@@ -426,7 +427,9 @@ CREATE TABLE IF NOT EXISTS rebalance_claim (
 	election  BIGINT NOT NULL,
 	token     BIGINT NOT NULL,
 	mover     TEXT NOT NULL,
-	expires   BIGINT NOT NULL
+	expires   BIGINT NOT NULL,
+	process   TEXT NOT NULL DEFAULT '',
+	routed    BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS rebalance_placement (
 	id        INTEGER PRIMARY KEY,
@@ -691,7 +694,7 @@ func (s *Store) Init(ctx context.Context) error {
 		if err := s.execAll(ctx, db, append(strings.Split(shardSchema, ";"), recordFinished)); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
-		if err := s.addColumns(ctx, db); err != nil {
+		if err := s.addColumns(ctx, db, shardColumns); err != nil {
 			return s.wrap(i, "add the columns of this build to the fence tables", err)
 		}
 		if s.dialect == SQLite {
@@ -716,7 +719,7 @@ func (s *Store) Init(ctx context.Context) error {
 	if err := s.execAll(ctx, s.control, append(strings.Split(controlSchema, ";"), recordFinished)); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
-	if err := s.addColumns(ctx, s.control); err != nil {
+	if err := s.addColumns(ctx, s.control, controlColumns); err != nil {
 		return fmt.Errorf("sqlstore: control database: add the columns of this build to the marks tables: %w", err)
 	}
 	if s.dialect == PostgreSQL {
@@ -1313,34 +1316,54 @@ func (s *Store) hasTable(ctx context.Context, db *sql.DB, name string) (bool, er
 	return n > 0, err
 }
 
-// addColumns adds to the tables an older build created the columns added since:
-// rebalance_placement's in_process. A placement an older build recorded reads as a Shared
-// migration's: an in-process migration that build left unfinished is refused here
-// (ErrPlacement) until that build finishes it.
-func (s *Store) addColumns(ctx context.Context, db *sql.DB) error {
-	// Looked for first: an ALTER TABLE, even one that adds nothing, would wait for every
-	// access under way, and every access after it for it.
-	has := func() (bool, error) {
-		q := "SELECT COUNT(*) FROM pragma_table_info('rebalance_placement') WHERE name = 'in_process'"
-		if s.dialect == PostgreSQL {
-			q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'rebalance_placement' AND column_name = 'in_process'"
+// A column added since a table was first created, by the Init of a later build.
+type column struct{ table, name, def string }
+
+var (
+	// shardColumns are the columns of the shards' fence tables added since.
+	shardColumns = []column{{"rebalance_placement", "in_process", "INTEGER NOT NULL DEFAULT 0"}}
+	// controlColumns are those of the control database's tables.
+	controlColumns = append(shardColumns,
+		column{"rebalance_claim", "process", "TEXT NOT NULL DEFAULT ''"},
+		column{"rebalance_claim", "routed", "BIGINT NOT NULL DEFAULT 0"})
+)
+
+// addColumns adds to the tables an older build created the columns added since. A placement
+// an older build recorded reads as a Shared migration's: an in-process migration that build
+// left unfinished is refused here (ErrPlacement) until that build finishes it. A claim an
+// older build recorded has no process bound.
+func (s *Store) addColumns(ctx context.Context, db *sql.DB, cols []column) error {
+	for _, c := range cols {
+		// Looked for first: an ALTER TABLE, even one that adds nothing, would wait for every
+		// access under way, and every access after it for it.
+		has := func() (bool, error) {
+			q := "SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = $2"
+			if s.dialect == PostgreSQL {
+				q = "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
+			}
+			var n int
+			err := db.QueryRowContext(ctx, q, c.table, c.name).Scan(&n)
+			return n > 0, err
 		}
-		var n int
-		err := db.QueryRowContext(ctx, q).Scan(&n)
-		return n > 0, err
+		if ok, err := has(); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
+		add := "ALTER TABLE " + c.table + " ADD COLUMN " + c.name + " " + c.def
+		if s.dialect == PostgreSQL {
+			if err := s.execAll(ctx, db, []string{strings.Replace(add, "ADD COLUMN", "ADD COLUMN IF NOT EXISTS", 1)}); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := db.ExecContext(ctx, add); err != nil {
+			if ok, _ := has(); !ok { // else added by another process's Init meanwhile
+				return err
+			}
+		}
 	}
-	if ok, err := has(); ok || err != nil {
-		return err
-	}
-	add := "ALTER TABLE rebalance_placement ADD COLUMN in_process INTEGER NOT NULL DEFAULT 0"
-	if s.dialect == PostgreSQL {
-		return s.execAll(ctx, db, []string{strings.Replace(add, "ADD COLUMN", "ADD COLUMN IF NOT EXISTS", 1)})
-	}
-	_, err := db.ExecContext(ctx, add)
-	if ok, _ := has(); ok {
-		return nil // added here, or by another process's Init meanwhile
-	}
-	return err
+	return nil
 }
 
 // execAll runs statements one by one (drivers differ on several in one Exec). On PostgreSQL
