@@ -45,14 +45,7 @@ type childConfig struct {
 // and appends each acknowledged message to the ledger file (one write(2) per line, so a kill
 // leaves whole lines), until it is killed. It prints "ready" after its first write.
 func childMain() int {
-	var c childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &c); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	e := &engine{dialect: c.Dialect, driver: map[sqlstore.Dialect]string{sqlstore.SQLite: "sqlite", sqlstore.PostgreSQL: "pgx"}[c.Dialect],
-		shards: c.Shards, control: c.Control}
-	p, err := e.openErr(4)
+	c, p, ledger, err := openChild(childEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
@@ -60,11 +53,6 @@ func childMain() int {
 	before, _ := shard.NewJump(c.From)
 	after, _ := shard.NewJump(c.To)
 	m, err := rebalance.NewShared(c.Migration, before, after, rebalance.SharedStore[*sql.Tx](p.store), rebalance.SharedOptions{FenceWait: time.Minute})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	ledger, err := os.OpenFile(c.Ledger, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
@@ -104,6 +92,22 @@ func childMain() int {
 		}()
 	}
 	select {}
+}
+
+// openChild reads a child process's childConfig from env, opens its Store and its ledger.
+func openChild(env string) (childConfig, *proc, *os.File, error) {
+	var c childConfig
+	if err := json.Unmarshal([]byte(os.Getenv(env)), &c); err != nil {
+		return c, nil, nil, err
+	}
+	e := &engine{dialect: c.Dialect, driver: map[sqlstore.Dialect]string{sqlstore.SQLite: "sqlite", sqlstore.PostgreSQL: "pgx"}[c.Dialect],
+		shards: c.Shards, control: c.Control}
+	p, err := e.openErr(4)
+	if err != nil {
+		return c, nil, nil, err
+	}
+	ledger, err := os.OpenFile(c.Ledger, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	return c, p, ledger, err
 }
 
 // startChild starts this test binary as a child process with env set to cfg in JSON (see

@@ -3,7 +3,6 @@ package sqlstore_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/shardkit/shard"
 	"github.com/shardkit/shard/rebalance"
-	"github.com/shardkit/shard/sqlstore"
 )
 
 // routerEnv, when set, makes the test binary a process that routes by an in-process
@@ -28,47 +26,35 @@ import (
 const routerEnv = "SQLSTORE_TEST_ROUTER"
 
 // routerMain inserts messages of random users and updates its own, in 4 goroutines, through
-// a rebalance.New of its own (a rebalance.NewRepin with Repin), and appends each acknowledged write to the ledger ("id user
-// text", one write(2) a line), until it is killed. An UPDATE counts as acknowledged when it
+// a rebalance.New of its own (with Repin, a rebalance.NewRepin whose rule is the after
+// sharder, of as many shards as the before one), and appends each acknowledged write to the
+// ledger ("id user text", one write(2) a line), until it is killed. An UPDATE counts as acknowledged when it
 // returns no error, as for an application that does not look at the rows it changed. It
 // prints "wrote" at its first acknowledged write and at the first after a refusal, and
 // "refused" at the first ErrOtherProcess or ErrPlacement after a write (or at its start).
 func routerMain() int {
-	var c childConfig
-	if err := json.Unmarshal([]byte(os.Getenv(routerEnv)), &c); err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		return 2
-	}
-	e := &engine{dialect: c.Dialect, driver: map[sqlstore.Dialect]string{sqlstore.SQLite: "sqlite", sqlstore.PostgreSQL: "pgx"}[c.Dialect],
-		shards: c.Shards, control: c.Control}
-	p, err := e.openErr(4)
+	c, p, ledger, err := openChild(routerEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		return 2
 	}
 	before, _ := shard.NewJump(c.From)
 	after, _ := shard.NewJump(c.To)
-	var do func(context.Context, string, func(int) error) error
+	var do func(owner string, fn func(shard int) error) error
 	if c.Repin {
-		rule, _ := shard.NewJump(c.From)
-		r, err := rebalance.NewRepin(c.Migration, shard.NewDirectory(before, nil), rule, p.store, rebalance.Options{})
+		r, err := rebalance.NewRepin(c.Migration, shard.NewDirectory(before, nil), after, p.store, rebalance.Options{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "router:", err)
 			return 2
 		}
-		do = r.Do
+		do = func(owner string, fn func(int) error) error { return r.Do(context.Background(), owner, fn) }
 	} else {
 		m, err := rebalance.New(c.Migration, before, after, p.store, rebalance.Options{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "router:", err)
 			return 2
 		}
-		do = m.Do
-	}
-	ledger, err := os.OpenFile(c.Ledger, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "router:", err)
-		return 2
+		do = func(owner string, fn func(int) error) error { return m.Do(context.Background(), owner, fn) }
 	}
 	var (
 		ids   atomic.Int64
@@ -100,7 +86,7 @@ func routerMain() int {
 					msg.id = ids.Add(1)
 					msg.user, _ = strconv.ParseInt(c.Users[r.IntN(len(c.Users))], 10, 64)
 				}
-				err := do(ctx, strconv.FormatInt(msg.user, 10), func(s int) error {
+				err := do(strconv.FormatInt(msg.user, 10), func(s int) error {
 					_, err := p.dbs[s].ExecContext(ctx, query, msg.id, msg.user, msg.id, text)
 					return err
 				})
