@@ -31,14 +31,20 @@ func (s *Store) nowMillis() string {
 // Claim takes migration for c.Mover and returns the token the store issues it; see
 // rebalance.MoverLock. The control database decides, in one transaction that holds the
 // claim's row: an older election epoch is refused, a live lease of another mover of the same
-// epoch is refused, and otherwise the token is one more than the last one issued. Then every
+// epoch is refused, and otherwise the token is one more than the last one issued, or than
+// the newest a shard recorded if that is newer (a control database restored from an older
+// backup: an in-process claim is refused then, ErrControlBehind, since its marks route). Then every
 // shard records the token (waiting for the steps of older tokens under way, and refusing if
 // it has seen a newer one) and c.Placement, which it may follow (Placement.Accepts).
 func (s *Store) Claim(ctx context.Context, c rebalance.Claim) (uint64, error) {
 	if c.Election > math.MaxInt64 {
 		return 0, fmt.Errorf("sqlstore: claim with election epoch %d above %d: %w", c.Election, int64(math.MaxInt64), rebalance.ErrConfig)
 	}
-	token, err := s.claimControl(ctx, c)
+	newest, at, err := s.newestOnShards(ctx, c.Migration)
+	if err != nil {
+		return 0, err
+	}
+	token, err := s.claimControl(ctx, c, newest, at)
 	if err != nil {
 		return 0, err
 	}
@@ -50,7 +56,53 @@ func (s *Store) Claim(ctx context.Context, c rebalance.Claim) (uint64, error) {
 	return token, nil
 }
 
-func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, error) {
+// ErrControlBehind reports a control database that has issued fewer mover tokens for an
+// in-process migration than a shard has recorded: it is older than the shards (restored from
+// a backup, or rolled back), and its marks, by which an in-process Migration routes, no
+// longer say where the owners are: a moved owner would be routed to the shard its rows
+// left. It wraps rebalance.ErrConfig.
+var ErrControlBehind = fmt.Errorf("control database behind the shards (%w)", rebalance.ErrConfig)
+
+// newestOnShards returns the newest mover token of migration that a shard recorded, and
+// the first shard that holds it (-1 if none holds one).
+func (s *Store) newestOnShards(ctx context.Context, migration string) (newest int64, at int, err error) {
+	at = -1
+	for i, db := range s.shards {
+		var tok int64
+		if err := db.QueryRowContext(ctx, "SELECT COALESCE((SELECT token FROM rebalance_epoch WHERE migration = $1), 0)", migration).Scan(&tok); err != nil {
+			return 0, 0, s.wrap(i, "read the newest mover token", err)
+		}
+		if tok > newest {
+			newest, at = tok, i
+		}
+	}
+	return newest, at, nil
+}
+
+// controlBehind is the error of a control database that issued tokens of migration up to
+// issued, read after shard at was read to hold newest (nil if it issued that many): tokens
+// only grow, and a shard holds only tokens the control database issued before.
+func controlBehind(migration string, at int, newest, issued int64) error {
+	if newest <= issued {
+		return nil
+	}
+	return fmt.Errorf("sqlstore: shard %d recorded mover token %d of migration %.64q, and the control database has issued tokens only up to %d: it is older than the shards (restored from a backup, or rolled back), so its marks no longer say where the owners are; nothing was changed: restore it to its latest state, or, if that is lost, set the mark of every owner of the migration whose rows are on its after shard alone to 2 (done) in rebalance_marks, then the token of its row of rebalance_claim to %d: %w",
+		at, newest, migration, issued, newest, ErrControlBehind)
+}
+
+// issuedTokens returns the last mover token the control database issued for migration.
+func (s *Store) issuedTokens(ctx context.Context, q querier, migration string) (int64, error) {
+	var issued int64
+	err := q.QueryRowContext(ctx, "SELECT COALESCE((SELECT token FROM rebalance_claim WHERE migration = $1), 0)", migration).Scan(&issued)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: control database: read the tokens issued for migration %.64q: %w", migration, err)
+	}
+	return issued, nil
+}
+
+// claimControl issues the claim's token, refusing it where the control database is behind
+// the shards, which were read first to hold newest (shard at).
+func (s *Store) claimControl(ctx context.Context, c rebalance.Claim, newest int64, at int) (uint64, error) {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("sqlstore: control database: %s: %w", what, err)
 	}
@@ -75,6 +127,11 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 	if err != nil {
 		return 0, fail("read claim", err)
 	}
+	if c.Placement.InProcess {
+		if err := controlBehind(c.Migration, at, newest, token); err != nil {
+			return 0, err
+		}
+	}
 	switch {
 	case election > int64(c.Election):
 		return 0, &rebalance.FenceError{Shard: -1, Migration: c.Migration, Token: c.Election, Newest: uint64(election)}
@@ -95,7 +152,10 @@ func (s *Store) claimControl(ctx context.Context, c rebalance.Claim) (uint64, er
 	if err := s.follow(ctx, tx, -1, c.Placement); err != nil {
 		return 0, err
 	}
-	token++
+	// A Shared mover routes by the fences on the shards and goes on past a control database
+	// behind them, with a token newer than any issued before: one issued again would let a
+	// mover of the lost history write beside it.
+	token = max(token, newest) + 1
 	if _, err := tx.ExecContext(ctx, "UPDATE rebalance_claim SET election = $1, token = $2, mover = $3, expires = "+s.nowMillis()+
 		" + $4 WHERE migration = $5", int64(c.Election), token, c.Mover, c.Lease.Milliseconds(), c.Migration); err != nil {
 		return 0, fail("claim", err)
@@ -311,13 +371,22 @@ const refusesPlacement = `(EXISTS (SELECT 1 FROM rebalance_placement WHERE NOT (
 	OR %[5]s = 1 AND NOT EXISTS (SELECT 1 FROM rebalance_placement))`
 
 // CheckPlacement returns a *rebalance.PlacementError for the first shard that refuses an
-// access routed by p (by the rule of every Access), or nil; see rebalance.PlacementChecker.
+// access routed by p (by the rule of every Access), an error wrapping ErrControlBehind if a
+// shard recorded a newer mover token of p's migration than the control database issued, or
+// nil; see rebalance.PlacementChecker.
 func (s *Store) CheckPlacement(ctx context.Context, p rebalance.Placement) error {
-	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5", "$6") + " THEN 1 ELSE 0 END"
+	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5", "$6") +
+		" THEN 1 ELSE 0 END, COALESCE((SELECT token FROM rebalance_epoch WHERE migration = $1), 0)"
+	var newest int64
+	at := -1
 	for i, db := range s.shards {
 		var refused int
-		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving), flag(p.InProcess)).Scan(&refused); err != nil {
+		var tok int64
+		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving), flag(p.InProcess)).Scan(&refused, &tok); err != nil {
 			return s.wrap(i, "read the placement served", err)
+		}
+		if tok > newest {
+			newest, at = tok, i
 		}
 		if refused > 0 {
 			served, finished, err := s.served(ctx, db, i)
@@ -327,7 +396,13 @@ func (s *Store) CheckPlacement(ctx context.Context, p rebalance.Placement) error
 			return &rebalance.PlacementError{Shard: i, Served: served, Wanted: p, Finished: finished}
 		}
 	}
-	return nil
+	// An in-process Migration routes by the marks of the control database: one restored
+	// from an older backup would send a moved owner back to the shard its rows left.
+	issued, err := s.issuedTokens(ctx, s.control, p.Migration)
+	if err != nil {
+		return err
+	}
+	return controlBehind(p.Migration, at, newest, issued)
 }
 
 var _ rebalance.PlacementChecker = (*Store)(nil)

@@ -25,8 +25,9 @@ import (
 // tokens and holds their leases, so two processes configured with two control databases
 // (a DSN mistyped) would each issue token 1 to a mover of the same migration, neither
 // seeing the other's lease, and every shard would take the writes of both. A control
-// database moved whole (dump and restore) keeps its identity; to start over with a new one,
-// delete the row of rebalance_control on every shard.
+// database moved whole (dump and restore) keeps its identity (one restored from an older
+// backup is told by the shards' newer tokens: ErrControlBehind); to start over with a new
+// one, delete the row of rebalance_control on every shard.
 
 // ErrShardOrder reports a shard list that does not match the databases: one database listed
 // twice, or at another position than the control database recorded.
