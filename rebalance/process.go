@@ -27,7 +27,8 @@ const ProcessWindow = 5 * PlacementRecheck
 //
 // The Migration binds its process at each placement check of Do (the first, and the first
 // after each PlacementRecheck), in its claims (Claim.Process) and in Finish, before and after
-// it lists the shards. A Repin binds its ID as a migration's at each placement check of its
+// it lists the shards; a store that binds should be a MoverLock too, whose claim keeps the
+// mover's process bound for as long as it moves. A Repin binds its ID as a migration's at each placement check of its
 // Do between batches, and before each batch claims. The store records, for the migration, the process bound and when it
 // last did, and refuses another process while that one is bound: one that routed by it, or
 // whose claim ended, within ProcessWindow, or whose claim's lease has not run out. A
