@@ -297,6 +297,33 @@ func (a *afterCopied) SetMark(ctx context.Context, migration, owner string, m re
 	return err
 }
 
+// TestInProcessColumnAddedAfterTheComparison: after the in-process mover compared the
+// owner's copies, the application adds a column on the old shard and fills it. The sums
+// leave out what the TableSpec does not list: on SQLite, whose sums check the schema before
+// they read, the checked deletion took the column's values with the old copy while Run
+// returned nil. The deletion now checks the schema in its own transaction, as PostgreSQL's
+// sums statement does: ErrSchema, nothing deleted, in that Run and the next.
+func TestInProcessColumnAddedAfterTheComparison(t *testing.T) {
+	forEngines(t, 2, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		g, admin := withRow(t, e)
+		st := &afterCopied{Store: e.open(t, 2).store, hook: func() {
+			mustExec(t, admin.dbs[0], "ALTER TABLE messages ADD COLUMN extra TEXT")
+			mustExec(t, admin.dbs[0], "UPDATE messages SET extra = 'kept' WHERE user_id = "+g.owner)
+		}}
+		m := g.inProcess(t, st)
+		for run := range 2 {
+			if err := m.Run(ctx, slices.Values([]string{g.owner})); !errors.Is(err, sqlstore.ErrSchema) {
+				t.Fatalf("Run %d after a column was added to the old copy: %v, want ErrSchema", run+1, err)
+			}
+		}
+		var n int
+		if err := admin.dbs[0].QueryRow("SELECT COUNT(*) FROM messages WHERE extra = 'kept'").Scan(&n); err != nil || n != 1 {
+			t.Fatalf("the old copy's rows with the new column filled: %d (%v), want 1", n, err)
+		}
+	})
+}
+
 // TestInProcessOldCopyWrittenAfterTheComparison: the in-process mover compared the owner's
 // copies and marked it copied; before it deletes the old copy, something that holds none of
 // its locks writes there (a second process routing through the in-process API, by mistake;

@@ -530,15 +530,8 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	if err != nil {
 		return nil, err
 	}
-	if s.dialect == SQLite {
-		for _, t := range s.tables {
-			if _, err := s.checkColumns(ctx, db, t, shard); err != nil {
-				return nil, s.wrap(shard, "check table "+t.Table, err)
-			}
-		}
-		if err := s.outsideRefs(ctx, db, shard); err != nil {
-			return nil, s.wrap(shard, "check the tables that reference the moved ones", err)
-		}
+	if err := s.sqliteSchemaAsInit(ctx, db, shard); err != nil {
+		return nil, err
 	}
 	// Writes that no change capture saw, or no guard refused, would not be in the copy.
 	if err := s.checkCapture(ctx, db, shard); err != nil {
@@ -548,6 +541,23 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 		return nil, err
 	}
 	return s.sumsBy(ctx, func(read func(lookup) error) error { return s.byIndex(ctx, db, shard, read) }, owners, shard)
+}
+
+// sqliteSchemaAsInit checks, on SQLite, the tables' columns and the tables that reference
+// them on shard as Init found them, which PostgreSQL checks in the statement of the sums.
+func (s *Store) sqliteSchemaAsInit(ctx context.Context, db querier, shard int) error {
+	if s.dialect != SQLite {
+		return nil
+	}
+	for _, t := range s.tables {
+		if _, err := s.checkColumns(ctx, db, t, shard); err != nil {
+			return s.wrap(shard, "check table "+t.Table, err)
+		}
+	}
+	if err := s.outsideRefs(ctx, db, shard); err != nil {
+		return s.wrap(shard, "check the tables that reference the moved ones", err)
+	}
+	return nil
 }
 
 // sumsBy is what Sums computes once its checks passed, its statements run through reader

@@ -179,6 +179,12 @@ func (s *Store) DeleteChecked(ctx context.Context, migration, owner string, shar
 					return s.wrap(shard, "plan a read by index", err)
 				}
 			}
+			// The schema too (PostgreSQL: in the sums' statement): a column added since the
+			// comparison holds values the sums leave out. Read in the deletion's transaction,
+			// whose write lock on SQLite an ALTER TABLE waits for.
+			if err := s.sqliteSchemaAsInit(ctx, tx, shard); err != nil {
+				return err
+			}
 			got, err := s.sumsBy(ctx, inTx(tx), []string{owner}, shard)
 			if err != nil {
 				return s.wrap(shard, fmt.Sprintf("sum the old copy of owner %q", owner), err)

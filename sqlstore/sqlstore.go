@@ -967,7 +967,7 @@ const pgCopiedColumns = "attnum > 0 AND NOT attisdropped AND attgenerated = ''"
 // checkColumns checks that db's table t, on shard, has the columns of its TableSpec and no
 // other but generated ones (a column the copy does not carry would be left behind, its
 // values lost), each of the type Init found there, and returns their types by name.
-func (s *Store) checkColumns(ctx context.Context, db *sql.DB, t *table, shard int) (map[string]string, error) {
+func (s *Store) checkColumns(ctx context.Context, db querier, t *table, shard int) (map[string]string, error) {
 	// pragma_table_info leaves out generated columns, which a copy cannot write.
 	q := "SELECT name, type FROM pragma_table_info($1)"
 	if s.dialect == PostgreSQL {
