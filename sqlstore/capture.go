@@ -543,12 +543,19 @@ func (s *Store) Sums(ctx context.Context, owners []string, shard int) ([]rebalan
 	return s.sumsBy(ctx, func(read func(lookup) error) error { return s.byIndex(ctx, db, shard, read) }, owners, shard)
 }
 
-// sqliteSchemaAsInit checks, on SQLite, the tables' columns and the tables that reference
-// them on shard as Init found them, which PostgreSQL checks in the statement of the sums.
+// sqliteSchemaAsInit is schemaAsInit on SQLite; PostgreSQL checks the same in the
+// statement of the sums.
 func (s *Store) sqliteSchemaAsInit(ctx context.Context, db querier, shard int) error {
 	if s.dialect != SQLite {
 		return nil
 	}
+	return s.schemaAsInit(ctx, db, shard)
+}
+
+// schemaAsInit checks the tables' columns on shard, and the tables that reference them
+// there, as Init found them: a column added since would be left behind, one retyped
+// converted, and a table that references one would lose rows to the deletion of an old copy.
+func (s *Store) schemaAsInit(ctx context.Context, db querier, shard int) error {
 	for _, t := range s.tables {
 		if _, err := s.checkColumns(ctx, db, t, shard); err != nil {
 			return s.wrap(shard, "check table "+t.Table, err)

@@ -526,13 +526,8 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 		if err != nil {
 			return err
 		}
-		for _, t := range s.tables {
-			if _, err := s.checkColumns(ctx, d, t, i); err != nil {
-				return s.wrap(i, "check table "+t.Table, err)
-			}
-		}
-		if err := s.outsideRefs(ctx, d, i); err != nil {
-			return s.wrap(i, "check the tables' references and visibility", err)
+		if err := s.schemaAsInit(ctx, d, i); err != nil {
+			return err
 		}
 	}
 	release, err := s.writeTurn(ctx, to)
