@@ -28,14 +28,15 @@ const ProcessWindow = 5 * PlacementRecheck
 // The Migration binds its process at each placement check of Do (the first, and the first
 // after each PlacementRecheck), in its claims (Claim.Process) and in Finish, before and after
 // it lists the shards; a store that binds should be a MoverLock too, whose claim keeps the
-// mover's process bound for as long as it moves. A Repin binds its ID as a migration's at each placement check of its
-// Do between batches, and before each batch claims. The store records, for the migration, the process bound and when it
-// last did, and refuses another process while that one is bound: one that routed by it, or
-// whose claim ended, within ProcessWindow, or whose claim's lease has not run out. A
-// migration recorded finished binds nobody: every process routes its owners by the after
-// sharder. So a process restarted after a crash of the one that moved may route by the
-// migration once the dead one's lease (Options.Lease) and then ProcessWindow have run out;
-// until then its Do returns the *ProcessError, which says when.
+// mover's process bound for as long as it moves. A Repin binds its ID as a migration's at
+// each placement check of its Do between batches, and before each batch claims. The store
+// records, for the migration, the process bound and when it last did, and refuses another
+// process while that one is bound: one that routed by it, or whose claim ended, within
+// ProcessWindow, or whose claim's lease has not run out. A migration recorded finished binds
+// nobody: every process routes its owners by the after sharder. So a process restarted
+// after a crash of the one that moved may route by the migration once the dead one's lease
+// (Options.Lease) and then ProcessWindow have run out; until then its Do returns the
+// *ProcessError, which says when.
 //
 // What stays open: a function that a second process's Do started before a mover claimed,
 // still running when that mover moves its owner: one of more than ProcessWindow -
