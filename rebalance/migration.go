@@ -779,7 +779,11 @@ func (m *Migration) claimOnce(ctx context.Context) error {
 	if m.claimed.Load() {
 		return nil
 	}
-	_, stop, err := hold(ctx, lock, m.claim(), func(error) {})
+	// Released at once, so a short lease: if the release's answer is lost, a Run waits for
+	// it to run out.
+	c := m.claim()
+	c.Lease = min(c.Lease, PlacementRecheck)
+	_, stop, err := hold(ctx, lock, c, func(error) {})
 	if errors.Is(err, ErrMoverRunning) {
 		// Another mover's lease (a Run of another value, say): its claim recorded the
 		// placement on the shards.

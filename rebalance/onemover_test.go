@@ -373,6 +373,36 @@ func TestMigrationSecondRunRefused(t *testing.T) {
 	w.check(t, true)
 }
 
+// lostRelease is a MemShared whose Release answers an error and releases nothing, as when
+// the answer of a release is lost with the connection before the release ran.
+type lostRelease struct{ *MemShared }
+
+func (lostRelease) Release(context.Context, string, uint64) error {
+	return errors.New("connection reset")
+}
+
+// TestMigrationDoClaimHoldsBriefly: the claim a Lazy Do makes before it moves an owner is
+// released at once; if that release is lost, a Run is refused only until the claim's short
+// lease (PlacementRecheck, not the 10 s of a mover's) runs out.
+func TestMigrationDoClaimHoldsBriefly(t *testing.T) {
+	w := newSharedWorld(t, 20, 5, 2, 3)
+	ctx := context.Background()
+	app, err := New("grow", w.before, w.after, lostRelease{w.store}, Options{Mode: Lazy})
+	require.NoError(t, err)
+	i := slices.IndexFunc(w.owners, func(o string) bool { return w.before.Locate(o) != w.after.Locate(o) })
+	require.NoError(t, app.Do(ctx, w.owners[i], func(int) error { return nil }))
+	mover, err := New("grow", w.before, w.after, w.store, Options{Mover: "mover"})
+	require.NoError(t, err)
+	err = mover.Run(ctx, slices.Values(w.owners))
+	var me *MoverError
+	require.ErrorAs(t, err, &me, "the Do's claim still holds")
+	require.LessOrEqual(t, me.Left, PlacementRecheck)
+	time.Sleep(me.Left + 10*time.Millisecond)
+	require.NoError(t, mover.Run(ctx, slices.Values(w.owners)))
+	require.NoError(t, mover.Finish(ctx, slices.Values(w.owners)))
+	w.check(t, true)
+}
+
 // claimedThenCopy holds the first Copy until hold is closed, after telling claimed.
 type claimedThenCopy struct {
 	*frozen

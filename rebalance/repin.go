@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -158,6 +159,9 @@ func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, op
 	if d == nil || isNil(rule) {
 		return nil, fmt.Errorf("rebalance: repin %q: nil directory or rule: %w", id, ErrConfig)
 	}
+	// One mover name for every batch: a batch whose claim failed after the store recorded
+	// it (the answer lost) is claimed again by the next Move at once, not after its lease.
+	opts.Mover = cmp.Or(opts.Mover, defaultMover())
 	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts}
 	r.sh = sharedOf(id, store)
 	// A batch of no owner checks the rest of the arguments as every batch will.
@@ -391,7 +395,10 @@ func (r *Repin) move(ctx context.Context, pins map[string]int) error {
 		if err := bindProcess(ctx, r.store, r.id); err != nil {
 			return err
 		}
-		if err := m.Run(ctx, owners); err != nil {
+		// ErrFinished: a shard recorded the batch finished, and the control database did
+		// not (the answer of Finish's record lost). Finish records it again, once it has
+		// checked every owner Done and where the batch places it.
+		if err := m.Run(ctx, owners); err != nil && !errors.Is(err, ErrFinished) {
 			return err
 		}
 	}
