@@ -502,14 +502,17 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if err != nil {
 		return err
 	}
+	committing := false
 	if !copying {
 		// Recorded before the copy, so that a crash after its commit leaves it; forgotten
-		// again unless the copy commits.
+		// again if the copy failed before its commit. A commit that failed may have landed
+		// (the answer lost): its rows need the record, or the next Copy takes them for
+		// stray ones and the owner can never move.
 		if err := s.setCopying(ctx, owner, to, true); err != nil {
 			return err
 		}
 		defer func() {
-			if err != nil {
+			if err != nil && !committing {
 				err = errors.Join(err, s.setCopying(context.WithoutCancel(ctx), owner, to, false))
 			}
 		}()
@@ -598,6 +601,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if err := s.sameReferences(ctx, tx, to, refs); err != nil {
 		return err
 	}
+	committing = true
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), s.commitMover(ctx, tx))
 }
 

@@ -429,6 +429,64 @@ func finishUntil(ctx context.Context, m *rebalance.Shared[*sql.Tx], users []stri
 	return errs, false
 }
 
+// everyCommitPoint fails each commit point of a play in turn. count plays it once without a
+// fault and returns how many points it had (every COMMIT; with after false, every statement
+// outside a transaction too). play then plays it again, on fresh databases, with its nth
+// point failing, after its commit landed (the answer lost) or before, and returns what
+// failed, or "" if it had fewer points: the sweep ends there, past the count if traffic
+// added points (changes replayed, moves retried), up to 4 times it.
+func everyCommitPoint(t *testing.T, count func(t *testing.T, after bool) int, play func(t *testing.T, n int, after bool) (hit string)) {
+	var steps [2]int
+	for i, after := range []bool{true, false} {
+		steps[i] = count(t, after)
+	}
+	t.Logf("%d commit points, %d points with the reads, without traffic", steps[0], steps[1])
+	failures := 0
+	for i, after := range []bool{true, false} {
+		began, cases := time.Now(), 0
+		stride := 1
+		if !after {
+			stride = 3 // each case makes databases: fewer of the plain failures
+		}
+		missed := false
+		for n := 1; !missed && n <= 4*steps[i]; n += stride {
+			if !t.Run(fmt.Sprintf("n%d-after%v", n, after), func(t *testing.T) {
+				hit := play(t, n, after)
+				if missed = hit == ""; missed {
+					t.Skip("no fault: the play had fewer points")
+				}
+				cases++
+			}) {
+				failures++
+			}
+		}
+		t.Logf("after=%v: %d points failed in %v", after, cases, time.Since(began))
+		if cases == 0 {
+			t.Fatalf("after=%v: no point failed of %d counted: the faults missed", after, steps[i])
+		}
+	}
+	t.Logf("%d findings", failures)
+}
+
+// logPoints logs the points f recorded, in a verbose run.
+func logPoints(t *testing.T, f *faults) {
+	if testing.Verbose() {
+		for i, s := range f.log {
+			t.Logf("point %d: %s", i+1, s)
+		}
+	}
+}
+
+// report logs what a case of everyCommitPoint saw, as an error if bad.
+func report(t *testing.T, bad bool, format string, args ...any) {
+	t.Helper()
+	if bad {
+		t.Errorf(format, args...)
+	} else if testing.Verbose() {
+		t.Logf(format, args...)
+	}
+}
+
 // TestAmbiguousCommitAtEveryPoint fails each commit point of a Run and Finish in turn,
 // once, either after the commit landed (the answer lost: the ambiguous commit) or before,
 // while the application writes; the same mover then runs again until Run returns nil, and
@@ -440,96 +498,63 @@ func TestAmbiguousCommitAtEveryPoint(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e0 *engine) {
 		ctx := context.Background()
 		opts := rebalance.SharedOptions{Token: 1, Mover: "net", ChunkRows: 4, DeleteRows: 12, Batch: 2, Group: 2, Lease: 2 * time.Second}
-		// setup makes fresh databases: three owners of 9 rows (a group of two and one alone) and
-		// one of 30, bigger than a deletion (deleted in chunks).
-		setup := func(t *testing.T) (*engine, *proc, *world) {
-			e := newEngine(t, e0.dialect, 3, "", nil)
-			admin := e.open(t, 2)
-			w := newWorld(t, e, 2, 3)
-			w.load(t, admin, w.moving(1, 3), 9)
-			w.load(t, admin, w.moving(200, 1), 30)
-			return e, admin, w
-		}
-		// A first migration counts the commit points.
-		var steps [2]int
-		t.Run("count", func(t *testing.T) {
-			e, admin, w := setup(t)
-			for i, after := range []bool{true, false} {
-				f := &faults{record: true}
-				f.arm(0, after)
-				mp := openFaulty(t, e, 3, f)
-				m, err := rebalance.NewShared(fmt.Sprintf("count%d", i), w.before, w.after, rebalance.SharedStore[*sql.Tx](mp.store), opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Run(ctx, slices.Values(w.users)); err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
-					t.Fatal(err)
-				}
-				steps[i] = f.count()
-				if testing.Verbose() && after {
-					for i, s := range f.log {
-						t.Logf("point %d: %s", i+1, s)
-					}
-				}
-				moveBack(t, w, admin, fmt.Sprintf("count%d-back", i))
-				w.requireClean(t, admin, w.before)
+		count := func(t *testing.T, after bool) int {
+			e, _, w := ambiguitySetup(t, e0)
+			f := &faults{record: true}
+			mp := openFaulty(t, e, 3, f)
+			f.arm(0, after) // after Init's points
+			m := w.shared(t, mp, "count", opts)
+			if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+				t.Fatal(err)
 			}
+			if err := m.Finish(ctx, slices.Values(w.users)); err != nil {
+				t.Fatal(err)
+			}
+			logPoints(t, f)
+			return f.count()
+		}
+		everyCommitPoint(t, count, func(t *testing.T, n int, after bool) string {
+			e, admin, w := ambiguitySetup(t, e0)
+			id := "amb"
+			f := &faults{}
+			mp := openFaulty(t, e, 3, f)
+			app := e.open(t, 2)
+			tr := startTraffic(w, []*proc{app}, id, 5*time.Millisecond, 30*time.Second)
+			time.Sleep(5 * time.Millisecond)
+			f.arm(n, after)
+			m := w.shared(t, mp, id, opts)
+			firstErr := m.Run(ctx, slices.Values(w.users))
+			var runErrs []error
+			ran := firstErr == nil
+			if !ran {
+				runErrs, ran = runUntil(ctx, m, w.users, 5, 50*time.Millisecond)
+			}
+			finErrs, fin := finishUntil(ctx, m, w.users, 5, 50*time.Millisecond)
+			ops, terrs, tfirst, broken := tr.stop()
+			hit := f.hitWhat()
+			f.arm(0, false)
+			if hit == "" {
+				return ""
+			}
+			v := w.verify(t, admin, w.after)
+			report(t, !ran || !fin || broken != nil || terrs > 0 || v.lost+v.duplicated+v.misplaced != 0,
+				"fault at %s (after=%v): first Run: %v; runs again: ok=%v %v; finish: ok=%v %v; traffic: %d ops, %d errors (%v), broken read %v; %v",
+				hit, after, firstErr, ran, runErrs, fin, finErrs, ops, terrs, tfirst, broken, v)
+			return hit
 		})
-		t.Logf("%d commit points, %d points with the reads, in a Run and Finish", steps[0], steps[1])
-		failures := 0
-		for i, after := range []bool{true, false} {
-			began, cases := time.Now(), 0
-			stride := 1
-			if !after {
-				stride = 3 // each case makes databases: fewer of the plain failures
-			}
-			for n := 1; n <= steps[i]+3; n += stride {
-				t.Run(fmt.Sprintf("n%d-after%v", n, after), func(t *testing.T) {
-					e, admin, w := setup(t)
-					id := "amb"
-					f := &faults{}
-					mp := openFaulty(t, e, 3, f)
-					app := e.open(t, 2)
-					tr := startTraffic(w, []*proc{app}, id, 5*time.Millisecond, 30*time.Second)
-					time.Sleep(5 * time.Millisecond)
-					f.arm(n, after)
-					m, err := rebalance.NewShared(id, w.before, w.after, rebalance.SharedStore[*sql.Tx](mp.store), opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					firstErr := m.Run(ctx, slices.Values(w.users))
-					runErrs, ran := runUntil(ctx, m, w.users, 5, 50*time.Millisecond)
-					finErrs, fin := finishUntil(ctx, m, w.users, 5, 50*time.Millisecond)
-					ops, terrs, tfirst, broken := tr.stop()
-					hit := f.hitWhat()
-					f.arm(0, false)
-					if hit == "" {
-						t.Skip("no fault: the Run and Finish had fewer points")
-					}
-					cases++
-					v := w.verify(t, admin, w.after)
-					bad := !ran || !fin || broken != nil || terrs > 0 || v.lost+v.duplicated+v.misplaced != 0
-					if bad || testing.Verbose() {
-						log := t.Logf
-						if bad {
-							log = t.Errorf
-							failures++
-						}
-						log("fault at %s (after=%v): first Run: %v; runs again: ok=%v %v; finish: ok=%v %v; traffic: %d ops, %d errors (%v), broken read %v; %v",
-							hit, after, firstErr, ran, runErrs, fin, finErrs, ops, terrs, tfirst, broken, v)
-					}
-				})
-			}
-			t.Logf("after=%v: %d points failed in %v", after, cases, time.Since(began))
-			if cases == 0 {
-				t.Fatalf("after=%v: no point failed of %d counted: the faults missed", after, steps[i])
-			}
-		}
-		t.Logf("%d findings", failures)
 	})
+}
+
+// ambiguitySetup makes fresh databases of e0's engine for a case of everyCommitPoint: three
+// owners of 9 rows (a group of two and one alone) and one of 30, bigger than a deletion
+// (deleted in chunks), all moving in a grow from 2 shards to 3.
+func ambiguitySetup(t *testing.T, e0 *engine) (*engine, *proc, *world) {
+	e := newEngine(t, e0.dialect, 3, "", nil)
+	admin := e.open(t, 2)
+	w := newWorld(t, e, 2, 3)
+	w.load(t, admin, w.moving(1, 3), 9)
+	w.load(t, admin, w.moving(200, 1), 30)
+	return e, admin, w
 }
 
 // withApp returns a copy of e whose PostgreSQL DSNs name application_name app.
