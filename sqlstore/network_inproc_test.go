@@ -209,67 +209,112 @@ func ambiguousInProcess(t *testing.T, e0 *engine, mode rebalance.Mode) {
 }
 
 // TestRepinAmbiguousCommitAtEveryPoint is TestInProcessAmbiguousCommitAtEveryPoint for a
-// Repin's Move of four users, each pinned to the shard after its own, while the application
+// Repin, in two plays: a Move of four users, each pinned to the shard after its own; and a
+// Drain of shard 2 (of 3) in batches of two, then Resize to 2 shards. The application
 // inserts and updates through the same Repin's Do (a Repin is shared by the application and
-// the operator in a process, so both go over the failing pools). Move runs again until it
-// returns nil; every acknowledged write must then be found on the shard the directory pins.
+// the operator in a process, so both go over the failing pools). Each step runs again
+// until it returns nil; every acknowledged write must then be found where the directory
+// places its user.
 func TestRepinAmbiguousCommitAtEveryPoint(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e0 *engine) {
 		ctx := context.Background()
-		setup := func(t *testing.T) (*engine, *proc, *world, map[string]int) {
-			e := newEngine(t, e0.dialect, 3, "", nil)
-			admin := e.open(t, 2)
-			w := newWorld(t, e, 3, 3)
-			w.load(t, admin, span(1, 3), 9)
-			w.load(t, admin, span(200, 1), 30)
-			pins := map[string]int{}
-			for _, u := range w.users {
-				pins[u] = (w.before.Locate(u) + 1) % 3
-			}
-			return e, admin, w, pins
+		two, _ := shard.NewJump(2)
+		type step struct {
+			name string
+			f    func(r *rebalance.Repin, users []string) error
 		}
-		count := func(t *testing.T, after bool) int {
-			e, _, _, pins := setup(t)
-			f := &faults{record: true}
-			store := openFaulty(t, e, 3, f).store
-			f.arm(0, after) // after Init's points
-			r, _ := newRepin(t, "count", store, 3, nil)
-			if err := r.Move(ctx, pins); err != nil {
-				t.Fatal(err)
-			}
-			logPoints(t, f)
-			return f.count()
+		plays := []struct {
+			name  string
+			steps []step
+			check func(t *testing.T, d *shard.Directory, w *world)
+		}{
+			{"move", []step{{"move", func(r *rebalance.Repin, users []string) error { return r.Move(ctx, pinsOf(users)) }}},
+				func(t *testing.T, d *shard.Directory, w *world) {
+					for u, s := range pinsOf(w.users) {
+						if got := d.Locate(u); got != s {
+							t.Errorf("user %s: the directory places it on shard %d, pinned to %d", u, got, s)
+						}
+					}
+				}},
+			{"drain", []step{
+				{"drain", func(r *rebalance.Repin, users []string) error {
+					return r.Drain(ctx, 2, slices.Values(users), 2, two.Locate)
+				}},
+				{"resize", func(r *rebalance.Repin, _ []string) error { return r.Resize(ctx, 2) }}},
+				func(t *testing.T, d *shard.Directory, w *world) {
+					if d.Shards() != 2 {
+						t.Errorf("the directory has %d shards, want 2", d.Shards())
+					}
+				}},
 		}
-		everyCommitPoint(t, count, func(t *testing.T, n int, after bool) string {
-			e, admin, w, pins := setup(t)
-			f := &faults{}
-			r, d := newRepin(t, "amb", openFaulty(t, e, 3, f).store, 3, nil)
-			tr := startInprocTraffic(w, e.open(t, 4), r.Do, 2, 2*time.Millisecond)
-			time.Sleep(5 * time.Millisecond)
-			f.arm(n, after)
-			firstErr := r.Move(ctx, pins)
-			var errs []error
-			moved := firstErr == nil
-			if !moved {
-				errs, moved = again("move", func() error { return r.Move(ctx, pins) })
-			}
-			tr.stop()
-			hit := f.hitWhat()
-			f.arm(0, false)
-			if hit == "" {
-				return ""
-			}
-			for u, s := range pins {
-				if got := d.Locate(u); got != s {
-					t.Errorf("user %s: the directory places it on shard %d, pinned to %d", u, got, s)
+		for _, play := range plays {
+			t.Run(play.name, func(t *testing.T) {
+				setup := func(t *testing.T) (*engine, *proc, *world) {
+					e := newEngine(t, e0.dialect, 3, "", nil)
+					admin := e.open(t, 2)
+					w := newWorld(t, e, 3, 3)
+					w.load(t, admin, span(1, 5), 9)
+					w.load(t, admin, span(200, 1), 30)
+					return e, admin, w
 				}
-			}
-			v := w.verify(t, admin, d)
-			stale, firstStale := tr.stale(t, admin, d)
-			report(t, !moved || stale > 0 || v.lost+v.duplicated+v.misplaced != 0,
-				"fault at %s (after=%v): first Move: %v; moves again: ok=%v %v; traffic: %d writes, %d errors (%v); %d updates stale (%s); %v",
-				hit, after, firstErr, moved, errs, tr.ops, tr.errs, tr.firstErr, stale, firstStale, v)
-			return hit
-		})
+				count := func(t *testing.T, after bool) int {
+					e, _, w := setup(t)
+					f := &faults{record: true}
+					store := openFaulty(t, e, 3, f).store
+					f.arm(0, after) // after Init's points
+					r, _ := newRepin(t, "count", store, 3, nil)
+					for _, s := range play.steps {
+						if err := s.f(r, w.users); err != nil {
+							t.Fatal(err)
+						}
+					}
+					logPoints(t, f)
+					return f.count()
+				}
+				everyCommitPoint(t, count, func(t *testing.T, n int, after bool) string {
+					e, admin, w := setup(t)
+					f := &faults{}
+					r, d := newRepin(t, "amb", openFaulty(t, e, 3, f).store, 3, nil)
+					tr := startInprocTraffic(w, e.open(t, 4), r.Do, 2, 2*time.Millisecond)
+					time.Sleep(5 * time.Millisecond)
+					f.arm(n, after)
+					var errs []error
+					ok := true
+					for _, s := range play.steps {
+						if err := s.f(r, w.users); err != nil {
+							var more []error
+							more, ok = again(s.name, func() error { return s.f(r, w.users) })
+							errs = append(append(errs, err), more...)
+						}
+						if !ok {
+							break
+						}
+					}
+					tr.stop()
+					hit := f.hitWhat()
+					f.arm(0, false)
+					if hit == "" {
+						return ""
+					}
+					play.check(t, d, w)
+					v := w.verify(t, admin, d)
+					stale, firstStale := tr.stale(t, admin, d)
+					report(t, !ok || stale > 0 || v.lost+v.duplicated+v.misplaced != 0,
+						"fault at %s (after=%v): steps done: %v %v; traffic: %d writes, %d errors (%v); %d updates stale (%s); %v",
+						hit, after, ok, errs, tr.ops, tr.errs, tr.firstErr, stale, firstStale, v)
+					return hit
+				})
+			})
+		}
 	})
+}
+
+// pinsOf pins each user of 3 shards to the shard after the one Jump places it on.
+func pinsOf(users []string) map[string]int {
+	three, _ := shard.NewJump(3)
+	pins := map[string]int{}
+	for _, u := range users {
+		pins[u] = (three.Locate(u) + 1) % 3
+	}
+	return pins
 }
