@@ -162,7 +162,8 @@ func (s *Store) KeepOldSum(ctx context.Context, migration, owner string, shard i
 }
 
 // DeleteChecked deletes owner's old copy on shard as Delete does, if it is still what
-// KeepOldSum kept of it, or empty, and then forgets the kept sum; see
+// KeepOldSum kept of it, or empty by a deletion of its own (recorded on the shard, in table
+// rebalance_deleted, until the kept sum is forgotten), and then forgets the kept sum; see
 // rebalance.CheckedDeleter. The sum is read in the deletion's transaction: on SQLite under
 // its write lock, on PostgreSQL at the snapshot the deletion deletes by, which fails on a row
 // changed since.
@@ -189,12 +190,29 @@ func (s *Store) DeleteChecked(ctx context.Context, migration, owner string, shar
 			if err != nil {
 				return s.wrap(shard, fmt.Sprintf("sum the old copy of owner %q", owner), err)
 			}
-			if got[0].Rows > 0 && got[0] != kept[0] {
-				return s.wrap(shard, fmt.Sprintf("delete the old copy of owner %q", owner),
-					fmt.Errorf("its %d rows differ (in number or content) from the %d compared with the new copy before the owner was marked copied: something wrote there without the Migration's lock (a process routing through the in-process API, a script); nothing deleted: compare it with the new shard, settle the difference, then delete the owner's row of rebalance_kept (migration %.64q) in the control database: %w",
-						got[0].Rows, kept[0].Rows, migration, rebalance.ErrCopyMismatch))
+			// An old copy emptied since the comparison is this deletion's own, committed
+			// before a crash kept it from forgetting the sum, only if its record is here:
+			// else a script deleted the rows, and the new copy would bring them back.
+			if got[0].Rows == 0 && kept[0].Rows > 0 {
+				var n int
+				if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_deleted WHERE migration = $1 AND owner = $2", migration, owner).Scan(&n); err != nil {
+					return s.wrap(shard, "read the deletions", err)
+				}
+				if n == 0 {
+					got[0].Rows = -1 // differs
+				}
 			}
-			return nil
+			if got[0].Rows != 0 && got[0] != kept[0] {
+				have := fmt.Sprintf("its %d rows differ (in number or content) from", got[0].Rows)
+				if got[0].Rows < 0 {
+					have = "every row of it was deleted since the comparison, unlike"
+				}
+				return s.wrap(shard, fmt.Sprintf("delete the old copy of owner %q", owner),
+					fmt.Errorf("%s the %d compared with the new copy before the owner was marked copied: something wrote there without the Migration's lock (a process routing through the in-process API, a script); nothing deleted: compare it with the new shard, settle the difference, then delete the owner's row of rebalance_kept (migration %.64q) in the control database: %w",
+						have, kept[0].Rows, migration, rebalance.ErrCopyMismatch))
+			}
+			_, err = tx.ExecContext(ctx, "INSERT INTO rebalance_deleted (migration, owner) VALUES ($1, $2) ON CONFLICT (migration, owner) DO NOTHING", migration, owner)
+			return s.wrap(shard, "record the deletion", err)
 		}
 	}
 	if err := s.deleteOld(ctx, owner, shard, check); err != nil {
@@ -206,7 +224,10 @@ func (s *Store) DeleteChecked(ctx context.Context, migration, owner string, shar
 	if _, err := s.control.ExecContext(ctx, "DELETE FROM rebalance_kept WHERE migration = $1 AND owner = $2", migration, owner); err != nil {
 		return fmt.Errorf("sqlstore: control database: forget the kept sum of owner %q: %w", owner, err)
 	}
-	return nil
+	// Only once the sum is forgotten: while it is kept, the record tells the deletion's
+	// own emptied copy from a script's.
+	_, err = s.shards[shard].ExecContext(ctx, "DELETE FROM rebalance_deleted WHERE migration = $1 AND owner = $2", migration, owner)
+	return s.wrap(shard, fmt.Sprintf("forget the deletion of owner %q", owner), err)
 }
 
 var _ rebalance.CheckedDeleter = (*Store)(nil)

@@ -398,6 +398,11 @@ CREATE TABLE IF NOT EXISTS rebalance_placement (
 );
 CREATE TABLE IF NOT EXISTS rebalance_finished (
 	migration TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS rebalance_deleted (
+	migration TEXT NOT NULL,
+	owner     TEXT NOT NULL,
+	PRIMARY KEY (migration, owner)
 )`
 
 const controlSchema = `
