@@ -47,10 +47,11 @@ import (
 // another Repin made). Change the directory's shard count with Resize, which records the change
 // the same way.
 //
-// All methods are safe for concurrent use. The Repin values of one ID over one Store (the same
-// value) in a process share the batch under way: Move, Unpin, Drain and Resize of any of them
-// run one at a time, and Do of each routes through the batch another one runs, then asks the
-// shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
+// All methods are safe for concurrent use. The Repin values of one ID over one Store in a
+// process share the batch under way (one Store value, or Stores of one [StoreIdentity]: a
+// wrapper that embeds the sqlstore's, a second one over the same databases): Move, Unpin,
+// Drain and Resize of any of them run one at a time, and Do of each routes through the batch
+// another one runs, then asks the shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
 // rather than writing on an old copy. Such a value may not move either (ErrPlacement), nor
 // may one whose directory differs from that of a batch another value left unfinished by
 // an error: the next Move of a value with that batch's directory ends it. Make one Repin
@@ -130,21 +131,35 @@ func (r *Repin) mayMove() error {
 	return nil
 }
 
-// repinTables holds the repinShared of each Repin ID and Store in use. Values over two
-// Stores do not share (two clusters may use one ID), and neither do values over a Store that
-// cannot be a map key.
+// repinTables holds the repinShared of each Repin ID and Store in use: Stores of one
+// StoreIdentity are one, and values over two Stores of other databases do not share (two
+// clusters may use one ID), nor do values over a Store that cannot be a map key.
 var repinTables perID[repinKey, repinShared]
 
 type repinKey struct {
 	id    string
-	store Store
+	store any // the Store's identity, or else the Store
 }
 
-func sharedOf(id string, store Store) *repinShared {
-	if v := reflect.ValueOf(store); !v.IsValid() || !v.Comparable() {
-		return new(repinShared)
+// identityOf is a StoreIdentity's name as a repinKey's store.
+type identityOf string
+
+// sharedOf returns what the Repin values of id over store share in this process, or an
+// error if store is a StoreIdentity that names no databases yet: keyed by the value until
+// then, a Repin would share nothing with those made after.
+func sharedOf(id string, store Store) (*repinShared, error) {
+	var of any = store
+	if s, ok := store.(StoreIdentity); ok {
+		name := s.Identity()
+		if name == "" {
+			return nil, fmt.Errorf("rebalance: repin %q: the store (%T) names no databases yet (sqlstore: call Init first): %w", id, store, ErrConfig)
+		}
+		of = identityOf(name)
 	}
-	return repinTables.get(repinKey{id, store}, func() *repinShared { return new(repinShared) })
+	if v := reflect.ValueOf(of); !v.IsValid() || !v.Comparable() {
+		return new(repinShared), nil
+	}
+	return repinTables.get(repinKey{id, of}, func() *repinShared { return new(repinShared) }), nil
 }
 
 // NewRepin returns a Repin with the given ID that moves owners of d. rule is a second
@@ -163,7 +178,11 @@ func NewRepin(id string, d *shard.Directory, rule shard.Sharder, store Store, op
 	// it (the answer lost) is claimed again by the next Move at once, not after its lease.
 	opts.Mover = cmp.Or(opts.Mover, defaultMover())
 	r := &Repin{id: id, d: d, rule: rule, store: store, opts: opts}
-	r.sh = sharedOf(id, store)
+	sh, err := sharedOf(id, store)
+	if err != nil {
+		return nil, err
+	}
+	r.sh = sh
 	// A batch of no owner checks the rest of the arguments as every batch will.
 	if _, err := r.batch(nil); err != nil {
 		return nil, err

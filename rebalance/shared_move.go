@@ -332,6 +332,9 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 			return moved, err
 		}
 	}
+	if err := m.emptyUnderFence(ctx, slices.DeleteFunc(slices.Clone(fresh), func(o string) bool { return slices.Contains(away, o) }), a, b); err != nil {
+		return moved, step("check the new shard under its fence", err)
+	}
 	na, err := m.store.Counts(ctx, fresh, a)
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
 		return moved, err
@@ -369,6 +372,39 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 		return moved, err
 	}
 	return append(moved, commit...), mismatch
+}
+
+// emptyUnderFence checks, once owners are fenced importing on b, that b holds none of their
+// rows, as the count before the fence found. A row written there between that count and the
+// fence's commit (an access of another owner that writes an owner's rows, a script's INSERT)
+// is the application's, not a copy of this migration's: a stopped move leaves b fenced
+// importing, and the next Run deletes what b holds of the owner as its own stopped copy. Such
+// owners are fenced serving on b again, as before the move, and the move stops with
+// ErrStrayRows; the next Run's count refuses them until the rows are where they belong. Once
+// b is fenced importing, only the mover writes their rows there.
+func (m *mover[Tx]) emptyUnderFence(ctx context.Context, owners []string, a, b int) error {
+	if len(owners) == 0 {
+		return nil
+	}
+	n, err := m.store.Counts(ctx, owners, b)
+	if err = countsErr(n, owners, err); err != nil {
+		return fmt.Errorf("count rows on shard %d: %w", b, err)
+	}
+	var stray []string
+	var rows int64
+	for i, o := range owners {
+		if n[i] > 0 {
+			stray, rows = append(stray, o), rows+n[i]
+		}
+	}
+	if len(stray) == 0 {
+		return nil
+	}
+	err = fmt.Errorf("%d rows of %d owners (first %q) were written on shard %d after the count there found none and before its fence: a write of an owner's rows on a shard that does not serve it (an access of another owner, a script), while the before sharder puts them on shard %d: %w", rows, len(stray), stray[0], b, a, ErrStrayRows)
+	if rerr := m.store.SetFence(ctx, m.id, stray, b, Serving, m.token); rerr != nil {
+		return fmt.Errorf("%w (and fence the new shard serving again: %w)", err, rerr)
+	}
+	return fmt.Errorf("%w: shard %d serves them again, as before the move", err, b)
 }
 
 // reopen fences owners serving again on their old shard a after err stopped their move in
@@ -451,6 +487,11 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 			}
 			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.token)); err != nil {
+					return err
+				}
+			}
+			if fb.State == Serving {
+				if err := step("check the new shard under its fence", m.emptyUnderFence(ctx, one, a, b)); err != nil {
 					return err
 				}
 			}

@@ -143,3 +143,14 @@ func (m Mark) String() string {
 	}
 	return fmt.Sprintf("mark(%d)", uint8(m))
 }
+
+// StoreIdentity is a Store that names the databases it works on, whatever value holds them:
+// two Stores over the same databases (a second one made in the process, a wrapper that
+// embeds one to add metrics) give one Identity, and Repin values of one ID over them share
+// the batch under way, as values over one Store value do; else they would not see each
+// other's batch, and one would write an owner the other moves. "" names none yet, and
+// NewRepin refuses such a Store. The sqlstore's is the identity of its control database,
+// known once Init ran. A wrapper that does not embed the Store it wraps must forward it.
+type StoreIdentity interface {
+	Identity() string
+}

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/shardkit/shard/rebalance"
 )
 
 // Each shard database holds an identity of its own (rebalance_identity: one random ID, made
@@ -87,6 +89,7 @@ func (s *Store) checkIdentities(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: identity: %w", err)
 	}
+	s.controlID.Store(&control)
 	for i, db := range s.shards {
 		if err := s.execAll(ctx, db, []string{controlIdentitySchema}); err != nil {
 			return s.wrap(i, "create the control identity table", err)
@@ -104,6 +107,18 @@ func (s *Store) checkIdentities(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Identity names the databases of the Store: the identity of its control database, which
+// every shard records; "" before Init. Two Stores over the same databases give one, and so
+// does a wrapper that embeds one (see rebalance.StoreIdentity).
+func (s *Store) Identity() string {
+	if id := s.controlID.Load(); id != nil {
+		return *id
+	}
+	return ""
+}
+
+var _ rebalance.StoreIdentity = (*Store)(nil)
 
 // identity returns the identity of database db, giving it one first if it has none.
 func (s *Store) identity(ctx context.Context, db *sql.DB) (string, error) {

@@ -514,7 +514,8 @@ func TestProbeScriptDeletesTheOldCopyAtEachStep(t *testing.T) {
 // steps: another goroutine unpins u through the same value; a Repin made again over the
 // directory saved before the batch (a restarted admin handler of the process, over the same
 // Store value) writes u and moves another user. All of it waits for the batch or is
-// refused; every acknowledged write is then on its user's shard under the directory.
+// refused; every acknowledged write is then on its user's shard under the directory of the
+// last batch.
 func TestProbeRepinInterleavedAtEachStep(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e0 *engine) {
 		for _, s := range probeSteps {
@@ -534,15 +535,24 @@ func TestProbeRepinInterleavedAtEachStep(t *testing.T) {
 				note := func(what string, err error) { mu.Lock(); notes = append(notes, what+": "+errString(err)); mu.Unlock() }
 				var op *rebalance.Repin
 				var early int64
+				var againDir *shard.Directory
 				hook := newProbeHook(p.store, s.step, u, s.after, func() {
 					bg.Go(func() { note("unpin u", op.Unpin(ctx, u)) })
-					again, _ := newRepin(t, "pin3", p.store, 3, nil)
+					again, dir := newRepin(t, "pin3", p.store, 3, nil)
 					bg.Go(func() {
 						_, err := l.update(ctx, p, again.Do, early)
 						note("update u through the restarted value", err)
 						_, err = l.insert(ctx, p, again.Do, u)
 						note("insert u through the restarted value", err)
-						note("move v through the restarted value", again.Move(ctx, map[string]int{v: (w.before.Locate(v) + 1) % 3}))
+						err = again.Move(ctx, map[string]int{v: (w.before.Locate(v) + 1) % 3})
+						note("move v through the restarted value", err)
+						if err == nil {
+							// It may move only from where the last batch left the directory
+							// (after the unpin of u): the last batch's, it is where owners are.
+							mu.Lock()
+							againDir = dir
+							mu.Unlock()
+						}
 					})
 					time.Sleep(200 * time.Millisecond)
 				})
@@ -557,6 +567,9 @@ func TestProbeRepinInterleavedAtEachStep(t *testing.T) {
 				t.Logf("hook fired: %v; Move: %v; %q", hook.fired, moveErr, notes)
 				if moveErr != nil {
 					return
+				}
+				if againDir != nil {
+					d = againDir
 				}
 				if bad := l.check(t, admin, d); len(bad) > 0 {
 					t.Errorf("Move returned nil, and %d acknowledged writes are not on their user's shard under the directory: %q", len(bad), bad)

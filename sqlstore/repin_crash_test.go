@@ -139,8 +139,8 @@ func TestTwoProcessesOneRepinID(t *testing.T) {
 		from := w.before.Locate(u)
 		toP, toQ := (from+1)%3, (from+2)%3
 		p, q := e.open(t, 2), e.open(t, 2)
-		rp, dp := newRepin(t, "pin", p.store, 3, nil)
-		rq, dq := newRepin(t, "pin", q.store, 3, nil)
+		rp, dp := newRepin(t, "pin", process{p.store, "P"}, 3, nil)
+		rq, dq := newRepin(t, "pin", process{q.store, "Q"}, 3, nil)
 		// Q serves requests: its placement check passes.
 		if err := rq.Do(ctx, w.users[1], func(int) error { return nil }); err != nil {
 			t.Fatal(err)
@@ -200,7 +200,7 @@ func TestRestartPinsElsewhereRefused(t *testing.T) {
 		// The process dies before saving its directory; the restarted one loads the saved
 		// directory, which has no entry.
 		q := e.open(t, 2)
-		again, d := newRepin(t, "pin", q.store, 3, nil)
+		again, d := newRepin(t, "pin", process{q.store, "restarted"}, 3, nil)
 		if err := again.Move(ctx, map[string]int{u: b}); err != nil {
 			t.Logf("Move to another shard after the restart refused: %v", err)
 			return
@@ -259,7 +259,7 @@ func TestDrainRestartedChoosingOtherwise(t *testing.T) {
 		_ = d0
 		// The process dies before saving; the restarted one drains again, as told.
 		q := e.open(t, 2)
-		again, d := newRepin(t, "drain", q.store, 3, nil)
+		again, d := newRepin(t, "drain", process{q.store, "restarted"}, 3, nil)
 		if err := again.Drain(ctx, 2, slices.Values(w.users), 100, leastLoaded); err != nil {
 			t.Logf("Drain after the restart refused: %v", err)
 			return
@@ -320,7 +320,7 @@ func TestDrainRestartedFindingNone(t *testing.T) {
 			t.Fatal(err)
 		}
 		q := e.open(t, 2)
-		again, d := newRepin(t, "drain", q.store, 3, nil)
+		again, d := newRepin(t, "drain", process{q.store, "restarted"}, 3, nil)
 		if err := again.Drain(ctx, 2, listed(t, q.store, 2), 100, two.Locate); err != nil {
 			t.Logf("Drain after the restart refused: %v", err)
 			return

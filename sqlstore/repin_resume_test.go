@@ -30,7 +30,7 @@ func TestRepinResumedWithOtherPins(t *testing.T) {
 		if err := r.Move(ctx, map[string]int{u: a}); !errors.Is(err, errDied) {
 			t.Fatalf("Move that dies: %v", err)
 		}
-		again, d := newRepin(t, "pin", e.open(t, 2).store, 3, nil)
+		again, d := newRepin(t, "pin", process{e.open(t, 2).store, "restarted"}, 3, nil)
 		if err := again.Move(ctx, map[string]int{u: b}); err == nil {
 			t.Error("restart, other target: nil")
 		}

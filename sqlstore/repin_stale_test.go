@@ -40,8 +40,8 @@ func TestStaleRepinReplaysAnOlderBatch(t *testing.T) {
 		from := w.before.Locate(u)
 		a, b := (from+1)%3, (from+2)%3
 		p, q := e.open(t, 2), e.open(t, 2)
-		rp, dp := newRepin(t, "pin", p.store, 3, nil)
-		rq, dq := newRepin(t, "pin", q.store, 3, nil)
+		rp, dp := newRepin(t, "pin", process{p.store, "P"}, 3, nil)
+		rq, dq := newRepin(t, "pin", process{q.store, "Q"}, 3, nil)
 		// Q serves requests: its placement check passes.
 		if err := rq.Do(ctx, w.users[1], func(int) error { return nil }); err != nil {
 			t.Fatal(err)

@@ -52,6 +52,17 @@ func newRepin(t *testing.T, id string, st rebalance.Store, n int, entries iter.S
 	return r, d
 }
 
+// process is a Store as a process of the given name sees it, for a test that plays two
+// processes (or a process and its restart) in one: Repin values of one ID share the batch
+// under way only with values over a Store of the same process, as two processes share
+// nothing.
+type process struct {
+	*sqlstore.Store
+	name string
+}
+
+func (p process) Identity() string { return p.Store.Identity() + " in process " + p.name }
+
 // TestTwoRepinsOfOneOwner: two operators pin the same user, each with a Repin of its own ID
 // in a process of its own, to two different shards. The second Repin runs whole between the
 // first one's copy and its deletion of the old copy. Both returned nil: the user's rows
@@ -203,8 +214,7 @@ func TestDrainAfterACrash(t *testing.T) {
 		if _, err := drain(crash); !errors.Is(err, errDied) {
 			t.Fatalf("Drain that dies in its third batch: %v", err)
 		}
-		p := e.open(t, 2)
-		d, err := drain(p.store)
+		d, err := drain(process{e.open(t, 2).store, "restarted"})
 		if err != nil {
 			t.Fatal("Drain after the restart:", err)
 		}
@@ -332,15 +342,15 @@ func TestRepinBackToAnEarlierDirectory(t *testing.T) {
 		if err := back.Unpin(ctx, u); err != nil {
 			t.Fatal(err)
 		}
-		q := e.open(t, 2)
-		again, d2 := newRepin(t, "pin", q.store, 3, nil)
+		q := process{e.open(t, 2).store, "restarted"}
+		again, d2 := newRepin(t, "pin", q, 3, nil)
 		if err := again.Move(ctx, map[string]int{u: to}); !errors.Is(err, rebalance.ErrFinished) {
 			t.Fatalf("Move with the first ID from the directory it started from: %v, want ErrFinished", err)
 		}
 		if _, ok := d2.Pinned(u); ok {
 			t.Fatal("the refused Move pinned the user")
 		}
-		fresh, d3 := newRepin(t, "pin-2", q.store, 3, nil)
+		fresh, d3 := newRepin(t, "pin-2", q, 3, nil)
 		if err := fresh.Move(ctx, map[string]int{u: to}); err != nil {
 			t.Fatal(err)
 		}

@@ -257,6 +257,7 @@ type Store struct {
 	replicaWrites bool                      // Options.ReplicaWrites
 	writerWait    time.Duration             // Options.WriterWait
 	unmoved       []string                  // Options.Unmoved
+	controlID     atomic.Pointer[string]    // the control database's identity, once Init read it
 	files         sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
 	plainCopies   bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
 	noCopy        []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
