@@ -177,7 +177,7 @@
 //	  replay the changes                                   the mover into B       by this migration; a token older than T
 //	4 fence A moved       -> (moved, importing)            nobody on A or B       every access of the owner (Do waits)
 //	5 replay, compare     (moved, importing)               the mover into B       as in step 3; a mismatch or an error:
-//	  the sums                                                                    A serving again
+//	  the sums                                                                    A exporting again (serving)
 //	6 commit B serving    -> (moved, serving)              the application on B   accesses on A; copies into B
 //	7 delete on A         (moved, serving)                 the mover on A         deletions unless A is fenced by this migration
 //	8 mark done           control database                 the mover              marks of a token older than T

@@ -21,6 +21,9 @@ import (
 //
 //  1. fence B importing, and delete what a stopped copy left of the owner there (if B
 //     served the owner and holds rows of it, the plan is wrong: stop, changing nothing);
+//     then count B again: a row there now was written before the fence, not copied, and
+//     B serves the owner again (ErrStrayRows). A stopped copy is told by A fenced
+//     exporting: A serving beside B importing means none began;
 //  2. fence A exporting: A still serves the owner and records every change of its rows
 //     from now on (change capture);
 //  3. copy the owner's rows A -> B in chunks, each its own short transaction, while A
@@ -28,8 +31,8 @@ import (
 //     one chunk together share it), then replay on B the changes recorded meanwhile;
 //  4. fence A moved: the owner is served by no shard from here to step 6;
 //  5. replay the changes recorded since, and compare the owner's sums (rows and a digest
-//     of their content) on A and B; if they differ, fence A serving again and stop with
-//     ErrCopyMismatch naming the first key that differs, deleting nothing;
+//     of their content) on A and B; if they differ, fence A exporting again (it serves)
+//     and stop with ErrCopyMismatch naming the first key that differs, deleting nothing;
 //  6. fence B serving: the commit point, B serves the owner from now on;
 //  7. delete the owner's rows on A in chunks, or with others whole where the window counted
 //     that they fit in one (OwnersDeleter; A stays fenced moved), and its changes; never more
@@ -314,7 +317,7 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 	}
 	// Where B serves an owner, rows there are its data, not a stopped copy, and the before
 	// sharder does not say where the owner is. Where B says the owner moved away, rows there
-	// are what that move had not deleted yet: cleared once B is fenced importing.
+	// are what that move had not deleted yet: cleared before B is fenced importing.
 	nb, err := m.store.Counts(ctx, fresh, b)
 	if err := step(fmt.Sprintf("count rows on shard %d", b), countsErr(nb, fresh, err)); err != nil {
 		return moved, err
@@ -324,16 +327,16 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 			return moved, fmt.Errorf("rebalance: migration %q: owner %q: check the new shard (shard %d -> %d): shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", m.id, o, a, b, b, nb[i], a, ErrConfig)
 		}
 	}
-	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.token)); err != nil {
-		return moved, err
-	}
 	if len(away) > 0 {
-		if err := step(fmt.Sprintf("clear old copies on shard %d", b), m.deleteAll(ctx, away, b, nil)); err != nil {
+		if err := step(fmt.Sprintf("clear old copies on shard %d", b), m.clearAway(ctx, away, b)); err != nil {
 			return moved, err
 		}
 	}
-	if err := m.emptyUnderFence(ctx, slices.DeleteFunc(slices.Clone(fresh), func(o string) bool { return slices.Contains(away, o) }), a, b); err != nil {
-		return moved, step("check the new shard under its fence", err)
+	if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, fresh, b, Importing, m.token)); err != nil {
+		return moved, err
+	}
+	if err := step("check the new shard under its fence", m.emptyUnderFence(ctx, fresh, a, b)); err != nil {
+		return moved, err
 	}
 	na, err := m.store.Counts(ctx, fresh, a)
 	if err := step(fmt.Sprintf("count rows on shard %d", a), countsErr(na, fresh, err)); err != nil {
@@ -375,13 +378,12 @@ func (m *mover[Tx]) moveGroup(ctx context.Context, owners []string, a, b int) (m
 }
 
 // emptyUnderFence checks, once owners are fenced importing on b, that b holds none of their
-// rows, as the count before the fence found. A row written there between that count and the
-// fence's commit (an access of another owner that writes an owner's rows, a script's INSERT)
-// is the application's, not a copy of this migration's: a stopped move leaves b fenced
-// importing, and the next Run deletes what b holds of the owner as its own stopped copy. Such
-// owners are fenced serving on b again, as before the move, and the move stops with
-// ErrStrayRows; the next Run's count refuses them until the rows are where they belong. Once
-// b is fenced importing, only the mover writes their rows there.
+// rows: from then on only the mover writes them there, so that rows a stop leaves on b are
+// a copy of its own (A fenced exporting says one began). A row written there before the fence
+// (between the count before it and its commit, by an access of another owner that writes an
+// owner's rows or a script's INSERT) is the application's: such owners are fenced serving
+// on b again, as before the move, and the move stops with ErrStrayRows; the next Run's count
+// refuses them until the rows are where they belong.
 func (m *mover[Tx]) emptyUnderFence(ctx context.Context, owners []string, a, b int) error {
 	if len(owners) == 0 {
 		return nil
@@ -400,24 +402,37 @@ func (m *mover[Tx]) emptyUnderFence(ctx context.Context, owners []string, a, b i
 	if len(stray) == 0 {
 		return nil
 	}
-	err = fmt.Errorf("%d rows of %d owners (first %q) were written on shard %d after the count there found none and before its fence: a write of an owner's rows on a shard that does not serve it (an access of another owner, a script), while the before sharder puts them on shard %d: %w", rows, len(stray), stray[0], b, a, ErrStrayRows)
+	err = fmt.Errorf("shard %d holds %d rows of %d owners (first %q) that no copy of this migration wrote, written there before its fence: a write of an owner's rows on a shard that does not serve it (an access of another owner, a script), while the before sharder puts them on shard %d: %w", b, rows, len(stray), stray[0], a, ErrStrayRows)
 	if rerr := m.store.SetFence(ctx, m.id, stray, b, Serving, m.token); rerr != nil {
 		return fmt.Errorf("%w (and fence the new shard serving again: %w)", err, rerr)
 	}
 	return fmt.Errorf("%w: shard %d serves them again, as before the move", err, b)
 }
 
-// reopen fences owners serving again on their old shard a after err stopped their move in
-// the window, and returns err, with the reopening's own error if it failed. It runs even if
-// ctx was cancelled (an operator's interrupt), for a few seconds; a replaced mover's token is
+// reopen fences owners exporting again on their old shard a after err stopped their move
+// in the window (a serves them, and records their changes), and returns err, with the
+// reopening's own error if it failed. Exporting, not serving: the next Run tells by it that
+// the rows of the owners on their new shard are a copy of its own. It runs even if ctx was
+// cancelled (an operator's interrupt), for a few seconds; a replaced mover's token is
 // refused there.
 func (m *mover[Tx]) reopen(ctx context.Context, owners []string, a int, err error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if rerr := m.store.SetFence(rctx, m.id, owners, a, Serving, m.token); rerr != nil {
-		return fmt.Errorf("%w (and fence old shard serving again: %w)", err, rerr)
+	if rerr := m.store.SetFence(rctx, m.id, owners, a, Exporting, m.token); rerr != nil {
+		return fmt.Errorf("%w (and fence old shard exporting again: %w)", err, rerr)
 	}
 	return fmt.Errorf("%w: shard %d serves the owners again", err, a)
+}
+
+// clearAway deletes on b the old copies of owners that a move away from b left, under a fence
+// moved of this migration: a store refuses every other write of their rows there, so that
+// what a stop leaves on b is known for an old copy (a fence moved), whatever the next Run
+// finds.
+func (m *mover[Tx]) clearAway(ctx context.Context, owners []string, b int) error {
+	if err := m.store.SetFence(ctx, m.id, owners, b, Moved, m.token); err != nil {
+		return fmt.Errorf("fence shard %d moved: %w", b, err)
+	}
+	return m.deleteAll(ctx, owners, b, nil)
 }
 
 func countsErr(n []int64, owners []string, err error) error {
@@ -474,7 +489,8 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 		// A Moved fence on B is an earlier migration's, which moved the owner from B: it is
 		// replaced by Importing, as the fence always says the current truth.
 		if servingA {
-			if fb.State == Serving {
+			switch {
+			case fb.State == Serving:
 				// B serves the owner as far as B knows: rows there are the owner's data, not a
 				// stopped copy, and the before sharder does not say where the owner is.
 				n, err := m.store.Count(ctx, owner, b)
@@ -484,22 +500,30 @@ func (m *mover[Tx]) move(ctx context.Context, owner string, a, b int) error {
 				if n > 0 {
 					return step("check the new shard", fmt.Errorf("shard %d holds %d rows of the owner and serves it, while the before sharder puts it on shard %d: the plan does not match where the owner is; nothing changed: %w", b, n, a, ErrConfig))
 				}
+			case fb.State == Moved:
+				// An old copy a move away from B left (an earlier migration's, or this one's
+				// stopped while it cleared it).
+				if err := step(fmt.Sprintf("clear an old copy on shard %d", b), m.clearAway(ctx, one, b)); err != nil {
+					return err
+				}
+			case fa.State == Exporting:
+				// A stopped copy: A exports the owner only once B was found empty under its
+				// fence (a stop in the window fences A exporting again, see reopen).
+				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b, nil)); err != nil {
+					return err
+				}
+			default:
+				// B fenced importing by this migration, A serving: stopped before the check
+				// under the fence, with no copy begun; rows on B are not the mover's own, and
+				// the check below refuses them.
 			}
 			if fb.State != Importing {
 				if err := step("fence new shard importing", m.store.SetFence(ctx, m.id, one, b, Importing, m.token)); err != nil {
 					return err
 				}
 			}
-			if fb.State == Serving {
-				if err := step("check the new shard under its fence", m.emptyUnderFence(ctx, one, a, b)); err != nil {
-					return err
-				}
-			}
-			if fb.State != Serving {
-				// A stopped copy of this migration, or an old copy a move away from B left.
-				if err := step(fmt.Sprintf("clear a stopped copy on shard %d", b), m.deleteAll(ctx, one, b, nil)); err != nil {
-					return err
-				}
+			if err := step("check the new shard under its fence", m.emptyUnderFence(ctx, one, a, b)); err != nil {
+				return err
 			}
 			if err := m.copyAll(ctx, one, a, b, nil); err != nil {
 				return step("copy", err)

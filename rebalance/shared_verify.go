@@ -57,8 +57,10 @@ func (m *mover[Tx]) verify(ctx context.Context, owners []string, a, b int) (comm
 		}
 		e := fmt.Errorf("rebalance: migration %q: owner %q: verify the copy (shard %d -> %d): shard %d holds %d rows, shard %d holds %d, and they differ %s: nothing deleted, shard %d serves the owner again: %w",
 			m.id, o, a, b, a, sa[i].Rows, b, sb[i].Rows, where, a, ErrCopyMismatch)
-		if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Serving, m.token); rerr != nil {
-			e = fmt.Errorf("%w (and fence old shard serving again: %w)", e, rerr)
+		// Exporting, as reopen does: a serves the owner, and the next Run knows the rows on b
+		// for a copy of its own.
+		if rerr := m.store.SetFence(ctx, m.id, []string{o}, a, Exporting, m.token); rerr != nil {
+			e = fmt.Errorf("%w (and fence old shard exporting again: %w)", e, rerr)
 		}
 		mismatch = cmp.Or(mismatch, e)
 	}

@@ -359,6 +359,18 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	if token > math.MaxInt64 {
 		return s.wrap(shard, "check mover token", fmt.Errorf("token %d above %d: %w", token, int64(math.MaxInt64), rebalance.ErrConfig))
 	}
+	// Owners all fenced moved by the migration, fenced exporting again (a mover's window
+	// that stopped): no writer wrote their rows under the old fence, which refused them, so
+	// there is nothing to wait for, and a writer left open would only delay their reopening.
+	reopening := false
+	if state == rebalance.Exporting {
+		var moved int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_fence WHERE owner = ANY($1::text[]) AND state = $2 AND migration = $3",
+			owners, int(rebalance.Moved), migration).Scan(&moved); err != nil {
+			return s.wrap(shard, "read the fences", err)
+		}
+		reopening = moved == len(slices.Compact(slices.Sorted(slices.Values(owners))))
+	}
 	keys := make([]int32, len(owners))
 	for i, o := range owners {
 		keys[i] = lockKey(o)
@@ -376,7 +388,7 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
 	}
-	if state == rebalance.Serving {
+	if state == rebalance.Serving || reopening {
 		return nil // a return to serving: nothing the mover reads next depends on writes before it
 	}
 	return s.wrap(shard, "wait for the writes under way", s.waitForWriters(ctx, db, owners))

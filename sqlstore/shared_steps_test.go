@@ -832,61 +832,89 @@ func TestSharedStepsPlantedOnNewShard(t *testing.T) {
 // serving X again and stops with ErrStrayRows; the next refuses X (ErrConfig), and the row
 // stays.
 func TestSharedPlantedBetweenCountAndFence(t *testing.T) {
-	forEngines(t, 3, func(t *testing.T, e *engine) {
-		ctx := context.Background()
-		w := newSpWorld(t, e, 4, 1, 6)
-		var x string
-		for _, o := range w.moving {
-			if len(w.staying[w.after.Locate(o)]) > 0 {
-				x = o
-				break
-			}
-		}
-		b := w.after.Locate(x)
-		z := w.staying[b][0]
-		st := &spStore{Store: e.open(t, 2).store}
-		var once sync.Once
-		st.hook = func(c spCall) {}
-		st.at = -1
-		planted := false
-		hooked := &spFenceHook{spStore: st, before: func(owners []string, shard int, state rebalance.FenceState) {
-			if state == rebalance.Importing && shard == b && slices.Contains(owners, x) {
-				once.Do(func() {
-					w.plantRow(t, w.app(t, 20*time.Millisecond), z, x, "planted")
-					planted = true
-				})
-			}
-		}}
-		m := w.shared(t, rebalance.SharedStore[*sql.Tx](hooked), "grow", spOpts(0))
-		err1 := m.Run(ctx, slices.Values(w.owners()))
-		t.Logf("first Run (row of %s planted on shard %d through %s's access: %v): %v", x, b, z, planted, err1)
-		if !planted || !errors.Is(err1, rebalance.ErrStrayRows) {
-			t.Errorf("first Run, a row planted (%v) before the fence: %v, want ErrStrayRows", planted, err1)
-		}
-		p := e.open(t, 2)
-		m2 := w.shared(t, rebalance.SharedStore[*sql.Tx](p.store), "grow", spOpts(0))
-		err2 := m2.Run(ctx, slices.Values(w.owners()))
-		var err3 error
-		if err2 == nil {
-			err3 = m2.Finish(ctx, slices.Values(w.owners()))
-		}
-		t.Logf("second Run: %v; Finish: %v", err2, err3)
-		if !errors.Is(err2, rebalance.ErrConfig) {
-			t.Errorf("second Run: %v, want ErrConfig (the new shard holds rows of the owner and serves it)", err2)
-		}
-		if problems := w.check(t, err2 == nil && err3 == nil); len(problems) > 0 {
-			t.Errorf("Run and Finish returned %v, %v; %d problems: %s\n\tnotes: %s", err2, err3, len(problems), strings.Join(problems, "; "), strings.Join(w.notes, "; "))
-		}
-	})
+	for _, dies := range []bool{false, true} {
+		t.Run(map[bool]string{false: "goes on", true: "dies at the fence"}[dies], func(t *testing.T) {
+			forEngines(t, 3, func(t *testing.T, e *engine) { plantedBetweenCountAndFence(t, e, dies) })
+		})
+	}
 }
 
-// spFenceHook calls before ahead of every SetFence.
+// plantedBetweenCountAndFence is TestSharedPlantedBetweenCountAndFence; if dies, the mover
+// dies right after its fence importing landed, before it counts again: the next mover finds
+// the owner fenced importing by the migration on its new shard, and the row there.
+func plantedBetweenCountAndFence(t *testing.T, e *engine, dies bool) {
+	ctx := context.Background()
+	w := newSpWorld(t, e, 4, 1, 6)
+	var x string
+	for _, o := range w.moving {
+		if len(w.staying[w.after.Locate(o)]) > 0 {
+			x = o
+			break
+		}
+	}
+	b := w.after.Locate(x)
+	z := w.staying[b][0]
+	st := &spStore{Store: e.open(t, 2).store, at: -1}
+	planted := false
+	hooked := &spFenceHook{spStore: st, before: func(owners []string, shard int, state rebalance.FenceState) {
+		if !planted && state == rebalance.Importing && shard == b && slices.Contains(owners, x) {
+			w.plantRow(t, w.app(t, 20*time.Millisecond), z, x, "planted")
+			planted = true
+		}
+	}}
+	if dies {
+		hooked.after = func(owners []string, shard int, state rebalance.FenceState) error {
+			if state == rebalance.Importing && shard == b && slices.Contains(owners, x) {
+				return errDied
+			}
+			return nil
+		}
+	}
+	var runs []error
+	run := func(st rebalance.SharedStore[*sql.Tx]) error {
+		err := w.shared(t, st, "grow", spOpts(0)).Run(ctx, slices.Values(w.owners()))
+		runs = append(runs, err)
+		return err
+	}
+	first := run(hooked)
+	if !planted {
+		t.Fatal("no row planted")
+	}
+	if dies && !errors.Is(first, errDied) {
+		t.Fatalf("the Run that dies at the fence: %v", first)
+	}
+	if dies {
+		first = run(e.open(t, 2).store) // the next mover
+	}
+	if !errors.Is(first, rebalance.ErrStrayRows) {
+		t.Errorf("Run, a row planted before the fence: %v, want ErrStrayRows", first)
+	}
+	var finished error
+	next := run(e.open(t, 2).store)
+	if next == nil {
+		finished = w.shared(t, e.open(t, 2).store, "grow", spOpts(0)).Finish(ctx, slices.Values(w.owners()))
+	}
+	if !errors.Is(next, rebalance.ErrConfig) {
+		t.Errorf("the Run after: %v, want ErrConfig (the new shard holds rows of the owner and serves it)", next)
+	}
+	if problems := w.check(t, next == nil && finished == nil); len(problems) > 0 {
+		t.Errorf("Runs %v, Finish %v; %d problems: %s\n\tnotes: %s", runs, finished, len(problems), strings.Join(problems, "; "), strings.Join(w.notes, "; "))
+	}
+}
+
+// spFenceHook calls before ahead of every SetFence, and after (if set) once it returned nil,
+// returning after's error instead.
 type spFenceHook struct {
 	*spStore
 	before func(owners []string, shard int, state rebalance.FenceState)
+	after  func(owners []string, shard int, state rebalance.FenceState) error
 }
 
 func (h *spFenceHook) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
 	h.before(owners, shard, state)
-	return h.spStore.SetFence(ctx, migration, owners, shard, state, token)
+	err := h.spStore.SetFence(ctx, migration, owners, shard, state, token)
+	if err == nil && h.after != nil {
+		err = h.after(owners, shard, state)
+	}
+	return err
 }
