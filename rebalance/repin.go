@@ -51,12 +51,13 @@ import (
 // process share the batch under way (one Store value, or Stores of one [StoreIdentity]: a
 // wrapper that embeds the sqlstore's, a second one over the same databases): Move, Unpin,
 // Drain and Resize of any of them run one at a time, and Do of each routes through the batch
-// another one runs, then asks the shards again, so a value whose directory lacks the batch's pins is refused (ErrPlacement)
-// rather than writing on an old copy. Such a value may not move either (ErrPlacement), nor
-// may one whose directory differs from that of a batch another value left unfinished by
-// an error: the next Move of a value with that batch's directory ends it. Make one Repin
-// per ID in a process and share it between the application's requests and the operator's
-// calls. The zero Repin moves nothing: its methods return an error wrapping ErrConfig.
+// another one runs, then asks the shards again, so a value whose directory lacks the batch's
+// pins is refused (ErrPlacement) rather than writing on an old copy. Such a value may not
+// move either (ErrPlacement), nor may one whose directory differs from that of a batch
+// another value left unfinished by an error: the next Move of a value with that batch's
+// directory ends it. Make one Repin per ID in a process and share it between the
+// application's requests and the operator's calls. The zero Repin moves nothing: its
+// methods return an error wrapping ErrConfig.
 type Repin struct {
 	id    string
 	d     *shard.Directory
