@@ -87,18 +87,18 @@
 // the shards. Over a Store that is a [MoverLock] (the sqlstore module's is) a second Run is
 // also refused while the first runs, in any process; and over any Store, Copy refuses to
 // copy a source that another mover deleted ([ErrSourceEmpty]), the sqlstore's refuses to copy
-// over rows its destination holds that no copy of its own wrote ([ErrStrayRows]: the other
-// mover's, served there already, or a write routed by another plan), and the Migration then
-// finds that mover's mark. Over a [CheckedDeleter] (the sqlstore's is) the old copy is
-// deleted only as it was when compared with the new one: a write there from a process that
-// holds none of the mover's locks stops the move with [ErrCopyMismatch], deleting nothing,
-// whether it came before the comparison or after. Over a [ProcessBinder] (the sqlstore's
-// is) one process at a time may use the migration: a second process's Do, Run or Finish
-// returns [ErrOtherProcess] while the first routes by it, moves it, or did so within
-// [ProcessWindow], and a mover is refused while another process routes. Without one,
-// nothing makes two processes that each move or write owners of one Migration safe: their
-// locks are not each other's, a read in one may miss what the other moved, and an UPDATE
-// after the deletion changes no row.
+// over rows its destination holds that no copy of its own wrote, or that changed since
+// ([ErrStrayRows]: the other mover's, served there already, or a write routed by another
+// plan or another owner's access), and the Migration then finds that mover's mark. Over a
+// [CheckedDeleter] (the sqlstore's is) the old copy is deleted only as it was when compared
+// with the new one: a write there from a process that holds none of the mover's locks
+// stops the move with [ErrCopyMismatch], deleting nothing, whether it came before the
+// comparison or after. Over a [ProcessBinder] (the sqlstore's is) one process at a time may
+// use the migration: a second process's Do, Run or Finish returns [ErrOtherProcess] while
+// the first routes by it, moves it, or did so within [ProcessWindow], and a mover is
+// refused while another process routes. Without one, nothing makes two processes that each
+// move or write owners of one Migration safe: their locks are not each other's, a read in
+// one may miss what the other moved, and an UPDATE after the deletion changes no row.
 //
 // # Across processes
 //

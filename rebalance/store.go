@@ -26,9 +26,10 @@ type Store interface {
 	// owner while to holds some, or from lost rows while Copy read them, it changes nothing
 	// and returns an error wrapping ErrSourceEmpty: the source may be gone because the owner
 	// moved meanwhile. A Store that records which copies it made should replace only rows a
-	// Copy of the owner to that shard wrote (a crash before the owner was marked Copied) and
-	// otherwise change nothing and return an error wrapping ErrStrayRows: rows a process
-	// wrote there by another placement would be lost. Such a Store may copy an empty source
+	// Copy of the owner to that shard wrote, as it wrote them (a crash, or a comparison that
+	// failed, before the owner was marked Copied), and otherwise change nothing and return
+	// an error wrapping ErrStrayRows: rows a process wrote there by another placement, or
+	// through another owner's access, before or after a copy, would be lost. Such a Store may copy an empty source
 	// over a crashed copy of its own (the application deleted the owner's rows since), once
 	// it has checked, after reading the source, that the copy is still recorded (a twin that
 	// moved the owner forgets it before deleting the old copy).

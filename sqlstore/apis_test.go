@@ -241,7 +241,8 @@ func TestInProcessRefusedWhileSharedMigrationUnfinished(t *testing.T) {
 // TestInitAddsTheColumnsOfThisBuild: Init adds in_process to a rebalance_placement an
 // older build created, and reads the placement recorded there as a Shared migration's: its
 // Shared accesses go on, an in-process value of its ID is refused. It adds the bound process
-// to an older rebalance_claim, whose claims bound none.
+// to an older rebalance_claim, whose claims bound none, and the sums to an older
+// rebalance_copying, whose copies recorded none.
 func TestInitAddsTheColumnsOfThisBuild(t *testing.T) {
 	forEngines(t, 2, func(t *testing.T, e *engine) {
 		ctx := context.Background()
@@ -264,7 +265,9 @@ func TestInitAddsTheColumnsOfThisBuild(t *testing.T) {
 		mustExec(t, control, `CREATE TABLE IF NOT EXISTS rebalance_claim (migration TEXT PRIMARY KEY, election BIGINT NOT NULL,
 			token BIGINT NOT NULL, mover TEXT NOT NULL, expires BIGINT NOT NULL)`)
 		mustExec(t, control, "INSERT INTO rebalance_claim VALUES ('grow', 0, 3, 'an older build', 0)")
-		control.Close()
+		mustExec(t, control, "CREATE TABLE IF NOT EXISTS rebalance_copying (owner TEXT NOT NULL, shard INTEGER NOT NULL, PRIMARY KEY (owner, shard))")
+		mustExec(t, control, "INSERT INTO rebalance_copying VALUES ('u', 1) ON CONFLICT (owner, shard) DO NOTHING")
+		defer control.Close()
 		store := e.open(t, 4).store
 		if err := store.Bind(ctx, "grow", "p"); err != nil {
 			t.Errorf("bind to a migration an older build claimed: %v", err)
@@ -279,6 +282,11 @@ func TestInitAddsTheColumnsOfThisBuild(t *testing.T) {
 			t.Errorf("in-process access of the placement an older build recorded: %v, want ErrPlacement", err)
 		}
 		e.open(t, 1) // a second Init finds the column
+		// A copy an older build recorded has no sums (NULL: whatever it left is its own).
+		var sums sql.NullString
+		if err := control.QueryRow("SELECT sums FROM rebalance_copying WHERE owner = 'u'").Scan(&sums); err != nil || sums.Valid {
+			t.Errorf("the sums of an older build's copy: %v, %v; want NULL", sums, err)
+		}
 	})
 }
 

@@ -487,22 +487,24 @@ func rowBytes(row []any) int {
 // that deletes the owner's rows there (children first) and inserts every row read from
 // from (parents first), chunk by chunk.
 //
-// It replaces rows of the owner already on to only where a Copy to that shard wrote them
-// and Delete has not deleted the old copy since (the control database's rebalance_copying
-// says so): a crash before the owner was marked copied left them. Any other row there was
-// written by a process that routed the owner to a shard that does not serve it, or the
-// owner is served there already; Copy then changes nothing and returns an error wrapping
-// rebalance.ErrStrayRows. If from's count after the copy differs from the rows copied, or
+// It replaces rows of the owner already on to only where they are what a Copy to that shard
+// wrote, and Delete has not deleted the old copy since: the control database's
+// rebalance_copying records each such Copy, with the sum of what it wrote (rows and digest,
+// as Sums), before its commit. A crash, or a comparison that failed, before the owner was
+// marked copied left them. Other rows there, or a copy's rows changed since, were written
+// by a process that routed the owner to a shard that does not serve it, or the owner is
+// served there already: Copy then changes nothing and returns an error wrapping
+// rebalance.ErrStrayRows, as it does if rows of the owner are written there during the copy. If from's count after the copy differs from the rows copied, or
 // from holds no row while to held rows that are not such a copy (a twin of the Migration
 // moved the owner and deleted its old copy), it changes nothing and returns an error
 // wrapping rebalance.ErrSourceEmpty; over a crashed copy of its own, an empty source is the
 // application's deletion of the owner's rows, and Copy makes to empty too.
 func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error) {
-	copying, err := s.copying(ctx, owner, to)
+	rec, err := s.copies(ctx, owner, to)
 	if err != nil {
 		return err
 	}
-	committing := false
+	copying, committing := rec.on, false
 	if !copying {
 		// Recorded before the copy, so that a crash after its commit leaves it; forgotten
 		// again if the copy failed before its commit. A commit that failed may have landed
@@ -546,9 +548,21 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if err := s.moverWrites(ctx, tx); err != nil {
 		return s.wrap(to, "mark the mover's writes", err)
 	}
+	var held rebalance.Sum // what the owner has on to, where a copy of its own may be
+	if copying && rec.known {
+		if held, err = s.heldIn(ctx, tx, owner, to, true); err != nil {
+			return err
+		}
+	}
+	if s.copyStep != nil {
+		s.copyStep("held", owner)
+	}
 	deleted, refs, err := s.deleteOwner(ctx, tx, owner, to)
 	if err != nil {
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
+	}
+	if copying && rec.known && deleted > 0 && (deleted != held.Rows || !slices.Contains(rec.sums, sumText(held))) {
+		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here, which are not what a copy to this shard wrote: rows written here since by a process that routed the owner here by a placement not in force (a migration made before the one in force finished, or a wrong plan), or the owner is served here already (another mover moved it): copying over them would lose them: nothing changed: %w", deleted, rebalance.ErrStrayRows))
 	}
 	copied := int64(0)
 	for _, t := range s.tables {
@@ -578,9 +592,11 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 		// because a twin deleted it, the record is gone by now.
 		again := false
 		if copying {
-			if again, err = s.copying(ctx, owner, to); err != nil {
+			now, err := s.copies(ctx, owner, to)
+			if err != nil {
 				return err
 			}
+			again = now.on
 		}
 		if !again {
 			return s.wrap(from, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("no row of the owner here, while %s holds %d: nothing changed: %w", s.names[to], deleted, rebalance.ErrSourceEmpty))
@@ -601,8 +617,44 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if err := s.sameReferences(ctx, tx, to, refs); err != nil {
 		return err
 	}
+	if s.copyStep != nil {
+		s.copyStep("copied", owner)
+	}
+	// What the copy leaves, recorded before the commit: the next Copy replaces only that.
+	made, err := s.heldIn(ctx, tx, owner, to, false)
+	if err != nil {
+		return err
+	}
+	if made.Rows != copied {
+		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here at the end of a copy of %d: a process wrote rows of the owner here during the copy, routed by a placement not in force: nothing changed: %w", made.Rows, copied, rebalance.ErrStrayRows))
+	}
+	if err := s.recordCopy(ctx, owner, to, rec, made); err != nil {
+		return err
+	}
 	committing = true
 	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), s.commitMover(ctx, tx))
+}
+
+// heldIn returns the sum of owner's rows on shard in tx, as Sums computes it. With lock, on
+// PostgreSQL it first locks them (FOR UPDATE), so that none changes before tx deletes them;
+// a row written meanwhile is counted by the deletion, and told apart by the count.
+func (s *Store) heldIn(ctx context.Context, tx *sql.Tx, owner string, shard int, lock bool) (rebalance.Sum, error) {
+	if lock && s.dialect == PostgreSQL {
+		for _, t := range s.tables {
+			sel, err := s.ownersDeletion(t, []string{owner})
+			if err == nil {
+				_, err = tx.ExecContext(ctx, fmt.Sprintf("SELECT 1 FROM %s WHERE %s FOR UPDATE", t.Table, sel.where), sel.args...)
+			}
+			if err != nil {
+				return rebalance.Sum{}, s.wrap(shard, fmt.Sprintf("lock the rows of owner %q in table %s", owner, t.Table), err)
+			}
+		}
+	}
+	sums, err := s.sumsBy(ctx, inTx(tx), []string{owner}, shard)
+	if err != nil {
+		return rebalance.Sum{}, s.wrap(shard, fmt.Sprintf("sum the rows of owner %q", owner), err)
+	}
+	return sums[0], nil
 }
 
 // deleteOwner deletes every row of owner on shard in tx, children first (see
@@ -821,21 +873,52 @@ func (s *Store) deleteOld(ctx context.Context, owner string, shard int, check fu
 	return s.wrap(shard, fmt.Sprintf("commit the deletion of owner %q", owner), s.commitMover(ctx, tx))
 }
 
-// copying says whether a Copy of owner to shard to committed, or may have, since the last
-// Delete of the owner.
-func (s *Store) copying(ctx context.Context, owner string, to int) (bool, error) {
-	var n int
-	err := s.control.QueryRowContext(ctx, "SELECT COUNT(*) FROM rebalance_copying WHERE owner = $1 AND shard = $2", owner, to).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("sqlstore: control database: read the copies of owner %q: %w", owner, err)
-	}
-	return n > 0, nil
+// copyRecord is what rebalance_copying says of the Copies of an owner to a shard.
+type copyRecord struct {
+	on    bool     // a Copy committed, or may have, since the last Delete of the owner
+	known bool     // the sums are recorded: an older build recorded none
+	sums  []string // of what each of those Copies wrote (sumText)
 }
 
-// setCopying records a Copy of owner to shard to (on), or forgets it (off; to -1: every
-// shard's).
+// sumText is a Sum as rebalance_copying records it.
+func sumText(sum rebalance.Sum) string { return strconv.FormatInt(sum.Rows, 10) + ":" + sum.Digest }
+
+// copies returns what rebalance_copying says of the Copies of owner to shard to.
+func (s *Store) copies(ctx context.Context, owner string, to int) (copyRecord, error) {
+	var sums sql.NullString
+	err := s.control.QueryRowContext(ctx, "SELECT sums FROM rebalance_copying WHERE owner = $1 AND shard = $2", owner, to).Scan(&sums)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return copyRecord{}, nil
+	case err != nil:
+		return copyRecord{}, fmt.Errorf("sqlstore: control database: read the copies of owner %q: %w", owner, err)
+	}
+	rec := copyRecord{on: true, known: sums.Valid}
+	for sum := range strings.SplitSeq(sums.String, ";") {
+		if sum != "" {
+			rec.sums = append(rec.sums, sum)
+		}
+	}
+	return rec, nil
+}
+
+// recordCopy adds made to the sums of rec, the record of owner's Copies to shard to, unless
+// it is there or rec has none (an older build's).
+func (s *Store) recordCopy(ctx context.Context, owner string, to int, rec copyRecord, made rebalance.Sum) error {
+	if rec.on && !rec.known || slices.Contains(rec.sums, sumText(made)) {
+		return nil
+	}
+	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_copying SET sums = sums || $3 WHERE owner = $1 AND shard = $2", owner, to, sumText(made)+";")
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: record the copy of owner %q: %w", owner, err)
+	}
+	return nil
+}
+
+// setCopying records a Copy of owner to shard to (on), with no sum yet, or forgets it
+// (off; to -1: every shard's).
 func (s *Store) setCopying(ctx context.Context, owner string, to int, on bool) error {
-	q, args := "INSERT INTO rebalance_copying (owner, shard) VALUES ($1, $2) ON CONFLICT (owner, shard) DO NOTHING", []any{owner, to}
+	q, args := "INSERT INTO rebalance_copying (owner, shard, sums) VALUES ($1, $2, '') ON CONFLICT (owner, shard) DO NOTHING", []any{owner, to}
 	switch {
 	case !on && to < 0:
 		q, args = "DELETE FROM rebalance_copying WHERE owner = $1", args[:1]

@@ -16,6 +16,10 @@ func (s *Store) AdvisoryKeys(owner, migration string) (ns, key, epoch, mkey int3
 // tests of both paths.
 func (s *Store) CopyPlainly(on bool) { s.plainCopies = on }
 
+// OnCopyStep makes Copy call f in its transaction: "held" before it deletes the owner's rows
+// on its destination, "copied" after it inserted the copy.
+func (s *Store) OnCopyStep(f func(step, owner string)) { s.copyStep = f }
+
 // AttachFile sets the database file that a copy from SQLite shard i attaches ("" for none),
 // as if found there, and returns the one it held.
 func (s *Store) AttachFile(i int, file string) string {

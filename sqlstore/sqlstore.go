@@ -22,7 +22,8 @@
 // migration moves, from its first claim: a Store that moves others is refused), its own
 // rebalance_epoch, rebalance_placement and rebalance_finished (also of the in-process
 // rebalance.Migration: see finished.go), rebalance_copying (the shards [Store.Copy] copied
-// an owner to, until [Store.Delete] deletes its old copy), and rebalance_shards, the
+// an owner to, with the sum of what each copy wrote, until [Store.Delete] deletes its old
+// copy), and rebalance_shards, the
 // shards' IDs by position: [Store.Init] refuses shards listed in another order than before,
 // or a database listed twice ([ErrShardOrder]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
@@ -260,6 +261,7 @@ type Store struct {
 	controlID     atomic.Pointer[string]    // the control database's identity, once Init read it
 	files         sync.Map                  // SQLite: shard index -> its database file, "" if none (see fileOf)
 	plainCopies   bool                      // copy by reading rows into Go and INSERTing them, even where ATTACH or COPY could (tests)
+	copyStep      func(step, owner string)  // called by Copy in its transaction: "held" before its deletion, "copied" after its inserts (tests)
 	noCopy        []atomic.Bool             // PostgreSQL: by table, its rows go by INSERT, not COPY (see writeRows)
 	noRaw         []atomic.Bool             // PostgreSQL: by table, its rows go through Go, not passed through (see copyRaw)
 	exactDelete   []atomic.Bool             // by table, its rows are not deleted by address alone (see deleteKeys)
@@ -451,6 +453,7 @@ CREATE TABLE IF NOT EXISTS rebalance_finished (
 CREATE TABLE IF NOT EXISTS rebalance_copying (
 	owner TEXT NOT NULL,
 	shard INTEGER NOT NULL,
+	sums  TEXT,
 	PRIMARY KEY (owner, shard)
 )`
 
@@ -1331,13 +1334,15 @@ var (
 	// controlColumns are those of the control database's tables.
 	controlColumns = append(shardColumns,
 		column{"rebalance_claim", "process", "TEXT NOT NULL DEFAULT ''"},
-		column{"rebalance_claim", "routed", "BIGINT NOT NULL DEFAULT 0"})
+		column{"rebalance_claim", "routed", "BIGINT NOT NULL DEFAULT 0"},
+		column{"rebalance_copying", "sums", "TEXT"})
 )
 
 // addColumns adds to the tables an older build created the columns added since. A placement
 // an older build recorded reads as a Shared migration's: an in-process migration that build
 // left unfinished is refused here (ErrPlacement) until that build finishes it. A claim an
-// older build recorded has no process bound.
+// older build recorded has no process bound. A copy an older build recorded has no sums:
+// the next Copy replaces what the shard holds of its owner, as that build did.
 func (s *Store) addColumns(ctx context.Context, db *sql.DB, cols []column) error {
 	for _, c := range cols {
 		// Looked for first: an ALTER TABLE, even one that adds nothing, would wait for every
