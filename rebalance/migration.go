@@ -138,6 +138,7 @@ type Migration struct {
 	claimMu       sync.Mutex   // serializes claimOnce
 	claimed       atomic.Bool  // a claim of this value recorded the placement on the shards
 	byRun, lazily atomic.Int64
+	bound         binding // kept while Do runs functions on old shards
 
 	// placement is what the claim records and Do checks: PlacementOf the ID, InProcess.
 	placement Placement
@@ -352,6 +353,9 @@ func (m *Migration) Do(ctx context.Context, owner string, fn func(shard int) err
 		return err
 	}
 	if mark == Unmoved {
+		if m.bound.hold(m.store, m.id) {
+			defer m.bound.release()
+		}
 		return fn(from)
 	}
 	return fn(to)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,9 +39,11 @@ const ProcessWindow = 5 * PlacementRecheck
 // (Options.Lease) and then ProcessWindow have run out; until then its Do returns the
 // *ProcessError, which says when.
 //
-// What stays open: a function that a second process's Do started before a mover claimed,
-// still running when that mover moves its owner: one of more than ProcessWindow -
-// PlacementRecheck (4 s), since every Do after that asked again and was refused.
+// While Do runs a function on an owner's old shard (a Repin's Do, any function between
+// batches), its process binds itself again each PlacementRecheck, so that a mover of another
+// process cannot claim until the function has returned: one that runs longer than
+// ProcessWindow would otherwise write on an old copy that mover copied or deleted. What stays open: a process frozen (stopped, swapped out)
+// for longer than ProcessWindow - PlacementRecheck (4 s) in such a function.
 type ProcessBinder interface {
 	// Bind binds process to the in-process migration, or returns a *ProcessError,
 	// changing nothing, while another process is bound to it.
@@ -79,6 +82,47 @@ var thisProcess = defaultMover()
 
 // bind binds this process to the migration over a Store that is a ProcessBinder.
 func (m *Migration) bind(ctx context.Context) error { return bindProcess(ctx, m.store, m.id) }
+
+// binding keeps this process bound to an in-process migration, over a ProcessBinder, while
+// functions run whose owners a mover of another process must not move meanwhile (a
+// Migration's on old shards, a Repin's between batches): it binds again each
+// PlacementRecheck until none runs.
+type binding struct {
+	running atomic.Int64
+	keeping atomic.Bool // keep runs
+}
+
+// hold is called before such a function runs, and release after it if hold returned true.
+func (b *binding) hold(store Store, id string) bool {
+	if _, ok := store.(ProcessBinder); !ok {
+		return false
+	}
+	if b.running.Add(1) == 1 && b.keeping.CompareAndSwap(false, true) {
+		go b.keep(store, id)
+	}
+	return true
+}
+
+func (b *binding) release() { b.running.Add(-1) }
+
+// keep binds each PlacementRecheck, and returns once no function runs. A failed bind is not
+// retried sooner: the process stays bound for ProcessWindow after the last one that passed.
+func (b *binding) keep(store Store, id string) {
+	tick := time.NewTicker(PlacementRecheck)
+	defer tick.Stop()
+	for range tick.C {
+		if b.running.Load() == 0 {
+			b.keeping.Store(false)
+			// A function that began meanwhile saw keeping true and started no other keep.
+			if b.running.Load() == 0 || !b.keeping.CompareAndSwap(false, true) {
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), PlacementRecheck)
+		_ = bindProcess(ctx, store, id) // refused or failed: nothing to do for the functions under way
+		cancel()
+	}
+}
 
 // bindProcess binds this process to the in-process migration id over a store that is a
 // ProcessBinder.

@@ -91,6 +91,7 @@ type repinShared struct {
 	ended atomic.Uint64    // batches ended (directories changed): Do asks the shards again
 	dir   *shard.Directory // the directory the last batch ended at, and its Fingerprint
 	at    uint64
+	bound binding // kept while Do runs functions between batches
 }
 
 // end records that a batch ended with the directory d; the caller holds mu.
@@ -266,6 +267,9 @@ func (r *Repin) Do(ctx context.Context, owner string, fn func(shard int) error) 
 		}
 		r.placementRead.passed()
 		r.seen.Store(ended)
+	}
+	if r.sh.bound.hold(r.store, r.id) {
+		defer r.sh.bound.release()
 	}
 	return fn(r.d.Locate(owner))
 }

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(routerEnv) != "" {
 		os.Exit(routerMain())
 	}
+	if os.Getenv(longEnv) != "" {
+		os.Exit(longFnMain())
+	}
 	var err error
 	if fuzzing() {
 		pg, pgWhy = nil, "not started by a fuzz worker: the fuzz targets run on SQLite"
