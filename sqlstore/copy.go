@@ -487,14 +487,15 @@ func rowBytes(row []any) int {
 // that deletes the owner's rows there (children first) and inserts every row read from
 // from (parents first), chunk by chunk.
 //
-// It replaces rows of the owner already on to only where they are what a Copy to that shard
-// wrote, and Delete has not deleted the old copy since: the control database's
-// rebalance_copying records each such Copy, with the sum of what it wrote (rows and digest,
-// as Sums), before its commit. A crash, or a comparison that failed, before the owner was
+// It replaces rows of the owner already on to only where they are what the last Copy to that
+// shard wrote, and Delete has not deleted the old copy since: the control database's
+// rebalance_copying records the Copy, with the sum of what it wrote (rows and digest, as
+// Sums), before its commit. A crash, or a comparison that failed, before the owner was
 // marked copied left them. Other rows there, or a copy's rows changed since, were written
 // by a process that routed the owner to a shard that does not serve it, or the owner is
 // served there already: Copy then changes nothing and returns an error wrapping
-// rebalance.ErrStrayRows, as it does if rows of the owner are written there during the copy. If from's count after the copy differs from the rows copied, or
+// rebalance.ErrStrayRows, as it does if rows of the owner are written there during the
+// copy. If from's count after the copy differs from the rows copied, or
 // from holds no row while to held rows that are not such a copy (a twin of the Migration
 // moved the owner and deleted its old copy), it changes nothing and returns an error
 // wrapping rebalance.ErrSourceEmpty; over a crashed copy of its own, an empty source is the
@@ -628,11 +629,22 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if made.Rows != copied {
 		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here at the end of a copy of %d: a process wrote rows of the owner here during the copy, routed by a placement not in force: nothing changed: %w", made.Rows, copied, rebalance.ErrStrayRows))
 	}
-	if err := s.recordCopy(ctx, owner, to, rec, made); err != nil {
-		return err
+	// Until the commit, which may land unseen, the shard holds what it held or the copy;
+	// after it, the copy. An older build's record stays as it is until the commit.
+	if rec.known || !rec.on {
+		may := []rebalance.Sum{made}
+		if deleted > 0 {
+			may = append(may, held)
+		}
+		if err := s.recordCopy(ctx, owner, to, may...); err != nil {
+			return err
+		}
 	}
 	committing = true
-	return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), s.commitMover(ctx, tx))
+	if err := s.commitMover(ctx, tx); err != nil {
+		return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), err)
+	}
+	return s.recordCopy(ctx, owner, to, made)
 }
 
 // heldIn returns the sum of owner's rows on shard in tx, as Sums computes it. With lock, on
@@ -877,7 +889,7 @@ func (s *Store) deleteOld(ctx context.Context, owner string, shard int, check fu
 type copyRecord struct {
 	on    bool     // a Copy committed, or may have, since the last Delete of the owner
 	known bool     // the sums are recorded: an older build recorded none
-	sums  []string // of what each of those Copies wrote (sumText)
+	sums  []string // what the owner's rows there may sum to, each a Copy's (sumText)
 }
 
 // sumText is a Sum as rebalance_copying records it.
@@ -902,13 +914,16 @@ func (s *Store) copies(ctx context.Context, owner string, to int) (copyRecord, e
 	return rec, nil
 }
 
-// recordCopy adds made to the sums of rec, the record of owner's Copies to shard to, unless
-// it is there or rec has none (an older build's).
-func (s *Store) recordCopy(ctx context.Context, owner string, to int, rec copyRecord, made rebalance.Sum) error {
-	if rec.on && !rec.known || slices.Contains(rec.sums, sumText(made)) {
-		return nil
+// recordCopy records sums as what owner's rows on shard to may be, each a Copy's: the next
+// Copy replaces them only if they sum to one. Only what the shard may hold now is kept: an
+// older copy's sum, recorded still, would accept rows written there since that bring the
+// shard back to it (an UPDATE to a row's former value, say).
+func (s *Store) recordCopy(ctx context.Context, owner string, to int, sums ...rebalance.Sum) error {
+	var b strings.Builder
+	for _, sum := range sums {
+		b.WriteString(sumText(sum) + ";")
 	}
-	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_copying SET sums = sums || $3 WHERE owner = $1 AND shard = $2", owner, to, sumText(made)+";")
+	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_copying SET sums = $3 WHERE owner = $1 AND shard = $2", owner, to, b.String())
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: record the copy of owner %q: %w", owner, err)
 	}
