@@ -563,7 +563,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 		return s.wrap(to, fmt.Sprintf("delete rows of owner %q", owner), err)
 	}
 	if copying && rec.known && deleted > 0 && (deleted != held.Rows || !slices.Contains(rec.sums, sumText(held))) {
-		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here, which are not what a copy to this shard wrote: rows written here since by a process that routed the owner here by a placement not in force (a migration made before the one in force finished, or a wrong plan), or the owner is served here already (another mover moved it): copying over them would lose them: nothing changed: %w", deleted, rebalance.ErrStrayRows))
+		return s.wrap(to, fmt.Sprintf("copy owner %q", owner), fmt.Errorf("%d rows of the owner here, which are not what the last copy to this shard wrote: rows written here since by a process that routed the owner here by a placement not in force (a migration made before the one in force finished, or a wrong plan, or an access of another owner), or the owner is served here already (another mover moved it): copying over them would lose them: nothing changed (bring what was written here to %s, which serves the owner, delete the owner's rows here, and run again): %w", deleted, s.names[from], rebalance.ErrStrayRows))
 	}
 	copied := int64(0)
 	for _, t := range s.tables {
@@ -621,7 +621,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 	if s.copyStep != nil {
 		s.copyStep("copied", owner)
 	}
-	// What the copy leaves, recorded before the commit: the next Copy replaces only that.
+	// What the copy leaves, counted: a row written here during the copy is not its own.
 	made, err := s.heldIn(ctx, tx, owner, to, false)
 	if err != nil {
 		return err
