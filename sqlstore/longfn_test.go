@@ -126,10 +126,7 @@ func longFunction(t *testing.T, e *engine, repin bool) {
 		to = 1 - w.before.Locate(u)
 		move = func() error { return r.Move(ctx, map[string]int{u: to}) }
 	} else {
-		m, err := rebalance.New("long", w.before, w.after, store, rebalance.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := migrationOf(t, "long", w, rebalance.Options{})(store)
 		move = func() error {
 			if err := m.Run(ctx, slices.Values(w.users)); err != nil {
 				return err

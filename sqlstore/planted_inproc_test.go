@@ -121,13 +121,7 @@ func plantOnNewShard(t *testing.T, dialect sqlstore.Dialect, mode rebalance.Mode
 	ctx := context.Background()
 	e, admin, w, x, from, to, z := plantWorld(t, dialect)
 	xid, _ := strconv.ParseInt(x, 10, 64)
-	newMigration := func(st rebalance.Store) *rebalance.Migration {
-		m, err := rebalance.New("plant", w.before, w.after, st, rebalance.Options{Mode: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	newMigration := migrationOf(t, "plant", w, rebalance.Options{Mode: mode})
 	p := e.open(t, 4)
 	app := newMigration(p.store)
 
@@ -243,13 +237,7 @@ func TestInProcessWrittenDuringTheCopy(t *testing.T) {
 				ctx := context.Background()
 				e, admin, w, x, from, to, _ := plantWorld(t, e.dialect)
 				xid, _ := strconv.ParseInt(x, 10, 64)
-				newMigration := func(st rebalance.Store) *rebalance.Migration {
-					m, err := rebalance.New("during", w.before, w.after, st, rebalance.Options{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return m
-				}
+				newMigration := migrationOf(t, "during", w, rebalance.Options{})
 				p := e.open(t, 4)
 				if step == "held" { // a copy stopped once committed: the next Copy replaces it
 					runCtx, die := context.WithCancel(ctx)
@@ -290,6 +278,17 @@ func TestInProcessWrittenDuringTheCopy(t *testing.T) {
 			})
 		}
 	})
+}
+
+// migrationOf returns a function that makes the Migration id of w over a Store.
+func migrationOf(t *testing.T, id string, w *world, opts rebalance.Options) func(rebalance.Store) *rebalance.Migration {
+	return func(st rebalance.Store) *rebalance.Migration {
+		m, err := rebalance.New(id, w.before, w.after, st, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
 }
 
 // settle is the operator's answer to ErrStrayRows on user's new shard to: the rows there
@@ -344,13 +343,7 @@ func TestInProcessCopyOverAnOlderBuildsCopy(t *testing.T) {
 	forEngines(t, 1, func(t *testing.T, e *engine) {
 		ctx := context.Background()
 		e, admin, w, x, from, to, _ := plantWorld(t, e.dialect)
-		m := func(st rebalance.Store) *rebalance.Migration {
-			m, err := rebalance.New("older", w.before, w.after, st, rebalance.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
+		m := migrationOf(t, "older", w, rebalance.Options{})
 		p := e.open(t, 4)
 		runCtx, die := context.WithCancel(ctx)
 		hook := newProbeHook(p.store, "Copy", x, true, die)
@@ -381,13 +374,7 @@ func TestInProcessCopyOverAnOlderContent(t *testing.T) {
 				ctx := context.Background()
 				e, admin, w, x, from, to, _ := plantWorld(t, e.dialect)
 				xid, _ := strconv.ParseInt(x, 10, 64)
-				m := func(st rebalance.Store) *rebalance.Migration {
-					m, err := rebalance.New("older", w.before, w.after, st, rebalance.Options{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return m
-				}
+				m := migrationOf(t, "older", w, rebalance.Options{})
 				stopAfterCopy := func() {
 					runCtx, die := context.WithCancel(ctx)
 					hook := newProbeHook(e.open(t, 4).store, "Copy", x, true, die)
