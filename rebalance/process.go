@@ -42,8 +42,9 @@ const ProcessWindow = 5 * PlacementRecheck
 // While Do runs a function on an owner's old shard (a Repin's Do, any function between
 // batches), its process binds itself again each PlacementRecheck, so that a mover of another
 // process cannot claim until the function has returned: one that runs longer than
-// ProcessWindow would otherwise write on an old copy that mover copied or deleted. What stays open: a process frozen (stopped, swapped out)
-// for longer than ProcessWindow - PlacementRecheck (4 s) in such a function.
+// ProcessWindow would otherwise write on an old copy that mover copied or deleted. What
+// stays open: a process frozen (stopped, swapped out) for longer than ProcessWindow -
+// PlacementRecheck (4 s) in such a function.
 type ProcessBinder interface {
 	// Bind binds process to the in-process migration, or returns a *ProcessError,
 	// changing nothing, while another process is bound to it.
