@@ -120,7 +120,8 @@ func longFunction(t *testing.T, e *engine, repin bool) {
 		t.Fatalf("the other process printed %q, want started", l.text)
 	}
 	store := e.open(t, 4).store
-	move, to := func() error { return nil }, w.after.Locate(u)
+	var move func() error
+	to := w.after.Locate(u)
 	if repin {
 		r, _ := newRepin(t, "long", store, 2, nil)
 		to = 1 - w.before.Locate(u)
