@@ -240,11 +240,7 @@ func TestInProcessWrittenDuringTheCopy(t *testing.T) {
 				newMigration := migrationOf(t, "during", w, rebalance.Options{})
 				p := e.open(t, 4)
 				if step == "held" { // a copy stopped once committed: the next Copy replaces it
-					runCtx, die := context.WithCancel(ctx)
-					hook := newProbeHook(p.store, "Copy", x, true, die)
-					if err := newMigration(hook).Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || !hook.fired {
-						t.Fatalf("the Run stopped after the copy: %v", err)
-					}
+					stopAfterCopy(t, newMigration, p.store, w, x)
 					p = e.open(t, 4)
 				}
 				id, done := nextID.Add(1), make(chan struct{})
@@ -278,6 +274,18 @@ func TestInProcessWrittenDuringTheCopy(t *testing.T) {
 			})
 		}
 	})
+}
+
+// stopAfterCopy runs the Migration newMigration makes over st, and stops it (as a mover that
+// dies) right after the Copy of owner committed.
+func stopAfterCopy(t *testing.T, newMigration func(rebalance.Store) *rebalance.Migration, st *sqlstore.Store, w *world, owner string) {
+	t.Helper()
+	runCtx, die := context.WithCancel(context.Background())
+	defer die()
+	hook := newProbeHook(st, "Copy", owner, true, die)
+	if err := newMigration(hook).Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || !hook.fired {
+		t.Fatalf("the Run stopped after the copy: %v", err)
+	}
 }
 
 // migrationOf returns a function that makes the Migration id of w over a Store.
@@ -341,15 +349,10 @@ func settle(t *testing.T, admin *proc, user int64, from, to int) {
 // older build (no sums), is replaced by the next Copy, as that build did.
 func TestInProcessCopyOverAnOlderBuildsCopy(t *testing.T) {
 	forEngines(t, 1, func(t *testing.T, e *engine) {
-		ctx := context.Background()
 		e, admin, w, x, from, to, _ := plantWorld(t, e.dialect)
 		m := migrationOf(t, "older", w, rebalance.Options{})
 		p := e.open(t, 4)
-		runCtx, die := context.WithCancel(ctx)
-		hook := newProbeHook(p.store, "Copy", x, true, die)
-		if err := m(hook).Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || !hook.fired {
-			t.Fatalf("the Run stopped after the copy: %v", err)
-		}
+		stopAfterCopy(t, m, p.store, w, x)
 		mustExec(t, p.ctl, "UPDATE rebalance_copying SET sums = NULL")
 		mustExec(t, admin.dbs[from], "UPDATE messages SET message = 'changed since the copy' WHERE user_id = "+x)
 		moveSettling(t, m(e.open(t, 4).store), w, admin, 0, from, to, nil)
@@ -375,19 +378,12 @@ func TestInProcessCopyOverAnOlderContent(t *testing.T) {
 				e, admin, w, x, from, to, _ := plantWorld(t, e.dialect)
 				xid, _ := strconv.ParseInt(x, 10, 64)
 				m := migrationOf(t, "older", w, rebalance.Options{})
-				stopAfterCopy := func() {
-					runCtx, die := context.WithCancel(ctx)
-					hook := newProbeHook(e.open(t, 4).store, "Copy", x, true, die)
-					if err := m(hook).Run(runCtx, slices.Values(w.users)); !errors.Is(err, context.Canceled) || !hook.fired {
-						t.Fatalf("the Run stopped after the copy: %v", err)
-					}
-				}
 				var id, at int64
 				var text string
 				if err := admin.dbs[from].QueryRow("SELECT id, time, message FROM messages WHERE user_id = $1 ORDER BY id LIMIT 1", xid).Scan(&id, &at, &text); err != nil {
 					t.Fatal(err)
 				}
-				stopAfterCopy()
+				stopAfterCopy(t, m, e.open(t, 4).store, w, x)
 				change := map[string]string{"update": "UPDATE messages SET message = 'B' WHERE id = $1", "delete": "DELETE FROM messages WHERE id = $1"}[change]
 				if err := m(e.open(t, 4).store).Do(ctx, x, func(s int) error {
 					_, err := admin.dbs[s].ExecContext(ctx, change, id)
@@ -395,7 +391,7 @@ func TestInProcessCopyOverAnOlderContent(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				stopAfterCopy()
+				stopAfterCopy(t, m, e.open(t, 4).store, w, x)
 				back, args := "UPDATE messages SET message = $2 WHERE id = $1", []any{id, text}
 				if strings.HasPrefix(change, "DELETE") {
 					back, args = "INSERT INTO messages (id, user_id, time, message, sender) VALUES ($1, $3, $4, $2, 7)", append(args, xid, at)
