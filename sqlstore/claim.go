@@ -40,6 +40,9 @@ func (s *Store) Claim(ctx context.Context, c rebalance.Claim) (uint64, error) {
 	if c.Election > math.MaxInt64 {
 		return 0, fmt.Errorf("sqlstore: claim with election epoch %d above %d: %w", c.Election, int64(math.MaxInt64), rebalance.ErrConfig)
 	}
+	if err := s.checkVersions(ctx); err != nil {
+		return 0, err
+	}
 	newest, at, err := s.newestOnShards(ctx, c.Migration)
 	if err != nil {
 		return 0, err
@@ -282,7 +285,13 @@ func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token 
 	if err := s.follow(ctx, tx, i, c.Placement); err != nil {
 		return err
 	}
-	return s.wrap(i, "commit claim", tx.Commit())
+	if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+		return s.wrap(i, "count the change", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(i, "commit claim", err)
+	}
+	return s.noteVersion(ctx, i)
 }
 
 // follow records p, if not zero, as the placement shard i (-1: the control database) serves,
@@ -371,19 +380,27 @@ const refusesPlacement = `(EXISTS (SELECT 1 FROM rebalance_placement WHERE NOT (
 	OR %[5]s = 1 AND NOT EXISTS (SELECT 1 FROM rebalance_placement))`
 
 // CheckPlacement returns a *rebalance.PlacementError for the first shard that refuses an
-// access routed by p (by the rule of every Access), an error wrapping ErrControlBehind if a
-// shard recorded a newer mover token of p's migration than the control database issued, or
-// nil; see rebalance.PlacementChecker.
+// access routed by p (by the rule of every Access), an error wrapping ErrShardBehind for a
+// shard older than its recorded changes, one wrapping ErrControlBehind if a shard recorded a
+// newer mover token of p's migration than the control database issued, or nil; see
+// rebalance.PlacementChecker.
 func (s *Store) CheckPlacement(ctx context.Context, p rebalance.Placement) error {
 	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$1", "$2", "$3", "$4", "$5", "$6") +
-		" THEN 1 ELSE 0 END, COALESCE((SELECT token FROM rebalance_epoch WHERE migration = $1), 0)"
+		" THEN 1 ELSE 0 END, COALESCE((SELECT token FROM rebalance_epoch WHERE migration = $1), 0), " + readVersion
+	recorded, err := s.recordedVersions(ctx)
+	if err != nil {
+		return err
+	}
 	var newest int64
 	at := -1
 	for i, db := range s.shards {
 		var refused int
-		var tok int64
-		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving), flag(p.InProcess)).Scan(&refused, &tok); err != nil {
+		var tok, version int64
+		if err := db.QueryRowContext(ctx, refuses, p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving), flag(p.InProcess)).Scan(&refused, &tok, &version); err != nil {
 			return s.wrap(i, "read the placement served", err)
+		}
+		if err := s.shardBehind(i, version, recorded[i]); err != nil {
+			return err
 		}
 		if tok > newest {
 			newest, at = tok, i
@@ -448,6 +465,8 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 		return err
 	} else if err := s.claimedAs(ctx, p); err != nil {
 		return err
+	} else if err := s.checkVersions(ctx); err != nil {
+		return err
 	}
 	for i := range s.shards {
 		tx, err := s.begin(ctx, i)
@@ -463,11 +482,17 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 		_, err = tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = "+set+" WHERE migration = $2 AND before_fp = $3 AND after_fp = $4 AND "+where,
 			id, p.Migration, int64(p.Before), int64(p.After))
 		if err == nil {
+			_, err = tx.ExecContext(ctx, bumpVersion)
+		}
+		if err == nil {
 			err = tx.Commit()
 		}
 		tx.Rollback()
 		if err != nil {
 			return s.wrap(i, "record the migration being finished", err)
+		}
+		if err := s.noteVersion(ctx, i); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -490,8 +515,11 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 	if err := s.claimedAs(ctx, p); err != nil {
 		return err
 	}
+	if err := s.checkVersions(ctx); err != nil {
+		return err
+	}
 	const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
-	finish := func(db *sql.DB, check bool) error {
+	finish := func(db *sql.DB, check, shard bool) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -519,14 +547,22 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 			p.Migration, int64(p.Before), int64(p.After)); err != nil {
 			return err
 		}
+		if shard {
+			if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+				return err
+			}
+		}
 		return tx.Commit()
 	}
 	for i, db := range s.shards {
-		if err := finish(db, finisher != 0); err != nil {
+		if err := finish(db, finisher != 0, true); err != nil {
 			return s.wrap(i, "record the migration finished", err)
 		}
+		if err := s.noteVersion(ctx, i); err != nil {
+			return err
+		}
 	}
-	return s.where(-1, "record the migration finished", finish(s.control, false))
+	return s.where(-1, "record the migration finished", finish(s.control, false, false))
 }
 
 // claimedAs returns a *rebalance.PlacementError if the control database serves p's

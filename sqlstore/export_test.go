@@ -110,3 +110,10 @@ func (s *Store) SetChunkBytes(n int) { s.chunkBytes = n }
 
 // OnReplayRound makes each round of s's Replays call f with the bytes of rows it read.
 func (s *Store) OnReplayRound(f func(bytes int)) { s.replayRound = f }
+
+// VersionRefresh is how long an access trusts the counts of changes it read from the control
+// database before it reads them again in the background.
+const VersionRefresh = versionRefresh
+
+// VersionStale is how old those counts may be before an access reads them first.
+const VersionStale = versionStale

@@ -170,7 +170,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	}
 	defer tx.Rollback() // a no-op after Commit
 	var state sql.NullInt64
-	var refused, finishing int64
+	var refused, finishing, version int64
 	pm, pb, pa, lv, ar := p.Migration, int64(p.Before), int64(p.After), flag(p.Leaving), flag(p.Arriving)
 	// Access is the Shared API's: its placement is never InProcess (Access refuses one).
 	refuses := "SELECT CASE WHEN " + fmt.Sprintf(refusesPlacement, "$2", "$3", "$4", "$5", "$6", "0") + " THEN 1 ELSE 0 END"
@@ -179,7 +179,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	case sharedLock:
 		// The owner's lock shared, then the placement and its fence, in one round trip
 		// (rebalance_enter: -1 when the placement is refused).
-		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7, $8, $9)", fenceNS, lockKey(owner), owner, pm, pb, pa, lv, ar, placementNS).Scan(&state)
+		err = tx.QueryRowContext(ctx, "SELECT rebalance_enter($1, $2, $3, $4, $5, $6, $7, $8, $9), "+readVersion, fenceNS, lockKey(owner), owner, pm, pb, pa, lv, ar, placementNS).Scan(&state, &version)
 		switch state.Int64 {
 		case -1:
 			state, refused = sql.NullInt64{}, 1
@@ -188,17 +188,20 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 		}
 	case snapshot:
 		// The first read of a deferred transaction: it opens the snapshot fn runs on.
-		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv, ar).Scan(&state, &refused, &finishing)
+		err = tx.QueryRowContext(ctx, "SELECT (SELECT state FROM rebalance_fence WHERE owner = $1), ("+refuses+"), ("+beingFinished+"), "+readVersion, owner, pm, pb, pa, lv, ar).Scan(&state, &refused, &finishing, &version)
 	case writeLock:
 		// A write first: it takes the write lock now (waiting for it under busy_timeout),
 		// so no fence change can commit between this read and the end of the transaction.
 		err = tx.QueryRowContext(ctx, "UPDATE rebalance_fence SET state = state WHERE owner = $1 RETURNING state", owner).Scan(&state)
 		if err == nil || errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+"), ("+beingFinished+")", owner, pm, pb, pa, lv, ar).Scan(new(any), &refused, &finishing)
+			err = tx.QueryRowContext(ctx, "SELECT $1, ("+refuses+"), ("+beingFinished+"), "+readVersion, owner, pm, pb, pa, lv, ar).Scan(new(any), &refused, &finishing, &version)
 		}
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return s.wrap(shard, fmt.Sprintf("read fence of owner %q", owner), err)
+	}
+	if err := s.shardBehind(shard, version, s.knownVersion(ctx, shard)); err != nil {
+		return err
 	}
 	if refused > 0 {
 		served, finished, err := s.served(ctx, tx, shard)
@@ -300,6 +303,15 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 	if s.dialect == PostgreSQL {
 		return s.setFencePG(ctx, migration, owners, shard, state, token)
 	}
+	if err := s.setFenceSQLite(ctx, migration, owners, shard, state, token); err != nil {
+		return err
+	}
+	// Recorded after the shard's turn ends: no turn is held while another database is written.
+	return s.noteVersion(ctx, shard)
+}
+
+// setFenceSQLite is SetFence's transaction on SQLite, in the Store's turn to write there.
+func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
 	release, err := s.writeTurn(ctx, shard)
 	if err != nil {
 		return err
@@ -345,6 +357,9 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(batch), state), err)
 		}
 	}
+	if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+		return s.wrap(shard, "count the change", err)
+	}
 	return s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
 }
 
@@ -387,6 +402,9 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	}
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
+	}
+	if err := s.noteVersion(ctx, shard); err != nil {
+		return err
 	}
 	if state == rebalance.Serving || reopening {
 		return nil // a return to serving: nothing the mover reads next depends on writes before it

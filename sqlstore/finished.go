@@ -37,6 +37,11 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 		if _, err := tx.ExecContext(ctx, record, migration); err != nil {
 			return err
 		}
+		if !always { // a shard
+			if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+				return err
+			}
+		}
 		return tx.Commit()
 	}
 	what := fmt.Sprintf("record migration %.64q finished", migration)
@@ -53,9 +58,15 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 			return s.wrap(i, what, err)
 		}
 	}
+	if err := s.checkVersions(ctx); err != nil {
+		return err
+	}
 	for i, db := range s.shards {
 		if err := finish(db, false); err != nil {
 			return s.wrap(i, what, err)
+		}
+		if err := s.noteVersion(ctx, i); err != nil {
+			return err
 		}
 	}
 	return s.where(-1, what, finish(s.control, true))

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shardkit/shard/rebalance"
 )
@@ -85,6 +86,11 @@ func (s *Store) checkIdentities(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: %s is %s, not the one recorded at position %d: the shards are listed in another order than before (to list them anew, delete the rows of rebalance_shards in the control database): %w",
 			s.names[i], known, i, ErrShardOrder)
 	}
+	s.ids = ids
+	if _, err := s.recordedVersions(ctx); err != nil {
+		return err
+	}
+	s.versions.fetched.Store(time.Now().UnixNano())
 	control, err := s.identity(ctx, s.control)
 	if err != nil {
 		return fmt.Errorf("sqlstore: control database: identity: %w", err)

@@ -12,7 +12,8 @@
 // access routes by unless served), rebalance_identity (an ID of its own),
 // rebalance_control (the ID of the control database it was first listed with: [Store.Init]
 // refuses another, [ErrOtherControl], since two control databases would each issue the
-// movers' tokens) and on PostgreSQL
+// movers' tokens), rebalance_version (its count of changes to what it serves: see
+// behind.go) and on PostgreSQL
 // rebalance_stripe (the owners' stripes, which fence changes update: see guard.go); the
 // control database holds rebalance_marks (migration, owner, mark), the table
 // examples/rebalance already uses, rebalance_kept (the window's sums of old copies not yet
@@ -23,9 +24,10 @@
 // rebalance_epoch, rebalance_placement and rebalance_finished (also of the in-process
 // rebalance.Migration: see finished.go), rebalance_copying (the shards [Store.Copy] copied
 // an owner to, with the sum of what each copy wrote, until [Store.Delete] deletes its old
-// copy), and rebalance_shards, the
+// copy), rebalance_shards, the
 // shards' IDs by position: [Store.Init] refuses shards listed in another order than before,
-// or a database listed twice ([ErrShardOrder]).
+// or a database listed twice ([ErrShardOrder]), and rebalance_shard_versions, the newest
+// count of changes each shard committed: a shard below it is refused ([ErrShardBehind]).
 // The store issues the tokens: each claim one more than the last. Every write of a mover
 // (a fence, a chunk, a whole copy, a deletion, a mark) begins its transaction with a check of
 // its token against rebalance_epoch and, for rows, of the owners' fences there (on
@@ -273,6 +275,8 @@ type Store struct {
 	outward       []reference               // foreign keys of moved tables, whose referenced rows a shard must hold (Init)
 	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
 	uncaptured    string                    // checkCapture's statement
+	ids           []string                  // the shards' identities, by position, once Init read them
+	versions      versions                  // the shards' counts of changes, as the control database recorded them
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -346,6 +350,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	s.noCopy = make([]atomic.Bool, len(s.tables))
 	s.noRaw = make([]atomic.Bool, len(s.tables))
 	s.exactDelete = make([]atomic.Bool, len(s.tables))
+	s.versions.known = make([]atomic.Int64, len(shards))
 	s.turns = map[*sql.DB]chan struct{}{}
 	for _, db := range append([]*sql.DB{control}, shards...) {
 		if s.turns[db] == nil {
@@ -559,6 +564,7 @@ BEGIN
 		-- A writer whose snapshot is older than this change fails on its stripe's row (pgStripes).
 		UPDATE rebalance_stripe SET changes = changes + 1 WHERE stripe IN (SELECT ` + stripeOf("o") + ` FROM unnest(owners) AS o);
 	END IF;
+	` + bumpVersion + `;
 	RETURN newest;
 END
 $f$`}
@@ -700,7 +706,7 @@ func (s *Store) Init(ctx context.Context) error {
 		t.setInsertTail(always[ti])
 	}
 	for i, db := range s.shards {
-		if err := s.execAll(ctx, db, append(strings.Split(shardSchema, ";"), recordFinished)); err != nil {
+		if err := s.execAll(ctx, db, append(strings.Split(shardSchema, ";"), recordFinished, versionSchema, versionRow)); err != nil {
 			return s.wrap(i, "create fence tables", err)
 		}
 		if err := s.addColumns(ctx, db, shardColumns); err != nil {
@@ -725,7 +731,7 @@ func (s *Store) Init(ctx context.Context) error {
 			}
 		}
 	}
-	if err := s.execAll(ctx, s.control, append(strings.Split(controlSchema, ";"), recordFinished)); err != nil {
+	if err := s.execAll(ctx, s.control, append(strings.Split(controlSchema, ";"), recordFinished, controlVersionSchema)); err != nil {
 		return fmt.Errorf("sqlstore: control database: create marks tables: %w", err)
 	}
 	if err := s.addColumns(ctx, s.control, controlColumns); err != nil {

@@ -1,0 +1,228 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+)
+
+// Each shard counts the changes to what it serves (rebalance_version: every claim, fence
+// change and finish recorded there adds one, in its transaction), and the control database
+// records the newest count each shard committed (rebalance_shard_versions, by the shard's
+// identity), right after the commit. A shard whose count is below the recorded one is older
+// than its own last changes: restored from a backup, or rolled back. Such a shard may lack
+// the fences, placement and finish of a migration, and then accepts an access routed by the
+// before sharder for an owner whose rows moved away, a write nobody reads after the move.
+// It cannot tell that itself (it looks like a shard before a claim); only the control
+// database knows. So every access compares the shard's count with the recorded one, read
+// from the control database at most versionStale before (the counts only grow, so a count
+// read earlier is never above the shard's own unless the shard went back), and the mover's
+// claim, fence changes and Finish, and the in-process routers' CheckPlacement, compare them
+// too: all refuse with ErrShardBehind.
+//
+// A count recorded after its commit can be lost to a restore in between (the control
+// database never sees it): that one change is then not detected. The counts never refuse a
+// shard that did not go back: the control database records only counts a shard committed.
+
+// ErrShardBehind reports a shard that holds an older state of the migrations than the
+// control database recorded it committed: it was restored from a backup, or rolled back.
+// It wraps rebalance.ErrConfig.
+var ErrShardBehind = fmt.Errorf("shard behind its recorded changes (%w)", rebalance.ErrConfig)
+
+const (
+	versionSchema        = `CREATE TABLE IF NOT EXISTS rebalance_version (id INTEGER PRIMARY KEY CHECK (id = 0), version BIGINT NOT NULL)`
+	versionRow           = `INSERT INTO rebalance_version (id, version) VALUES (0, 0) ON CONFLICT (id) DO NOTHING`
+	controlVersionSchema = `CREATE TABLE IF NOT EXISTS rebalance_shard_versions (shard TEXT PRIMARY KEY, version BIGINT NOT NULL)`
+
+	// bumpVersion is the last statement of a transaction that changes what a shard serves:
+	// last, so that no lock is waited for while its row is held.
+	bumpVersion = `UPDATE rebalance_version SET version = version + 1 WHERE id = 0`
+	// readVersion is the shard's count, as a scalar expression: 0 if its row is gone (a
+	// database that lost its state is behind too).
+	readVersion = `COALESCE((SELECT version FROM rebalance_version WHERE id = 0), 0)`
+)
+
+// How long the counts read from the control database are trusted: an access that finds
+// them older than versionRefresh has them read again in the background (a busy process
+// never waits for the control database), one that finds them older than versionStale (an
+// idle process, or one whose background reads fail) reads them first.
+const (
+	versionRefresh = time.Second
+	versionStale   = 3 * time.Second
+)
+
+// versions is what a Store knows of the counts the control database recorded.
+type versions struct {
+	known      []atomic.Int64 // by shard position
+	fetched    atomic.Int64   // when they were last read (or tried), in Unix nanoseconds
+	refreshing atomic.Bool    // a background read is under way
+	mu         sync.Mutex     // held by an access that reads them first
+}
+
+// raise records that the control database holds at least v for shard i.
+func (vs *versions) raise(i int, v int64) {
+	for {
+		old := vs.known[i].Load()
+		if v <= old || vs.known[i].CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// age is how long ago the counts were last read.
+func (vs *versions) age() time.Duration { return time.Since(time.Unix(0, vs.fetched.Load())) }
+
+// knownVersion returns the count the control database recorded for shard i, read at most
+// versionStale before (or tried then: if the control database cannot be read, the counts
+// read before stand, and a restore goes unseen until it can).
+func (s *Store) knownVersion(ctx context.Context, i int) int64 {
+	vs := &s.versions
+	switch age := vs.age(); {
+	case age > versionStale:
+		vs.mu.Lock()
+		if vs.age() > versionStale {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			s.recordedVersions(rctx)
+			cancel()
+			vs.fetched.Store(time.Now().UnixNano())
+		}
+		vs.mu.Unlock()
+	case age > versionRefresh && vs.refreshing.CompareAndSwap(false, true):
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := s.recordedVersions(ctx); err == nil {
+				vs.fetched.Store(time.Now().UnixNano())
+			}
+			vs.refreshing.Store(false)
+		}()
+	}
+	return vs.known[i].Load()
+}
+
+// recordedVersions reads the counts the control database recorded, by shard position, and
+// raises the known ones to them.
+func (s *Store) recordedVersions(ctx context.Context) ([]int64, error) {
+	rows, err := s.control.QueryContext(ctx, "SELECT shard, version FROM rebalance_shard_versions")
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: control database: read the shards' recorded versions: %w", err)
+	}
+	defer rows.Close()
+	at := make(map[string]int, len(s.ids))
+	for i, id := range s.ids {
+		at[id] = i
+	}
+	out := make([]int64, len(s.shards))
+	for rows.Next() {
+		var id string
+		var v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			return nil, fmt.Errorf("sqlstore: control database: read the shards' recorded versions: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			out[i] = v
+			s.versions.raise(i, v)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: control database: read the shards' recorded versions: %w", err)
+	}
+	return out, nil
+}
+
+// version reads shard i's count.
+func (s *Store) version(ctx context.Context, q querier, i int) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, "SELECT "+readVersion).Scan(&v)
+	return v, s.wrap(i, "read the shard's version", err)
+}
+
+// shardBehind is the error of shard i, which holds count has where the control database
+// recorded recorded, if has is lower, else nil.
+func (s *Store) shardBehind(i int, has, recorded int64) error {
+	if has >= recorded {
+		return nil
+	}
+	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and the control database recorded that version %d committed here: the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or make it right by hand and then record it with Store.AcceptShard(ctx, %d): %w",
+		has, recorded, i, ErrShardBehind))
+}
+
+// checkVersions returns ErrShardBehind for the first shard whose count is below the one the
+// control database recorded: read first, so that a change committed between the two reads
+// only raises the shard's.
+func (s *Store) checkVersions(ctx context.Context) error {
+	recorded, err := s.recordedVersions(ctx)
+	if err != nil {
+		return err
+	}
+	for i, db := range s.shards {
+		v, err := s.version(ctx, db, i)
+		if err != nil {
+			return err
+		}
+		if err := s.shardBehind(i, v, recorded[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteVersion records in the control database the count shard i holds, after a change
+// committed there, or returns ErrShardBehind if the control database recorded a higher one
+// than the shard holds.
+func (s *Store) noteVersion(ctx context.Context, i int) error {
+	v, err := s.version(ctx, s.shards[i], i)
+	if err != nil {
+		return err
+	}
+	upsert := `INSERT INTO rebalance_shard_versions (shard, version) VALUES ($1, $2)
+		ON CONFLICT (shard) DO UPDATE SET version = max(rebalance_shard_versions.version, excluded.version) RETURNING version`
+	if s.dialect == PostgreSQL {
+		upsert = `INSERT INTO rebalance_shard_versions (shard, version) VALUES ($1, $2)
+		ON CONFLICT (shard) DO UPDATE SET version = GREATEST(rebalance_shard_versions.version, excluded.version) RETURNING version`
+	}
+	var recorded int64
+	if err := s.control.QueryRowContext(ctx, upsert, s.ids[i], v).Scan(&recorded); err != nil {
+		return fmt.Errorf("sqlstore: control database: record the version of %s: %w", s.names[i], err)
+	}
+	s.versions.raise(i, recorded)
+	if recorded > v {
+		// Another change may have committed since v was read, and been recorded first.
+		if v, err = s.version(ctx, s.shards[i], i); err != nil {
+			return err
+		}
+	}
+	return s.shardBehind(i, v, recorded)
+}
+
+// AcceptShard records that shard i, found behind the control database's record of its
+// changes (ErrShardBehind), is to be used as it now is: its count is raised to the recorded
+// one, and its accesses, claims and fence changes are accepted again. Call it only once the
+// shard is right: restored from a backup taken after its last change, or repaired by hand
+// (see docs/rebalancing.md: a restored old shard lacks the fences of the owners that left
+// it, and holds their rows as they were). It changes nothing else.
+func (s *Store) AcceptShard(ctx context.Context, i int) error {
+	db, err := s.shard(i)
+	if err != nil {
+		return err
+	}
+	if len(s.ids) != len(s.shards) {
+		return fmt.Errorf("sqlstore: AcceptShard before Init: %w", rebalance.ErrConfig)
+	}
+	var recorded int64
+	err = s.control.QueryRowContext(ctx, "SELECT version FROM rebalance_shard_versions WHERE shard = $1", s.ids[i]).Scan(&recorded)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlstore: control database: read the version of %s: %w", s.names[i], err)
+	}
+	_, err = db.ExecContext(ctx, "UPDATE rebalance_version SET version = $1 WHERE id = 0 AND version < $1", recorded)
+	if err != nil {
+		return s.wrap(i, "accept the shard as it is", err)
+	}
+	return s.noteVersion(ctx, i)
+}

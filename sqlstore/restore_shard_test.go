@@ -1,0 +1,313 @@
+package sqlstore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardkit/shard/rebalance"
+	"github.com/shardkit/shard/sqlstore"
+)
+
+// databaseBackup is every row of every table of one database, by table: what a backup
+// restores.
+type databaseBackup map[string][][]any
+
+func backUpDatabase(t *testing.T, e *engine, db *sql.DB) databaseBackup {
+	t.Helper()
+	list := "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+	if e.dialect == sqlstore.PostgreSQL {
+		list = "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()"
+	}
+	var tables []string
+	rows, err := db.Query(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	b := databaseBackup{}
+	for _, table := range tables {
+		b[table] = [][]any{} // restored empty if it holds no row
+		rows, err := db.Query("SELECT * FROM " + table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			row := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range row {
+				ptrs[i] = &row[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			b[table] = append(b[table], row)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+	return b
+}
+
+// restore puts every table of db back as b holds it, in one transaction: the rebalancing
+// tables first, then the data (whose capture triggers then read the fences of the backup),
+// then the rebalancing tables again (what the triggers wrote is replaced).
+func (b databaseBackup) restore(t *testing.T, db *sql.DB) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	put := func(data bool) {
+		for table, rows := range b {
+			if strings.HasPrefix(table, "rebalance_") == data {
+				continue
+			}
+			if _, err := tx.Exec("DELETE FROM " + table); err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range rows {
+				marks := make([]string, len(row))
+				for i := range marks {
+					marks[i] = fmt.Sprintf("$%d", i+1)
+				}
+				if _, err := tx.Exec("INSERT INTO "+table+" VALUES ("+strings.Join(marks, ", ")+")", row...); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	put(false)
+	put(true)
+	put(false)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leavingShard returns n users (loaded by the caller) whose before shard is from and whose
+// after shard is another.
+func (w *world) leavingShard(from, n int) []int {
+	var out []int
+	for u := 1; len(out) < n; u++ {
+		s := strconv.Itoa(u)
+		if w.before.Locate(s) == from && w.after.Locate(s) != from {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// staying returns n users whose before and after shard is s.
+func (w *world) staying(s, n int) []int {
+	var out []int
+	for u := 1; len(out) < n; u++ {
+		if k := strconv.Itoa(u); w.before.Locate(k) == s && w.after.Locate(k) == s {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// countRows returns how many messages of user shard s holds.
+func countRows(t *testing.T, p *proc, s int, user string) int {
+	t.Helper()
+	var n int
+	if err := p.dbs[s].QueryRow("SELECT COUNT(*) FROM messages WHERE user_id = " + user).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestShardRestoredFromBeforeTheClaim: a Shared migration moves users off shard 1 and
+// finishes; then shard 1's database is restored from a backup taken before the mover
+// claimed (a disaster recovery, or a rollback of the wrong database). It holds no fence,
+// placement or finish of the migration, and looks like a shard before a claim: before, it
+// accepted and acknowledged every access routed by the before sharder (a process started
+// before the claim, or one started since with the before sharder), writes that no reader
+// of the finished placement sees. Now the shard's count of changes is below what the
+// control database recorded: every access there, the mover and Finish are refused
+// (ErrShardBehind) and nothing is written, until the operator accepts the shard.
+func TestShardRestoredFromBeforeTheClaim(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, append(w.leavingShard(1, 4), w.leavingShard(0, 2)...), 5)
+		w.load(t, admin, w.staying(1, 1), 5)
+		stale := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{}) // routes by the before sharder throughout
+		idle := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})  // the same, and makes no access until after the restore
+		u, staying := w.users[0], w.users[len(w.users)-1]
+		if err := w.write(ctx, stale, u); err != nil {
+			t.Fatal(err)
+		}
+		backup := backUpDatabase(t, e, admin.dbs[1])
+
+		mover := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := mover.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := mover.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		// The stale process stays busy with a user that stays on shard 1 (it never learns of
+		// the finish), and reads the control database's record in the background.
+		for range 3 {
+			if err := w.read(ctx, stale, staying); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(sqlstore.VersionRefresh)
+		}
+		backup.restore(t, admin.dbs[1])
+		on1 := countRows(t, admin, 1, u)
+
+		fresh := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{}) // started after the restore
+		time.Sleep(sqlstore.VersionStale - sqlstore.VersionRefresh)           // the idle process's counts are older than that now
+		for name, m := range map[string]*rebalance.Shared[*sql.Tx]{"stale": stale, "idle": idle, "fresh": fresh} {
+			if err := w.write(ctx, m, u); !errors.Is(err, sqlstore.ErrShardBehind) {
+				t.Errorf("%s process: write of user %s (moved off the restored shard 1): %v, want ErrShardBehind", name, u, err)
+			} else {
+				t.Logf("%s: %v", name, err)
+			}
+		}
+		if n := countRows(t, admin, 1, u); n != on1 {
+			t.Errorf("the restored shard 1 holds %d rows of user %s, %d after the restore: a write landed where no reader looks", n, u, on1)
+		}
+		if err := mover.Finish(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Finish again: %v, want ErrShardBehind", err)
+		}
+		next := w.shared(t, e.open(t, 2), "grow-again", rebalance.SharedOptions{})
+		if err := next.Run(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("the next migration's Run: %v, want ErrShardBehind", err)
+		}
+		// The shards not restored serve as before: a user that never lived on shard 1.
+		other := w.users[len(w.users)-2]
+		if err := w.write(ctx, fresh, other); err != nil {
+			t.Errorf("write of user %s, whose shards were not restored: %v", other, err)
+		}
+
+		// The operator accepts the shard as it is (here, having chosen to): it is used again.
+		if err := admin.store.AcceptShard(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Run(ctx, slices.Values(w.users)); errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("the next migration's Run after AcceptShard: %v", err)
+		}
+	})
+}
+
+// TestShardRestoredWhileMoving: the backup of shard 1 was taken after the mover moved some
+// of its users; the mover moves the rest, and the shard is restored. It holds the fences of
+// the first users only: before, a resumed Run marked the others done again and returned nil,
+// and an access routed by the before sharder wrote the others' rows on shard 1 beside their
+// moved ones. Now both are refused (ErrShardBehind).
+func TestShardRestoredWhileMoving(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.leavingShard(1, 6), 5)
+		mover := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := mover.Run(ctx, slices.Values(w.users[:3])); err != nil {
+			t.Fatal(err)
+		}
+		backup := backUpDatabase(t, e, admin.dbs[1])
+		if err := mover.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		backup.restore(t, admin.dbs[1])
+		last := w.users[len(w.users)-1] // moved after the backup
+		on1 := countRows(t, admin, 1, last)
+
+		fresh := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := w.write(ctx, fresh, last); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("write of user %s, moved after the backup: %v, want ErrShardBehind", last, err)
+		}
+		if err := mover.Run(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Run again: %v, want ErrShardBehind", err)
+		}
+		if n := countRows(t, admin, 1, last); n != on1 {
+			t.Errorf("the restored shard 1 holds %d rows of user %s, %d after the restore", n, last, on1)
+		}
+	})
+}
+
+// TestNewShardRestored: the new shard's database is restored from a backup taken before the
+// mover claimed, after the migration finished: the moved rows are gone with it (the restore
+// lost them, not the mover), and the shard lacks the finish. Before, Finish again returned
+// nil without recording it there. Now accesses there, and Finish, are refused
+// (ErrShardBehind), so the operator learns of it at once.
+func TestNewShardRestored(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.leavingShard(1, 3), 5)
+		backup := backUpDatabase(t, e, admin.dbs[2])
+		mover := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := mover.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		if err := mover.Finish(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		backup.restore(t, admin.dbs[2])
+		fresh := w.shared(t, e.open(t, 2), "grow", rebalance.SharedOptions{})
+		if err := w.write(ctx, fresh, w.users[0]); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("write of user %s on its restored new shard: %v, want ErrShardBehind", w.users[0], err)
+		}
+		if err := mover.Finish(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Finish again: %v, want ErrShardBehind", err)
+		}
+	})
+}
+
+// TestShardRestoredInProcess: the same restore of an old shard under an in-process
+// Migration, which routes by the marks and misplaced nothing before either; its Do and Run
+// now name the shard too (ErrShardBehind, through CheckPlacement and the claim).
+func TestShardRestoredInProcess(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.leavingShard(1, 6), 5)
+		p := e.open(t, 2)
+		m, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users[:3])); err != nil {
+			t.Fatal(err)
+		}
+		backup := backUpDatabase(t, e, admin.dbs[1])
+		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		backup.restore(t, admin.dbs[1])
+		u := w.users[len(w.users)-1]
+		err = m.Do(ctx, u, func(s int) error { return fmt.Errorf("routed to shard %d", s) })
+		if !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Do after shard 1 was restored: %v, want ErrShardBehind", err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Run after shard 1 was restored: %v, want ErrShardBehind", err)
+		}
+	})
+}
