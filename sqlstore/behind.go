@@ -1,10 +1,12 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,16 +17,17 @@ import (
 // Each shard counts the changes to what it serves (rebalance_version: every claim, fence
 // change and finish recorded there adds one, in its transaction), and the control database
 // records the newest count each shard committed (rebalance_shard_versions, by the shard's
-// identity), right after the commit. A shard whose count is below the recorded one is older
-// than its own last changes: restored from a backup, or rolled back. Such a shard may lack
-// the fences, placement and finish of a migration, and then accepts an access routed by the
-// before sharder for an owner whose rows moved away, a write nobody reads after the move.
-// It cannot tell that itself (it looks like a shard before a claim); only the control
-// database knows. So every access compares the shard's count with the recorded one, read
-// from the control database at most versionStale before (the counts only grow, so a count
-// read earlier is never above the shard's own unless the shard went back), and the mover's
-// claim, fence changes and Finish, and the in-process routers' CheckPlacement, compare them
-// too: all refuse with ErrShardBehind.
+// identity): right after a claim's or a finish's commit, within versionFlush of a fence
+// change's (the process that made it knows the count at once). A shard whose count is
+// below the recorded one is older than its own last changes: restored from a backup, or
+// rolled back. Such a shard may lack the fences, placement and finish of a migration, and
+// then accepts an access routed by the before sharder for an owner whose rows moved away,
+// a write nobody reads after the move. It cannot tell that itself (it looks like a shard
+// before a claim); only the control database knows. So every access compares the shard's
+// count with the recorded one, read from the control database at most versionStale before
+// (the counts only grow, so a count read earlier is never above the shard's own unless the
+// shard went back), and the mover's claim, fence changes and Finish, and the in-process
+// routers' CheckPlacement, compare them too: all refuse with ErrShardBehind.
 //
 // A count recorded after its commit can be lost to a restore in between (the control
 // database never sees it): that one change is then not detected. The counts never refuse a
@@ -59,17 +62,23 @@ const (
 
 // versions is what a Store knows of the counts the control database recorded.
 type versions struct {
-	known      []atomic.Int64 // by shard position
+	known      []atomic.Int64 // by shard position: recorded there, or read on the shard
+	recorded   []atomic.Int64 // by shard position: known to be recorded there
+	flushing   atomic.Bool    // a background write of the known counts is under way
 	fetched    atomic.Int64   // when they were last read (or tried), in Unix nanoseconds
 	refreshing atomic.Bool    // a background read is under way
 	mu         sync.Mutex     // held by an access that reads them first
 }
 
-// raise records that the control database holds at least v for shard i.
-func (vs *versions) raise(i int, v int64) {
+// raise records that shard i committed count v: the control database recorded it, or it
+// was read there.
+func (vs *versions) raise(i int, v int64) { raiseTo(&vs.known[i], v) }
+
+// raiseTo sets *x to v if v is greater.
+func raiseTo(x *atomic.Int64, v int64) {
 	for {
-		old := vs.known[i].Load()
-		if v <= old || vs.known[i].CompareAndSwap(old, v) {
+		old := x.Load()
+		if v <= old || x.CompareAndSwap(old, v) {
 			return
 		}
 	}
@@ -128,6 +137,7 @@ func (s *Store) recordedVersions(ctx context.Context) ([]int64, error) {
 		if i, ok := at[id]; ok {
 			out[i] = v
 			s.versions.raise(i, v)
+			raiseTo(&s.versions.recorded[i], v)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -143,62 +153,114 @@ func (s *Store) version(ctx context.Context, q querier, i int) (int64, error) {
 	return v, s.wrap(i, "read the shard's version", err)
 }
 
-// shardBehind is the error of shard i, which holds count has where the control database
-// recorded recorded, if has is lower, else nil.
-func (s *Store) shardBehind(i int, has, recorded int64) error {
-	if has >= recorded {
+// shardBehind is the error of shard i, which holds count has where a count of known
+// committed there before, if has is lower, else nil.
+func (s *Store) shardBehind(i int, has, known int64) error {
+	if has >= known {
 		return nil
 	}
-	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and the control database recorded that version %d committed here: the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or make it right by hand and then record it with Store.AcceptShard(ctx, %d): %w",
-		has, recorded, i, ErrShardBehind))
+	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and version %d committed here before (as the control database recorded, or a read here found): the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or make it right by hand and then record it with Store.AcceptShard(ctx, %d): %w",
+		has, known, i, ErrShardBehind))
 }
 
 // checkVersions returns ErrShardBehind for the first shard whose count is below the one the
 // control database recorded: read first, so that a change committed between the two reads
 // only raises the shard's.
 func (s *Store) checkVersions(ctx context.Context) error {
-	recorded, err := s.recordedVersions(ctx)
-	if err != nil {
+	if _, err := s.recordedVersions(ctx); err != nil {
 		return err
 	}
 	for i, db := range s.shards {
+		known := s.versions.known[i].Load() // the recorded count, or a higher one read here
 		v, err := s.version(ctx, db, i)
 		if err != nil {
 			return err
 		}
-		if err := s.shardBehind(i, v, recorded[i]); err != nil {
+		if err := s.shardBehind(i, v, known); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// noteVersion records in the control database the count shard i holds, after a change
-// committed there, or returns ErrShardBehind if the control database recorded a higher one
-// than the shard holds.
-func (s *Store) noteVersion(ctx context.Context, i int) error {
+// observeVersion reads the count shard i holds after a change committed there, and returns
+// ErrShardBehind if it is below a count known before the read (recorded by the control
+// database, or read here from the shard); else it knows the count from now on, and has it
+// recorded in the control database in the background (flushVersions), at most
+// versionFlush later: a fence change does not wait for the control database.
+func (s *Store) observeVersion(ctx context.Context, i int) error {
+	known := s.versions.known[i].Load()
 	v, err := s.version(ctx, s.shards[i], i)
 	if err != nil {
 		return err
 	}
+	if err := s.shardBehind(i, v, known); err != nil {
+		return err
+	}
+	s.versions.raise(i, v)
+	if s.versions.flushing.CompareAndSwap(false, true) {
+		go s.flushVersions()
+	}
+	return nil
+}
+
+// flushVersions records the counts known and not yet recorded in the control database,
+// versionFlush after it is started (the changes of a group of owners, one write), and again
+// while changes come in meanwhile. On an error it stops: the next change starts it again.
+func (s *Store) flushVersions() {
+	vs := &s.versions
+	for {
+		time.Sleep(versionFlush)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		for i := range s.shards {
+			err = cmp.Or(err, s.recordVersion(ctx, i))
+		}
+		cancel()
+		vs.flushing.Store(false)
+		pending := false
+		for i := range vs.known {
+			pending = pending || vs.known[i].Load() > vs.recorded[i].Load()
+		}
+		if err != nil || !pending || !vs.flushing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// versionFlush is how long after a fence change its count is recorded in the control
+// database, with those of the changes after it.
+const versionFlush = 50 * time.Millisecond
+
+// noteVersion is observeVersion, then records the count in the control database before
+// it returns: after a claim or a finish, which other processes must see refused on a shard
+// restored to before it.
+func (s *Store) noteVersion(ctx context.Context, i int) error {
+	if err := s.observeVersion(ctx, i); err != nil {
+		return err
+	}
+	return s.recordVersion(ctx, i)
+}
+
+// recordVersion records in the control database the count known of shard i, if it is
+// above the one recorded.
+func (s *Store) recordVersion(ctx context.Context, i int) error {
+	v := s.versions.known[i].Load()
+	if v <= s.versions.recorded[i].Load() {
+		return nil
+	}
 	upsert := `INSERT INTO rebalance_shard_versions (shard, version) VALUES ($1, $2)
 		ON CONFLICT (shard) DO UPDATE SET version = max(rebalance_shard_versions.version, excluded.version) RETURNING version`
 	if s.dialect == PostgreSQL {
-		upsert = `INSERT INTO rebalance_shard_versions (shard, version) VALUES ($1, $2)
-		ON CONFLICT (shard) DO UPDATE SET version = GREATEST(rebalance_shard_versions.version, excluded.version) RETURNING version`
+		upsert = strings.Replace(upsert, "max(", "GREATEST(", 1)
 	}
 	var recorded int64
 	if err := s.control.QueryRowContext(ctx, upsert, s.ids[i], v).Scan(&recorded); err != nil {
 		return fmt.Errorf("sqlstore: control database: record the version of %s: %w", s.names[i], err)
 	}
 	s.versions.raise(i, recorded)
-	if recorded > v {
-		// Another change may have committed since v was read, and been recorded first.
-		if v, err = s.version(ctx, s.shards[i], i); err != nil {
-			return err
-		}
-	}
-	return s.shardBehind(i, v, recorded)
+	raiseTo(&s.versions.recorded[i], recorded)
+	return nil
 }
 
 // AcceptShard records that shard i, found behind the control database's record of its
@@ -220,6 +282,7 @@ func (s *Store) AcceptShard(ctx context.Context, i int) error {
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlstore: control database: read the version of %s: %w", s.names[i], err)
 	}
+	recorded = max(recorded, s.versions.known[i].Load()) // what this process read there before
 	_, err = db.ExecContext(ctx, "UPDATE rebalance_version SET version = $1 WHERE id = 0 AND version < $1", recorded)
 	if err != nil {
 		return s.wrap(i, "accept the shard as it is", err)

@@ -306,8 +306,8 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 	if err := s.setFenceSQLite(ctx, migration, owners, shard, state, token); err != nil {
 		return err
 	}
-	// Recorded after the shard's turn ends: no turn is held while another database is written.
-	return s.noteVersion(ctx, shard)
+	return s.observeVersion(ctx, shard) // after the turn ends: none is held while another database is read
+
 }
 
 // setFenceSQLite is SetFence's transaction on SQLite, in the Store's turn to write there.
@@ -403,7 +403,7 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
 	}
-	if err := s.noteVersion(ctx, shard); err != nil {
+	if err := s.observeVersion(ctx, shard); err != nil {
 		return err
 	}
 	if state == rebalance.Serving || reopening {

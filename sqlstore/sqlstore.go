@@ -351,6 +351,7 @@ func New(dialect Dialect, shards []*sql.DB, control *sql.DB, tables []TableSpec,
 	s.noRaw = make([]atomic.Bool, len(s.tables))
 	s.exactDelete = make([]atomic.Bool, len(s.tables))
 	s.versions.known = make([]atomic.Int64, len(shards))
+	s.versions.recorded = make([]atomic.Int64, len(shards))
 	s.turns = map[*sql.DB]chan struct{}{}
 	for _, db := range append([]*sql.DB{control}, shards...) {
 		if s.turns[db] == nil {
