@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"cmp"
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -159,7 +157,7 @@ func (s *Store) shardBehind(i int, has, known int64) error {
 	if has >= known {
 		return nil
 	}
-	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and version %d committed here before (as the control database recorded, or a read here found): the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or make it right by hand and then record it with Store.AcceptShard(ctx, %d): %w",
+	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and version %d committed here before (as the control database recorded, or a read here found): the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or, with no migration under way, bring it up to the control database's record with Store.AcceptShard(ctx, %d): %w",
 		has, known, i, ErrShardBehind))
 }
 
@@ -263,12 +261,21 @@ func (s *Store) recordVersion(ctx context.Context, i int) error {
 	return nil
 }
 
-// AcceptShard records that shard i, found behind the control database's record of its
-// changes (ErrShardBehind), is to be used as it now is: its count is raised to the recorded
-// one, and its accesses, claims and fence changes are accepted again. Call it only once the
-// shard is right: restored from a backup taken after its last change, or repaired by hand
-// (see docs/rebalancing.md: a restored old shard lacks the fences of the owners that left
-// it, and holds their rows as they were). It changes nothing else.
+// AcceptShard brings shard i, found behind its recorded changes (ErrShardBehind), up to
+// what the control database holds of the migrations, and accepts it again: it records there
+// the migrations finished, the newest mover tokens and, if the control database serves a
+// finished placement, that placement finished, then raises the shard's count to the
+// recorded one. A shard restored to before a finished migration then refuses every access
+// routed by that migration's before sharder as to an owner leaving it (a process that
+// still routes by it learns of the finish and goes to the after shard), as it did before
+// the restore. The rows it holds of owners that left it stay, as they were at the backup,
+// where no access of the finished placement reads them (the next migration's Run names
+// them: delete them then). Rows written on the shard after the backup are not brought back.
+//
+// While a migration is under way (the control database serves a placement not finished),
+// it refuses (rebalance.ErrConfig) and changes nothing: the shard may lack fences of owners
+// moved since the backup, which only the shard held, and would accept their accesses.
+// Restore the shard from a backup taken after its last change instead.
 func (s *Store) AcceptShard(ctx context.Context, i int) error {
 	db, err := s.shard(i)
 	if err != nil {
@@ -277,15 +284,82 @@ func (s *Store) AcceptShard(ctx context.Context, i int) error {
 	if len(s.ids) != len(s.shards) {
 		return fmt.Errorf("sqlstore: AcceptShard before Init: %w", rebalance.ErrConfig)
 	}
-	var recorded int64
-	err = s.control.QueryRowContext(ctx, "SELECT version FROM rebalance_shard_versions WHERE shard = $1", s.ids[i]).Scan(&recorded)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlstore: control database: read the version of %s: %w", s.names[i], err)
-	}
-	recorded = max(recorded, s.versions.known[i].Load()) // what this process read there before
-	_, err = db.ExecContext(ctx, "UPDATE rebalance_version SET version = $1 WHERE id = 0 AND version < $1", recorded)
+	served, finished, err := s.served(ctx, s.control, -1)
 	if err != nil {
-		return s.wrap(i, "accept the shard as it is", err)
+		return err
+	}
+	if !served.IsZero() && !finished {
+		return s.wrap(i, "accept the shard", fmt.Errorf("migration %q is under way: the shard may lack the fences of owners moved since its backup, which no other database holds, and would accept their accesses; restore it from a backup taken after its last change, or finish the migration first: %w", served.Migration, rebalance.ErrConfig))
+	}
+	var finishedIDs []string
+	rows, err := s.control.QueryContext(ctx, "SELECT migration FROM rebalance_finished")
+	if err == nil {
+		for rows.Next() {
+			var m string
+			if err = rows.Scan(&m); err != nil {
+				break
+			}
+			finishedIDs = append(finishedIDs, m)
+		}
+		rows.Close()
+		err = cmp.Or(err, rows.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: read the migrations finished: %w", err)
+	}
+	tokens := map[string]int64{}
+	if rows, err = s.control.QueryContext(ctx, "SELECT migration, token FROM rebalance_claim"); err == nil {
+		for rows.Next() {
+			var m string
+			var t int64
+			if err = rows.Scan(&m, &t); err != nil {
+				break
+			}
+			tokens[m] = t
+		}
+		rows.Close()
+		err = cmp.Or(err, rows.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("sqlstore: control database: read the mover tokens issued: %w", err)
+	}
+	recorded, err := s.recordedVersions(ctx)
+	if err != nil {
+		return err
+	}
+	version := max(recorded[i], s.versions.known[i].Load()) // and what this process read there before
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(i, "begin", err)
+	}
+	defer tx.Rollback()
+	exec := func(q string, args ...any) {
+		if err == nil {
+			_, err = tx.ExecContext(ctx, q, args...)
+		}
+	}
+	for _, m := range finishedIDs {
+		exec("INSERT INTO rebalance_finished (migration) VALUES ($1) ON CONFLICT (migration) DO NOTHING", m)
+	}
+	upsert := "INSERT INTO rebalance_epoch (migration, token) VALUES ($1, $2) ON CONFLICT (migration) DO UPDATE SET token = max(rebalance_epoch.token, excluded.token)"
+	if s.dialect == PostgreSQL {
+		upsert = strings.Replace(upsert, "max(", "GREATEST(", 1)
+	}
+	for m, t := range tokens {
+		exec(upsert, m, t)
+	}
+	if !served.IsZero() {
+		exec(`INSERT INTO rebalance_placement (id, migration, before_fp, after_fp, finished, in_process) VALUES (0, $1, $2, $3, 1, $4)
+			ON CONFLICT (id) DO UPDATE SET migration = excluded.migration, before_fp = excluded.before_fp, after_fp = excluded.after_fp,
+			finished = 1, in_process = excluded.in_process`, served.Migration, int64(served.Before), int64(served.After), flag(served.InProcess))
+	}
+	exec("UPDATE rebalance_version SET version = $1 WHERE id = 0 AND version < $1", version)
+	if err != nil {
+		return s.wrap(i, "bring the shard up to the control database", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(i, "commit", err)
 	}
 	return s.noteVersion(ctx, i)
 }
