@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -41,8 +43,8 @@ const (
 	versionRow           = `INSERT INTO rebalance_version (id, version) VALUES (0, 0) ON CONFLICT (id) DO NOTHING`
 	controlVersionSchema = `CREATE TABLE IF NOT EXISTS rebalance_shard_versions (shard TEXT PRIMARY KEY, version BIGINT NOT NULL)`
 
-	// bumpVersion is the last statement of a transaction that changes what a shard serves:
-	// last, so that no lock is waited for while its row is held.
+	// bumpVersion counts a change in the function that changes fences (PostgreSQL): its
+	// last statement, so that no lock is waited for while the row is held.
 	bumpVersion = `UPDATE rebalance_version SET version = version + 1 WHERE id = 0`
 	// readVersion is the shard's count, as a scalar expression: 0 if its row is gone (a
 	// database that lost its state is behind too).
@@ -159,6 +161,30 @@ func (s *Store) shardBehind(i int, has, known int64) error {
 	}
 	return s.wrap(i, "check the shard's version", fmt.Errorf("it holds version %d of the migrations' state, and version %d committed here before (as the control database recorded, or a read here found): the database is older than its own last changes (restored from a backup, or rolled back), and may accept accesses for owners whose rows moved away, or lack rows that moved in; nothing was done here: restore it from a backup taken after its last change, or, with no migration under way, bring it up to the control database's record with Store.AcceptShard(ctx, %d): %w",
 		has, known, i, ErrShardBehind))
+}
+
+// bump counts a change in tx on shard i, as the transaction's last statement before its
+// commit (no lock is waited for while the row is held), or returns ErrShardBehind if the
+// shard holds a count below known, one known before tx began: the change is refused before
+// it commits, and a restored shard's count cannot climb back to the one recorded.
+func (s *Store) bump(ctx context.Context, tx *sql.Tx, i int, known int64) error {
+	res, err := tx.ExecContext(ctx, "UPDATE rebalance_version SET version = version + 1 WHERE id = 0 AND version >= $1", known)
+	if err != nil {
+		return s.wrap(i, "count the change", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return s.wrap(i, "count the change", err)
+	}
+	return cmp.Or(s.behindIn(ctx, tx, i, known), s.wrap(i, "count the change", errors.New("rebalance_version has no row: run Init")))
+}
+
+// behindIn returns ErrShardBehind if shard i, read in q, holds a count below known.
+func (s *Store) behindIn(ctx context.Context, q querier, i int, known int64) error {
+	v, err := s.version(ctx, q, i)
+	if err != nil {
+		return err
+	}
+	return s.shardBehind(i, v, known)
 }
 
 // checkVersions returns ErrShardBehind for the first shard whose count is below the one the

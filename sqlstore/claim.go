@@ -274,6 +274,7 @@ func (s *Store) checkTables(ctx context.Context, migration string) error {
 
 // claimShard records token, and c.Placement if not zero, on shard i.
 func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token uint64) error {
+	known := s.versions.known[i].Load()
 	tx, err := s.begin(ctx, i)
 	if err != nil {
 		return err
@@ -285,8 +286,8 @@ func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token 
 	if err := s.follow(ctx, tx, i, c.Placement); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
-		return s.wrap(i, "count the change", err)
+	if err := s.bump(ctx, tx, i, known); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap(i, "commit claim", err)
@@ -469,6 +470,7 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 		return err
 	}
 	for i := range s.shards {
+		known := s.versions.known[i].Load()
 		tx, err := s.begin(ctx, i)
 		if err != nil {
 			return err
@@ -481,14 +483,15 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 		}
 		_, err = tx.ExecContext(ctx, "UPDATE rebalance_placement SET finished = "+set+" WHERE migration = $2 AND before_fp = $3 AND after_fp = $4 AND "+where,
 			id, p.Migration, int64(p.Before), int64(p.After))
-		if err == nil {
-			_, err = tx.ExecContext(ctx, bumpVersion)
-		}
-		if err == nil {
-			err = tx.Commit()
-		}
-		tx.Rollback()
 		if err != nil {
+			tx.Rollback()
+			return s.wrap(i, "record the migration being finished", err)
+		}
+		if err := s.bump(ctx, tx, i, known); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
 			return s.wrap(i, "record the migration being finished", err)
 		}
 		if err := s.noteVersion(ctx, i); err != nil {
@@ -519,7 +522,11 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 		return err
 	}
 	const served = "FROM rebalance_placement WHERE migration = $1 AND before_fp = $2 AND after_fp = $3"
-	finish := func(db *sql.DB, check, shard bool) error {
+	finish := func(db *sql.DB, check bool, shard int) error { // shard -1: the control database
+		var known int64
+		if shard >= 0 {
+			known = s.versions.known[shard].Load()
+		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -547,22 +554,22 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 			p.Migration, int64(p.Before), int64(p.After)); err != nil {
 			return err
 		}
-		if shard {
-			if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+		if shard >= 0 {
+			if err := s.bump(ctx, tx, shard, known); err != nil {
 				return err
 			}
 		}
 		return tx.Commit()
 	}
 	for i, db := range s.shards {
-		if err := finish(db, finisher != 0, true); err != nil {
+		if err := finish(db, finisher != 0, i); err != nil {
 			return s.wrap(i, "record the migration finished", err)
 		}
 		if err := s.noteVersion(ctx, i); err != nil {
 			return err
 		}
 	}
-	return s.where(-1, "record the migration finished", finish(s.control, false, false))
+	return s.where(-1, "record the migration finished", finish(s.control, false, -1))
 }
 
 // claimedAs returns a *rebalance.PlacementError if the control database serves p's

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -317,6 +318,7 @@ func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []s
 		return err
 	}
 	defer release()
+	known := s.versions.known[shard].Load()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
@@ -357,8 +359,8 @@ func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []s
 			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(batch), state), err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
-		return s.wrap(shard, "count the change", err)
+	if err := s.bump(ctx, tx, shard, known); err != nil {
+		return err
 	}
 	return s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
 }
@@ -392,8 +394,13 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	}
 	slices.Sort(keys)
 	var newest int64
-	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token), placementNS).Scan(&newest)
+	// Not on a shard behind its known count (a one-time filter, evaluated before the call).
+	known := s.versions.known[shard].Load()
+	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8, $9) WHERE "+readVersion+" >= $10",
+		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token), placementNS, known).Scan(&newest)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = cmp.Or(s.behindIn(ctx, db, shard, known), errors.New("the shard's version was below the one known, then not: set the fence again"))
+	}
 	if err == nil {
 		err = fenceWhileFinishing(migration, newest)
 	}

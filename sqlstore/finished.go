@@ -21,7 +21,11 @@ import (
 func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 	// The control database records it whether or not a claim recorded a placement (a
 	// migration that moved nothing never claimed).
-	finish := func(db *sql.DB, always bool) error {
+	finish := func(db *sql.DB, shard int) error { // shard -1: the control database
+		var known int64
+		if shard >= 0 {
+			known = s.versions.known[shard].Load()
+		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -31,14 +35,14 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 			return err
 		}
 		record := "INSERT INTO rebalance_finished (migration) SELECT migration FROM rebalance_placement WHERE migration = $1 ON CONFLICT (migration) DO NOTHING"
-		if always {
+		if shard < 0 {
 			record = "INSERT INTO rebalance_finished (migration) VALUES ($1) ON CONFLICT (migration) DO NOTHING"
 		}
 		if _, err := tx.ExecContext(ctx, record, migration); err != nil {
 			return err
 		}
-		if !always { // a shard
-			if _, err := tx.ExecContext(ctx, bumpVersion); err != nil {
+		if shard >= 0 {
+			if err := s.bump(ctx, tx, shard, known); err != nil {
 				return err
 			}
 		}
@@ -62,14 +66,14 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 		return err
 	}
 	for i, db := range s.shards {
-		if err := finish(db, false); err != nil {
+		if err := finish(db, i); err != nil {
 			return s.wrap(i, what, err)
 		}
 		if err := s.noteVersion(ctx, i); err != nil {
 			return err
 		}
 	}
-	return s.where(-1, what, finish(s.control, true))
+	return s.where(-1, what, finish(s.control, -1))
 }
 
 // IsFinished reports whether the control database records migration finished, by

@@ -338,3 +338,48 @@ func TestShardRestoredInProcess(t *testing.T) {
 		}
 	})
 }
+
+// restoringStore is a Store whose first fence change on shard at, after the claim, is
+// preceded by a restore of that shard's database.
+type restoringStore struct {
+	*sqlstore.Store
+	t      *testing.T
+	at     int
+	backup databaseBackup
+	db     *sql.DB
+	done   bool
+}
+
+func (r *restoringStore) SetFence(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
+	if shard == r.at && !r.done {
+		r.done = true
+		r.backup.restore(r.t, r.db)
+	}
+	return r.Store.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+// TestShardRestoredUnderTheMover: shard 1 is restored while the mover runs, after its claim
+// and before its first fence change there. The fence change is refused before it commits
+// (ErrShardBehind): the restored shard holds no fence the mover set on it.
+func TestShardRestoredUnderTheMover(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.leavingShard(1, 4), 5)
+		p := e.open(t, 2)
+		backup := backUpDatabase(t, e, admin.dbs[1]) // before the claim
+		store := &restoringStore{Store: p.store, t: t, at: 1, backup: backup, db: admin.dbs[1]}
+		mover, err := rebalance.NewShared("grow", w.before, w.after, rebalance.SharedStore[*sql.Tx](store), rebalance.SharedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mover.Run(ctx, slices.Values(w.users)); !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Run with shard 1 restored under it: %v, want ErrShardBehind", err)
+		}
+		var fences int
+		if err := admin.dbs[1].QueryRow("SELECT COUNT(*) FROM rebalance_fence").Scan(&fences); err != nil || fences != 0 {
+			t.Errorf("the restored shard 1 holds %d fences (%v), want none", fences, err)
+		}
+	})
+}
