@@ -167,15 +167,14 @@ func (s *Store) shardBehind(i int, has, known int64) error {
 // commit (no lock is waited for while the row is held), or returns ErrShardBehind if the
 // shard holds a count below known, one known before tx began: the change is refused before
 // it commits, and a restored shard's count cannot climb back to the one recorded.
-func (s *Store) bump(ctx context.Context, tx *sql.Tx, i int, known int64) error {
-	res, err := tx.ExecContext(ctx, "UPDATE rebalance_version SET version = version + 1 WHERE id = 0 AND version >= $1", known)
-	if err != nil {
-		return s.wrap(i, "count the change", err)
+// It returns the count the change gives the shard.
+func (s *Store) bump(ctx context.Context, tx *sql.Tx, i int, known int64) (int64, error) {
+	var v int64
+	err := tx.QueryRowContext(ctx, "UPDATE rebalance_version SET version = version + 1 WHERE id = 0 AND version >= $1 RETURNING version", known).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = cmp.Or(s.behindIn(ctx, tx, i, known), errors.New("rebalance_version has no row: run Init"))
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return s.wrap(i, "count the change", err)
-	}
-	return cmp.Or(s.behindIn(ctx, tx, i, known), s.wrap(i, "count the change", errors.New("rebalance_version has no row: run Init")))
+	return v, s.wrap(i, "count the change", err)
 }
 
 // behindIn returns ErrShardBehind if shard i, read in q, holds a count below known.
@@ -207,25 +206,14 @@ func (s *Store) checkVersions(ctx context.Context) error {
 	return nil
 }
 
-// observeVersion reads the count shard i holds after a change committed there, and returns
-// ErrShardBehind if it is below a count known before the read (recorded by the control
-// database, or read here from the shard); else it knows the count from now on, and has it
-// recorded in the control database in the background (flushVersions), at most
-// versionFlush later: a fence change does not wait for the control database.
-func (s *Store) observeVersion(ctx context.Context, i int) error {
-	known := s.versions.known[i].Load()
-	v, err := s.version(ctx, s.shards[i], i)
-	if err != nil {
-		return err
-	}
-	if err := s.shardBehind(i, v, known); err != nil {
-		return err
-	}
+// counted records that shard i committed count v (or a higher one), and has it recorded in
+// the control database in the background (flushVersions), at most versionFlush later: a
+// fence change does not wait for the control database.
+func (s *Store) counted(i int, v int64) {
 	s.versions.raise(i, v)
 	if s.versions.flushing.CompareAndSwap(false, true) {
 		go s.flushVersions()
 	}
-	return nil
 }
 
 // flushVersions records the counts known and not yet recorded in the control database,
@@ -256,13 +244,11 @@ func (s *Store) flushVersions() {
 // database, with those of the changes after it.
 const versionFlush = 50 * time.Millisecond
 
-// noteVersion is observeVersion, then records the count in the control database before
-// it returns: after a claim or a finish, which other processes must see refused on a shard
+// noteVersion is counted, then records the count in the control database before it
+// returns: after a claim or a finish, which other processes must see refused on a shard
 // restored to before it.
-func (s *Store) noteVersion(ctx context.Context, i int) error {
-	if err := s.observeVersion(ctx, i); err != nil {
-		return err
-	}
+func (s *Store) noteVersion(ctx context.Context, i int, v int64) error {
+	s.counted(i, v)
 	return s.recordVersion(ctx, i)
 }
 
@@ -387,5 +373,5 @@ func (s *Store) AcceptShard(ctx context.Context, i int) error {
 	if err := tx.Commit(); err != nil {
 		return s.wrap(i, "commit", err)
 	}
-	return s.noteVersion(ctx, i)
+	return s.noteVersion(ctx, i, version)
 }

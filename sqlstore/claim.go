@@ -286,13 +286,14 @@ func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token 
 	if err := s.follow(ctx, tx, i, c.Placement); err != nil {
 		return err
 	}
-	if err := s.bump(ctx, tx, i, known); err != nil {
+	v, err := s.bump(ctx, tx, i, known)
+	if err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap(i, "commit claim", err)
 	}
-	return s.noteVersion(ctx, i)
+	return s.noteVersion(ctx, i, v)
 }
 
 // follow records p, if not zero, as the placement shard i (-1: the control database) serves,
@@ -487,14 +488,15 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 			tx.Rollback()
 			return s.wrap(i, "record the migration being finished", err)
 		}
-		if err := s.bump(ctx, tx, i, known); err != nil {
+		v, err := s.bump(ctx, tx, i, known)
+		if err != nil {
 			tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
 			return s.wrap(i, "record the migration being finished", err)
 		}
-		if err := s.noteVersion(ctx, i); err != nil {
+		if err := s.noteVersion(ctx, i, v); err != nil {
 			return err
 		}
 	}
@@ -554,19 +556,21 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 			p.Migration, int64(p.Before), int64(p.After)); err != nil {
 			return err
 		}
-		if shard >= 0 {
-			if err := s.bump(ctx, tx, shard, known); err != nil {
-				return err
-			}
+		if shard < 0 {
+			return tx.Commit()
 		}
-		return tx.Commit()
+		v, err := s.bump(ctx, tx, shard, known)
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		return s.noteVersion(ctx, shard, v)
 	}
 	for i, db := range s.shards {
 		if err := finish(db, finisher != 0, i); err != nil {
 			return s.wrap(i, "record the migration finished", err)
-		}
-		if err := s.noteVersion(ctx, i); err != nil {
-			return err
 		}
 	}
 	return s.where(-1, "record the migration finished", finish(s.control, false, -1))

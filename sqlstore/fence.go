@@ -165,6 +165,7 @@ var errSnapshotStale = errors.New("snapshot stale for a write")
 
 // access is one attempt of Access, holding owner as hold says.
 func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string, shard int, fn func(tx *sql.Tx) error, hold int) error {
+	known := s.knownVersion(ctx, shard) // before the transaction: it may read the control database
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
 		return err
@@ -201,7 +202,7 @@ func (s *Store) access(ctx context.Context, p rebalance.Placement, owner string,
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return s.wrap(shard, fmt.Sprintf("read fence of owner %q", owner), err)
 	}
-	if err := s.shardBehind(shard, version, s.knownVersion(ctx, shard)); err != nil {
+	if err := s.shardBehind(shard, version, known); err != nil {
 		return err
 	}
 	if refused > 0 {
@@ -304,28 +305,30 @@ func (s *Store) SetFence(ctx context.Context, migration string, owners []string,
 	if s.dialect == PostgreSQL {
 		return s.setFencePG(ctx, migration, owners, shard, state, token)
 	}
-	if err := s.setFenceSQLite(ctx, migration, owners, shard, state, token); err != nil {
-		return err
-	}
-	return s.observeVersion(ctx, shard) // after the turn ends: none is held while another database is read
-
-}
-
-// setFenceSQLite is SetFence's transaction on SQLite, in the Store's turn to write there.
-func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) error {
-	release, err := s.writeTurn(ctx, shard)
+	v, err := s.setFenceSQLite(ctx, migration, owners, shard, state, token)
 	if err != nil {
 		return err
+	}
+	s.counted(shard, v)
+	return nil
+}
+
+// setFenceSQLite is SetFence's transaction on SQLite, in the Store's turn to write there. It
+// returns the shard's count of changes after it.
+func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []string, shard int, state rebalance.FenceState, token uint64) (int64, error) {
+	release, err := s.writeTurn(ctx, shard)
+	if err != nil {
+		return 0, err
 	}
 	defer release()
 	known := s.versions.known[shard].Load()
 	tx, err := s.begin(ctx, shard)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer tx.Rollback()
 	if err := s.checkToken(ctx, tx, migration, token, shard, tokenHeld); err != nil {
-		return err
+		return 0, err
 	}
 	if state != rebalance.Serving {
 		var fin sql.NullInt64
@@ -334,7 +337,7 @@ func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []s
 			err = fenceWhileFinishing(migration, map[bool]int64{true: -3, false: -2}[fin.Int64 == 1])
 		}
 		if err != nil {
-			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
+			return 0, s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(owners), state), err)
 		}
 	}
 	for batch := range slices.Chunk(owners, 500) {
@@ -356,13 +359,14 @@ func (s *Store) setFenceSQLite(ctx context.Context, migration string, owners []s
 			q = b.String()
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(batch), state), err)
+			return 0, s.wrap(shard, fmt.Sprintf("fence %d owners %v", len(batch), state), err)
 		}
 	}
-	if err := s.bump(ctx, tx, shard, known); err != nil {
-		return err
+	v, err := s.bump(ctx, tx, shard, known)
+	if err != nil {
+		return 0, err
 	}
-	return s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
+	return v, s.wrap(shard, fmt.Sprintf("commit fence of %d owners %v", len(owners), state), tx.Commit())
 }
 
 // setFencePG is SetFence on PostgreSQL: one statement, rebalance_set_fence, that takes the
@@ -395,9 +399,11 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	slices.Sort(keys)
 	var newest int64
 	// Not on a shard behind its known count (a one-time filter, evaluated before the call).
+	// The count read with it is the shard's before the call: the change's is at least one more.
 	known := s.versions.known[shard].Load()
-	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8, $9) WHERE "+readVersion+" >= $10",
-		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token), placementNS, known).Scan(&newest)
+	var before int64
+	err = db.QueryRowContext(ctx, "SELECT rebalance_set_fence($1, $2, $3, $4, $5, $6, $7, $8, $9), "+readVersion+" WHERE "+readVersion+" >= $10",
+		fenceNS, epochNS, lockKey(migration), slices.Compact(keys), owners, int32(state), migration, int64(token), placementNS, known).Scan(&newest, &before)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = cmp.Or(s.behindIn(ctx, db, shard, known), errors.New("the shard's version was below the one known, then not: set the fence again"))
 	}
@@ -410,9 +416,7 @@ func (s *Store) setFencePG(ctx context.Context, migration string, owners []strin
 	if newest > int64(token) {
 		return &rebalance.FenceError{Shard: shard, Migration: migration, Token: token, Newest: uint64(newest)}
 	}
-	if err := s.observeVersion(ctx, shard); err != nil {
-		return err
-	}
+	s.counted(shard, before+1)
 	if state == rebalance.Serving || reopening {
 		return nil // a return to serving: nothing the mover reads next depends on writes before it
 	}

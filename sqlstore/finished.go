@@ -41,12 +41,17 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 		if _, err := tx.ExecContext(ctx, record, migration); err != nil {
 			return err
 		}
-		if shard >= 0 {
-			if err := s.bump(ctx, tx, shard, known); err != nil {
-				return err
-			}
+		if shard < 0 {
+			return tx.Commit()
 		}
-		return tx.Commit()
+		v, err := s.bump(ctx, tx, shard, known)
+		if err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		return s.noteVersion(ctx, shard, v)
 	}
 	what := fmt.Sprintf("record migration %.64q finished", migration)
 	// A Shared migration of that ID fenced owners: the in-process Finish would skip what
@@ -68,9 +73,6 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 	for i, db := range s.shards {
 		if err := finish(db, i); err != nil {
 			return s.wrap(i, what, err)
-		}
-		if err := s.noteVersion(ctx, i); err != nil {
-			return err
 		}
 	}
 	return s.where(-1, what, finish(s.control, -1))
