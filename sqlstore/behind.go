@@ -15,10 +15,12 @@ import (
 )
 
 // Each shard counts the changes to what it serves (rebalance_version: every claim, fence
-// change and finish recorded there adds one, in its transaction), and the control database
-// records the newest count each shard committed (rebalance_shard_versions, by the shard's
-// identity): right after a claim's or a finish's commit, within versionFlush of a fence
-// change's (the process that made it knows the count at once). A shard whose count is
+// change, in-process copy and finish recorded there adds one, in its transaction, which is
+// refused where the shard holds less than the count known before it), and the control
+// database records the newest count each shard committed (rebalance_shard_versions, by the
+// shard's identity): right after a claim's or a finish's commit, within versionFlush of a
+// fence change's or a copy's, and before the Run that made them returns (Release); the
+// process that made a change knows its count at once. A shard whose count is
 // below the recorded one is older than its own last changes: restored from a backup, or
 // rolled back. Such a shard may lack the fences, placement and finish of a migration, and
 // then accepts an access routed by the before sharder for an owner whose rows moved away,

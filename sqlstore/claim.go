@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -443,14 +444,20 @@ func (s *Store) Renew(ctx context.Context, migration string, token uint64, lease
 	return &rebalance.FenceError{Shard: -1, Migration: migration, Token: token, Newest: uint64(newest)}
 }
 
-// Release ends the lease of the claim of token, if it still holds the migration.
+// Release ends the lease of the claim of token, if it still holds the migration, having
+// recorded the counts of its changes on the shards (see behind.go).
 func (s *Store) Release(ctx context.Context, migration string, token uint64) error {
+	// The counts of the claim's changes, recorded before its Run returns.
+	var counts error
+	for i := range s.shards {
+		counts = cmp.Or(counts, s.recordVersion(ctx, i))
+	}
 	// The process bound by an in-process claim stays bound for rebalance.ProcessWindow.
 	_, err := s.control.ExecContext(ctx, "UPDATE rebalance_claim SET expires = 0, routed = "+s.nowMillis()+" WHERE migration = $1 AND token = $2", migration, int64(token))
 	if err != nil {
-		return fmt.Errorf("sqlstore: control database: release migration %q: %w", migration, err)
+		err = fmt.Errorf("sqlstore: control database: release migration %q: %w", migration, err)
 	}
-	return nil
+	return errors.Join(counts, err)
 }
 
 // Finishing records on every shard that serves p, unfinished, that the Finish named

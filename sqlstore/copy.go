@@ -541,6 +541,7 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 		return err
 	}
 	defer release()
+	known := s.versions.known[to].Load()
 	tx, err := s.begin(ctx, to)
 	if err != nil {
 		return err
@@ -640,10 +641,17 @@ func (s *Store) Copy(ctx context.Context, owner string, from, to int) (err error
 			return err
 		}
 	}
+	// Counted, as the Shared mover's fence changes are: a shard restored to before the copy
+	// is told (ErrShardBehind) rather than routed to.
+	v, err := s.bump(ctx, tx, to, known)
+	if err != nil {
+		return err
+	}
 	committing = true
 	if err := s.commitMover(ctx, tx); err != nil {
 		return s.wrap(to, fmt.Sprintf("commit the copy of owner %q", owner), err)
 	}
+	s.counted(to, v)
 	return s.recordCopy(ctx, owner, to, made)
 }
 

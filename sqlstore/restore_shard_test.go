@@ -383,3 +383,42 @@ func TestShardRestoredUnderTheMover(t *testing.T) {
 		}
 	})
 }
+
+// TestNewShardRestoredInProcess: an in-process Migration copies its users to shard 2, and
+// shard 2's database is then restored from a backup taken after the mover's claim, before its
+// copies: the copied rows are gone with it, and the marks route the users there. Each copy
+// counts a change: Do names the shard (ErrShardBehind) rather than route a user to a shard
+// that lost its rows.
+func TestNewShardRestoredInProcess(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *engine) {
+		ctx := context.Background()
+		admin := e.open(t, 2)
+		w := newWorld(t, e, 2, 3)
+		w.load(t, admin, w.leavingShard(1, 3), 5)
+		p := e.open(t, 2)
+		var backup databaseBackup
+		p.store.OnCopyStep(func(step, owner string) {
+			if backup == nil {
+				backup = backUpDatabase(t, e, admin.dbs[2]) // the claim committed, this copy not
+			}
+		})
+		m, err := rebalance.New("grow", w.before, w.after, p.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx, slices.Values(w.users)); err != nil {
+			t.Fatal(err)
+		}
+		backup.restore(t, admin.dbs[2])
+		fresh := e.open(t, 2)
+		again, err := rebalance.New("grow", w.before, w.after, fresh.store, rebalance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := w.users[0]
+		err = again.Do(ctx, u, func(s int) error { return fmt.Errorf("routed to shard %d", s) })
+		if !errors.Is(err, sqlstore.ErrShardBehind) {
+			t.Errorf("Do of user %s after its new shard lost its copy: %v, want ErrShardBehind", u, err)
+		}
+	})
+}
