@@ -125,8 +125,9 @@ func (s *Store) recordedVersions(ctx context.Context) ([]int64, error) {
 		return nil, fmt.Errorf("sqlstore: control database: read the shards' recorded versions: %w", err)
 	}
 	defer rows.Close()
-	at := make(map[string]int, len(s.ids))
-	for i, id := range s.ids {
+	ids := s.shardIDs()
+	at := make(map[string]int, len(ids))
+	for i, id := range ids {
 		at[id] = i
 	}
 	out := make([]int64, len(s.shards))
@@ -146,6 +147,14 @@ func (s *Store) recordedVersions(ctx context.Context) ([]int64, error) {
 		return nil, fmt.Errorf("sqlstore: control database: read the shards' recorded versions: %w", err)
 	}
 	return out, nil
+}
+
+// shardIDs returns the shards' identities by position, once Init read them (else nil).
+func (s *Store) shardIDs() []string {
+	if ids := s.ids.Load(); ids != nil {
+		return *ids
+	}
+	return nil
 }
 
 // version reads shard i's count.
@@ -257,8 +266,8 @@ func (s *Store) noteVersion(ctx context.Context, i int, v int64) error {
 // recordVersion records in the control database the count known of shard i, if it is
 // above the one recorded.
 func (s *Store) recordVersion(ctx context.Context, i int) error {
-	v := s.versions.known[i].Load()
-	if v <= s.versions.recorded[i].Load() {
+	v, ids := s.versions.known[i].Load(), s.shardIDs()
+	if v <= s.versions.recorded[i].Load() || ids == nil {
 		return nil
 	}
 	upsert := `INSERT INTO rebalance_shard_versions (shard, version) VALUES ($1, $2)
@@ -267,7 +276,7 @@ func (s *Store) recordVersion(ctx context.Context, i int) error {
 		upsert = strings.Replace(upsert, "max(", "GREATEST(", 1)
 	}
 	var recorded int64
-	if err := s.control.QueryRowContext(ctx, upsert, s.ids[i], v).Scan(&recorded); err != nil {
+	if err := s.control.QueryRowContext(ctx, upsert, ids[i], v).Scan(&recorded); err != nil {
 		return fmt.Errorf("sqlstore: control database: record the version of %s: %w", s.names[i], err)
 	}
 	s.versions.raise(i, recorded)
@@ -295,7 +304,7 @@ func (s *Store) AcceptShard(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	if len(s.ids) != len(s.shards) {
+	if len(s.shardIDs()) != len(s.shards) {
 		return fmt.Errorf("sqlstore: AcceptShard before Init: %w", rebalance.ErrConfig)
 	}
 	served, finished, err := s.served(ctx, s.control, -1)

@@ -86,7 +86,7 @@ func (s *Store) checkIdentities(ctx context.Context) error {
 		return fmt.Errorf("sqlstore: %s is %s, not the one recorded at position %d: the shards are listed in another order than before (to list them anew, delete the rows of rebalance_shards in the control database): %w",
 			s.names[i], known, i, ErrShardOrder)
 	}
-	s.ids = ids
+	s.ids.Store(&ids)
 	if _, err := s.recordedVersions(ctx); err != nil {
 		return err
 	}

@@ -275,7 +275,7 @@ type Store struct {
 	outward       []reference               // foreign keys of moved tables, whose referenced rows a shard must hold (Init)
 	movedTables   string                    // PostgreSQL: the tables' names, comma-separated (a regclass[] literal)
 	uncaptured    string                    // checkCapture's statement
-	ids           []string                  // the shards' identities, by position, once Init read them
+	ids           atomic.Pointer[[]string]  // the shards' identities, by position, once Init read them
 	versions      versions                  // the shards' counts of changes, as the control database recorded them
 }
 
