@@ -255,6 +255,19 @@ func (s *Store) flushVersions() {
 // database, with those of the changes after it.
 const versionFlush = 50 * time.Millisecond
 
+// commitCounted counts tx's change on shard i (bump: refused where the shard holds less
+// than known), commits tx, and records the count in the control database (noteVersion).
+func (s *Store) commitCounted(ctx context.Context, tx *sql.Tx, i int, known int64) error {
+	v, err := s.bump(ctx, tx, i, known)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(i, "commit", err)
+	}
+	return s.noteVersion(ctx, i, v)
+}
+
 // noteVersion is counted, then records the count in the control database before it
 // returns: after a claim or a finish, which other processes must see refused on a shard
 // restored to before it.

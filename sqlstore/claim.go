@@ -287,14 +287,7 @@ func (s *Store) claimShard(ctx context.Context, i int, c rebalance.Claim, token 
 	if err := s.follow(ctx, tx, i, c.Placement); err != nil {
 		return err
 	}
-	v, err := s.bump(ctx, tx, i, known)
-	if err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap(i, "commit claim", err)
-	}
-	return s.noteVersion(ctx, i, v)
+	return s.commitCounted(ctx, tx, i, known)
 }
 
 // follow records p, if not zero, as the placement shard i (-1: the control database) serves,
@@ -495,15 +488,8 @@ func (s *Store) Finishing(ctx context.Context, p rebalance.Placement, finisher u
 			tx.Rollback()
 			return s.wrap(i, "record the migration being finished", err)
 		}
-		v, err := s.bump(ctx, tx, i, known)
-		if err != nil {
+		if err := s.commitCounted(ctx, tx, i, known); err != nil {
 			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return s.wrap(i, "record the migration being finished", err)
-		}
-		if err := s.noteVersion(ctx, i, v); err != nil {
 			return err
 		}
 	}
@@ -566,14 +552,7 @@ func (s *Store) Finished(ctx context.Context, p rebalance.Placement, finisher ui
 		if shard < 0 {
 			return tx.Commit()
 		}
-		v, err := s.bump(ctx, tx, shard, known)
-		if err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		return s.noteVersion(ctx, shard, v)
+		return s.commitCounted(ctx, tx, shard, known)
 	}
 	for i, db := range s.shards {
 		if err := finish(db, finisher != 0, i); err != nil {

@@ -44,14 +44,7 @@ func (s *Store) RecordFinished(ctx context.Context, migration string) error {
 		if shard < 0 {
 			return tx.Commit()
 		}
-		v, err := s.bump(ctx, tx, shard, known)
-		if err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		return s.noteVersion(ctx, shard, v)
+		return s.commitCounted(ctx, tx, shard, known)
 	}
 	what := fmt.Sprintf("record migration %.64q finished", migration)
 	// A Shared migration of that ID fenced owners: the in-process Finish would skip what

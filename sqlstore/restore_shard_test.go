@@ -40,27 +40,7 @@ func backUpDatabase(t *testing.T, e *engine, db *sql.DB) databaseBackup {
 	rows.Close()
 	b := databaseBackup{}
 	for _, table := range tables {
-		b[table] = [][]any{} // restored empty if it holds no row
-		rows, err := db.Query("SELECT * FROM " + table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			row := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range row {
-				ptrs[i] = &row[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			b[table] = append(b[table], row)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
+		b[table] = tableRows(t, db, table)
 	}
 	return b
 }
@@ -77,20 +57,8 @@ func (b databaseBackup) restore(t *testing.T, db *sql.DB) {
 	defer tx.Rollback()
 	put := func(data bool) {
 		for table, rows := range b {
-			if strings.HasPrefix(table, "rebalance_") == data {
-				continue
-			}
-			if _, err := tx.Exec("DELETE FROM " + table); err != nil {
-				t.Fatal(err)
-			}
-			for _, row := range rows {
-				marks := make([]string, len(row))
-				for i := range marks {
-					marks[i] = fmt.Sprintf("$%d", i+1)
-				}
-				if _, err := tx.Exec("INSERT INTO "+table+" VALUES ("+strings.Join(marks, ", ")+")", row...); err != nil {
-					t.Fatal(err)
-				}
+			if strings.HasPrefix(table, "rebalance_") != data {
+				putRows(t, tx, table, rows)
 			}
 		}
 	}

@@ -32,28 +32,53 @@ func backUpControl(t *testing.T, e *engine, p *proc) controlBackup {
 	t.Helper()
 	b := controlBackup{}
 	for _, table := range controlTables(e) {
-		rows, err := p.ctl.Query("SELECT * FROM " + table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			row := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range row {
-				ptrs[i] = &row[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			b[table] = append(b[table], row)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
+		b[table] = tableRows(t, p.ctl, table)
 	}
 	return b
+}
+
+// tableRows returns every row of table in db.
+func tableRows(t *testing.T, db *sql.DB, table string) [][]any {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM " + table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	out := [][]any{}
+	for rows.Next() {
+		row := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// putRows replaces every row of table, in tx, with rows.
+func putRows(t *testing.T, tx *sql.Tx, table string, rows [][]any) {
+	t.Helper()
+	if _, err := tx.Exec("DELETE FROM " + table); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		marks := make([]string, len(row))
+		for i := range marks {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+		}
+		if _, err := tx.Exec("INSERT INTO "+table+" VALUES ("+strings.Join(marks, ", ")+")", row...); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // restore puts the control database's tables back as b holds them, in one transaction.
@@ -65,18 +90,7 @@ func (b controlBackup) restore(t *testing.T, e *engine, p *proc) {
 	}
 	defer tx.Rollback()
 	for _, table := range controlTables(e) {
-		if _, err := tx.Exec("DELETE FROM " + table); err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range b[table] {
-			marks := make([]string, len(row))
-			for i := range marks {
-				marks[i] = fmt.Sprintf("$%d", i+1)
-			}
-			if _, err := tx.Exec("INSERT INTO "+table+" VALUES ("+strings.Join(marks, ", ")+")", row...); err != nil {
-				t.Fatal(err)
-			}
-		}
+		putRows(t, tx, table, b[table])
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
