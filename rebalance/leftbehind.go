@@ -49,15 +49,42 @@ func unsettled(ctx context.Context, fl FenceLister, shards int, left *Unfinished
 	return nil
 }
 
+// movedFunc reports, for each of owners, whether the migration's mover moved it (marked it
+// Done). A migration that cannot tell passes nil to leftBehind.
+type movedFunc func(ctx context.Context, owners []string) ([]bool, error)
+
 // leftBehind looks, if store is an OwnerLister, on each of the first shards shards for
-// owners whose rows are not where after places them, and records them in left.
-func leftBehind(ctx context.Context, store any, after shard.Sharder, shards int, left *UnfinishedError) error {
+// owners whose rows are not where after places them, and records them in left: owners the
+// migration moved (per moved) as Returned, the others as Unlisted.
+func leftBehind(ctx context.Context, store any, after shard.Sharder, shards int, moved movedFunc, left *UnfinishedError) error {
 	lister, ok := store.(OwnerLister)
 	if !ok {
 		return nil
 	}
 	for s := range shards {
 		seen := map[string]bool{} // of the misplaced only: an owner is listed once per table
+		batch := make([]string, 0, 1000)
+		record := func() error {
+			var done []bool
+			if moved != nil && len(batch) > 0 {
+				var err error
+				if done, err = moved(ctx, batch); err != nil {
+					return fmt.Errorf("rebalance: migration %q: read the marks of the owners left on shard %d: %w", left.Migration, s, err)
+				}
+			}
+			for i, o := range batch {
+				named := fmt.Sprintf("%s (shard %d)", o, s)
+				if done != nil && done[i] {
+					if left.Returned++; len(left.ReturnedOwners) < 10 {
+						left.ReturnedOwners = append(left.ReturnedOwners, named)
+					}
+				} else if left.Unlisted++; len(left.UnlistedOwners) < 10 {
+					left.UnlistedOwners = append(left.UnlistedOwners, named)
+				}
+			}
+			batch = batch[:0]
+			return nil
+		}
 		for o, err := range lister.Owners(ctx, s) {
 			if err != nil {
 				return fmt.Errorf("rebalance: migration %q: list the owners on shard %d: %w", left.Migration, s, err)
@@ -66,9 +93,14 @@ func leftBehind(ctx context.Context, store any, after shard.Sharder, shards int,
 				continue
 			}
 			seen[o] = true
-			if left.Unlisted++; len(left.UnlistedOwners) < 10 {
-				left.UnlistedOwners = append(left.UnlistedOwners, fmt.Sprintf("%s (shard %d)", o, s))
+			if batch = append(batch, o); len(batch) == cap(batch) {
+				if err := record(); err != nil {
+					return err
+				}
 			}
+		}
+		if err := record(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -39,7 +39,7 @@ func TestLeftBehindCountsOwnersOnce(t *testing.T) {
 		misplaced = append(misplaced, o)
 	}
 	left := &UnfinishedError{Migration: "m"}
-	require.NoError(t, leftBehind(context.Background(), twiceLister{store}, two, 2, left))
+	require.NoError(t, leftBehind(context.Background(), twiceLister{store}, two, 2, nil, left))
 	require.Equal(t, 3, left.Unlisted)
 	require.Len(t, left.UnlistedOwners, 3)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,6 +409,19 @@ func (m *Migration) moveLocked(ctx context.Context, l *sync.RWMutex, owner strin
 	return m.move(ctx, owner, from, to, count)
 }
 
+// movedOwners is a movedFunc: it reads each owner's mark.
+func (m *Migration) movedOwners(ctx context.Context, owners []string) ([]bool, error) {
+	done := make([]bool, len(owners))
+	for i, o := range owners {
+		mark, err := m.mark(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		done[i] = mark == Done
+	}
+	return done, nil
+}
+
 func (m *Migration) mark(ctx context.Context, owner string) (Mark, error) {
 	mark, err := m.store.Mark(ctx, m.id, owner)
 	if err != nil {
@@ -643,14 +657,31 @@ type UnfinishedError struct {
 	// the first 10, each with the shard.
 	Unlisted       int
 	UnlistedOwners []string
+	// Returned counts owners the migration moved (marked Done) that have rows again on a
+	// shard the after sharder does not give them: rows its move deleted that came back (the
+	// shard restored from a backup taken before the move) or rows written around the
+	// library. Running the mover does not touch them (they are moved); ReturnedOwners names
+	// the first 10, each with the shard.
+	Returned       int
+	ReturnedOwners []string
 }
+
+// misplaced reports owners with rows where the after sharder does not place them.
+func (e *UnfinishedError) misplaced() bool { return e.Unlisted > 0 || e.Returned > 0 }
 
 // Error says how many owners are left and names the first.
 func (e *UnfinishedError) Error() string {
-	if e.Left == 0 {
-		return fmt.Sprintf("rebalance: migration %q: %d owners have rows on a shard the after sharder does not give them, or were left fenced part way by a mover that stopped, and were not among the owners moved, among them %q: run the mover with every owner, these included, then finish", e.Migration, e.Unlisted, e.UnlistedOwners)
+	if e.Left > 0 {
+		return fmt.Sprintf("rebalance: migration %q: %d owners not moved yet, among them %q: run the mover again", e.Migration, e.Left, e.Owners)
 	}
-	return fmt.Sprintf("rebalance: migration %q: %d owners not moved yet, among them %q: run the mover again", e.Migration, e.Left, e.Owners)
+	var what []string
+	if e.Unlisted > 0 {
+		what = append(what, fmt.Sprintf("%d owners have rows on a shard the after sharder does not give them, or were left fenced part way by a mover that stopped, and were not among the owners moved, among them %q: run the mover with every owner, these included", e.Unlisted, e.UnlistedOwners))
+	}
+	if e.Returned > 0 {
+		what = append(what, fmt.Sprintf("%d owners it moved have rows again on a shard the after sharder does not give them, among them %q: rows its move deleted there that came back (the shard restored from a backup taken before the move), or rows written around the library; their rows on the after shard are the ones served, and the mover does not move them again: compare these with those, bring over what is missing, and delete these", e.Returned, e.ReturnedOwners))
+	}
+	return fmt.Sprintf("rebalance: migration %q: %s; then finish", e.Migration, strings.Join(what, "; "))
 }
 
 // Is makes errors.Is(err, ErrUnfinished) true.
@@ -734,10 +765,10 @@ func (m *Migration) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if c, ok := m.store.(interface{ Shards() int }); ok {
 		shards = max(shards, c.Shards()) // a sharder of too few shards by a typo
 	}
-	if err := leftBehind(ctx, m.store, m.after, shards, left); err != nil {
+	if err := leftBehind(ctx, m.store, m.after, shards, m.movedOwners, left); err != nil {
 		return err
 	}
-	if left.Unlisted > 0 {
+	if left.misplaced() {
 		return left
 	}
 	if err := m.bind(ctx); err != nil {

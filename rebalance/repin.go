@@ -614,10 +614,10 @@ func (r *Repin) resize(ctx context.Context, n int) error {
 	// Owners left where the resized directory does not place them are named before the
 	// claim, so that a refusal changes nothing; Finish looks again, holding every owner.
 	left := &UnfinishedError{Migration: m.id}
-	if err := leftBehind(ctx, r.store, after, r.d.Shards(), left); err != nil {
+	if err := leftBehind(ctx, r.store, after, r.d.Shards(), nil, left); err != nil {
 		return err
 	}
-	if left.Unlisted > 0 {
+	if left.misplaced() {
 		return fmt.Errorf("rebalance: repin %q: resize to %d shards: owners have rows where the resized directory does not place them: drain the shards removed first: %w", r.id, n, left)
 	}
 	// Do routes through the batch from here: a new owner's first write then holds its lock,

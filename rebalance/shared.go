@@ -612,6 +612,22 @@ func (f Fence) String() string {
 //
 // The fences stay: an old shard keeps saying moved, so that a process that still routes by
 // the before sharder is refused there rather than writing where nobody reads.
+// movedOwners is a movedFunc: it reads the owners' marks.
+func (m *Shared[Tx]) movedOwners(ctx context.Context, owners []string) ([]bool, error) {
+	marks, err := m.store.Marks(ctx, m.id, owners)
+	if err == nil && len(marks) != len(owners) {
+		err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(owners))
+	}
+	if err != nil {
+		return nil, err
+	}
+	done := make([]bool, len(owners))
+	for i, mark := range marks {
+		done[i] = mark == Done
+	}
+	return done, nil
+}
+
 func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
@@ -667,11 +683,11 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	// Owners fenced part way are looked for once no fence can change: those a Run fenced
 	// before the record, seen here, and none after it.
 	shards := max(m.before.Shards(), m.after.Shards(), m.store.Shards())
-	err := leftBehind(ctx, m.store, m.after, shards, left)
+	err := leftBehind(ctx, m.store, m.after, shards, m.movedOwners, left)
 	if err == nil {
 		err = unsettled(ctx, m.store, shards, left)
 	}
-	if err != nil || left.Unlisted > 0 {
+	if err != nil || left.misplaced() {
 		if ferr := m.store.Finishing(context.WithoutCancel(ctx), m.placement, finisher, false); ferr != nil {
 			return fmt.Errorf("rebalance: migration %q: %w (and record that it is not being finished: %w)", m.id, cmp.Or(err, error(left)), ferr)
 		}

@@ -887,6 +887,45 @@ func TestFinishRefusesOwnersLeftOut(t *testing.T) {
 	})
 }
 
+// TestFinishNamesMovedOwnersWhoseRowsCameBack: rows of an owner the mover moved appear
+// again on its old shard (a restore of that shard from a backup taken before the move).
+// Finish refuses, and names the owner as moved, not as left out: running the mover again
+// does not move a moved owner, so advice to run it would loop. Once the old rows are
+// deleted, Finish finishes.
+func TestFinishNamesMovedOwnersWhoseRowsCameBack(t *testing.T) {
+	before, _ := shard.NewModulo(2)
+	after, _ := shard.NewModulo(3)
+	st := newMemStore(3)
+	var owners []string
+	back := ""
+	for i := range 20 {
+		o := fmt.Sprint("user", i)
+		owners = append(owners, o)
+		st.put(before.Locate(o), o, 0, o)
+		if back == "" && before.Locate(o) != after.Locate(o) {
+			back = o
+		}
+	}
+	m, err := New("grow", before, after, st, Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, m.Run(ctx, slices.Values(owners)))
+	st.put(before.Locate(back), back, 0, back) // the old shard restored
+
+	for range 2 { // the second time after the advice of a Run
+		err = m.Finish(ctx, slices.Values(owners))
+		var left *UnfinishedError
+		require.ErrorAs(t, err, &left)
+		require.Equal(t, 0, left.Unlisted, "a moved owner named as left out: %v", err)
+		require.Equal(t, 1, left.Returned)
+		require.Equal(t, []string{fmt.Sprintf("%s (shard %d)", back, before.Locate(back))}, left.ReturnedOwners)
+		require.NotContains(t, err.Error(), "run the mover")
+		require.NoError(t, m.Run(ctx, slices.Values(owners)))
+	}
+	require.NoError(t, st.Delete(ctx, back, before.Locate(back)))
+	require.NoError(t, m.Finish(ctx, slices.Values(owners)))
+}
+
 // TestStaleProcessAfterFinish: a process that did not call Finish still routes an owner
 // whose shard changes to its before shard first. Once another process finished the
 // migration, that shard refuses the access even for an owner it never held (a new user),
