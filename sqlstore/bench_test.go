@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -126,6 +127,7 @@ func BenchmarkMove(b *testing.B) {
 				runtime.ReadMemStats(&base)
 				baseLive := liveHeap()
 				statements := statementStats(b, e, admin, "the mover")
+				cpu := busyCPU()
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
@@ -148,6 +150,7 @@ func BenchmarkMove(b *testing.B) {
 					p99 = max(p99, st.ExclusiveQuantile(0.99))
 				}
 				b.StopTimer()
+				cpu = busyCPU() - cpu
 				statements()
 				rate := float64(moved) / took.Seconds()
 				b.ReportMetric(rate, "rows/s")
@@ -157,6 +160,13 @@ func BenchmarkMove(b *testing.B) {
 				b.ReportMetric(rate/pipeRate, "mover/pipe")
 				b.ReportMetric(plainRate, "plain-rows/s")
 				b.ReportMetric(rate/plainRate, "mover/plain")
+				if cpu > 0 && pipe.cpu > 0 {
+					moverCPU := cpu.Seconds() * 1e6 / float64(moved) // µs of CPU per row
+					pipeCPU := pipe.cpu.Seconds() * 1e6 / float64(pipe.rows)
+					b.ReportMetric(moverCPU, "cpu-µs/row")
+					b.ReportMetric(pipeCPU, "pipe-cpu-µs/row")
+					b.ReportMetric(pipeCPU/moverCPU, "mover/pipe-cpu")
+				}
 				for phase, share := range phases.shares() {
 					b.ReportMetric(share, phase+"-%")
 				}
@@ -207,6 +217,33 @@ func statementStats(b *testing.B, e *engine, p *proc, what string) func() {
 			b.Fatal(err)
 		}
 	}
+}
+
+// busyCPU returns the CPU time the machine has spent busy since it booted, over all its
+// cores and processes (the database server's and this one's), as /proc/stat counts it: user,
+// nice, system, irq and softirq; zero where it cannot be read. It measures what a move costs
+// in CPU, which varies less on a shared machine than its rows/s, and the mover's and the
+// pipe's are compared per row.
+func busyCPU() time.Duration {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(io.LimitReader(f, 4096)).ReadString('\n')
+	fields := strings.Fields(line)
+	if err != nil || len(fields) < 8 || fields[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system (idle iowait) irq softirq
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ, 100 on Linux
 }
 
 // benchEnvInt returns the integer in the environment variable name, 0 if it is not set.

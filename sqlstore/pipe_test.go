@@ -26,11 +26,11 @@ import (
 // go into pipe_messages, a table like messages (its primary key and (user_id, id) index),
 // emptied afterwards.
 
-// pipeResult is what pipeCopy measured: the rows copied, how long the copy took, and how
-// long deleting them again took.
+// pipeResult is what pipeCopy measured: the rows copied, how long the copy took and the
+// machine's busy CPU time meanwhile (busyCPU), and how long deleting them again took.
 type pipeResult struct {
-	rows         int64
-	copy, delete time.Duration
+	rows              int64
+	copy, delete, cpu time.Duration
 }
 
 // pipeCopy copies the messages of w's users whose shard changes from their before shard to
@@ -68,7 +68,7 @@ func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) pipeResult 
 		sem    = make(chan struct{}, conc)
 		first  error
 	)
-	began := time.Now()
+	began, cpu := time.Now(), busyCPU()
 	for pair, users := range pairs {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -89,7 +89,7 @@ func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) pipeResult 
 		})
 	}
 	wg.Wait()
-	took := time.Since(began)
+	took, cpu := time.Since(began), busyCPU()-cpu
 	if first != nil {
 		tb.Fatal(first)
 	}
@@ -125,7 +125,7 @@ func pipeCopy(tb testing.TB, e *engine, p *proc, w *world, conc int) pipeResult 
 			tb.Fatal(err)
 		}
 	}
-	return pipeResult{rows: copied, copy: took, delete: deleteTook}
+	return pipeResult{rows: copied, copy: took, delete: deleteTook, cpu: cpu}
 }
 
 // pipePostgres streams users' messages from src into pipe_messages on dst, binary COPY
