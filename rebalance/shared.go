@@ -333,6 +333,15 @@ type SharedOptions struct {
 	// statement, and they are served by no shard over one window (their tails). Zero means 16;
 	// 1 moves owners one by one.
 	Group int
+	// IdleGroup is how many owners Run moves together while the application is not using
+	// the shards, in [0, MaxBatch], if the store can tell (AccessMeter), as IdleChunkRows:
+	// a group doubles, from Group up to IdleGroup, for every 5 answers in a row that saw no
+	// access on either of its shards, and the first access seen brings the groups back to
+	// Group. A bigger group pays the fixed cost of its steps (each a few statements on each
+	// shard) once for more owners, and keeps more rows over a longer window, where no access
+	// waits while the shards are idle. Zero means 4 times Group, at most MaxBatch; Group or
+	// less keeps every group at Group.
+	IdleGroup int
 	// Yield, in [0, MaxYield], makes the mover wait after each chunk it copies or deletes
 	// while the old shard serves (not in the exclusive window) Yield times as long as the
 	// chunk took, leaving the shards to the application: 1 halves the mover's share of a
@@ -431,8 +440,8 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 		opts.IdleChunkRows < 0 || opts.IdleChunkRows > MaxChunkRows:
 		return nil, fmt.Errorf("rebalance: migration %q: ChunkRows %d, IdleChunkRows %d and DeleteRows %d: want [0, %d]: %w",
 			id, opts.ChunkRows, opts.IdleChunkRows, opts.DeleteRows, MaxChunkRows, ErrConfig)
-	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch:
-		return nil, fmt.Errorf("rebalance: migration %q: Batch %d and Group %d: want [0, %d]: %w", id, opts.Batch, opts.Group, MaxBatch, ErrConfig)
+	case opts.Batch < 0 || opts.Batch > MaxBatch || opts.Group < 0 || opts.Group > MaxBatch || opts.IdleGroup < 0 || opts.IdleGroup > MaxBatch:
+		return nil, fmt.Errorf("rebalance: migration %q: Batch %d, Group %d and IdleGroup %d: want [0, %d]: %w", id, opts.Batch, opts.Group, opts.IdleGroup, MaxBatch, ErrConfig)
 	case !(opts.Yield >= 0 && opts.Yield <= MaxYield):
 		return nil, fmt.Errorf("rebalance: migration %q: Yield %v: want [0, %d]: %w", id, opts.Yield, MaxYield, ErrConfig)
 	case opts.FenceWait < 0 || opts.FenceWait > MaxFenceWait:
@@ -451,6 +460,7 @@ func NewShared[Tx any](id string, before, after shard.Sharder, store SharedStore
 	opts.DeleteRows = cmp.Or(opts.DeleteRows, opts.ChunkRows)
 	opts.Batch = cmp.Or(opts.Batch, 256)
 	opts.Group = cmp.Or(opts.Group, 16)
+	opts.IdleGroup = cmp.Or(opts.IdleGroup, min(4*opts.Group, MaxBatch))
 	opts.FenceWait = cmp.Or(opts.FenceWait, 10*time.Second)
 	opts.Lease = cmp.Or(opts.Lease, 10*time.Second)
 	opts.Mover = cmp.Or(opts.Mover, defaultMover())

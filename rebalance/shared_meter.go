@@ -1,7 +1,8 @@
 package rebalance
 
-// The size of the copy's chunks: ChunkRows while the application uses the shards,
-// IdleChunkRows while it does not, as the store tells (AccessMeter).
+// The size of the copy's chunks and of the groups of owners moved together: ChunkRows and
+// Group while the application uses the shards, up to IdleChunkRows and IdleGroup while it
+// does not, as the store tells (AccessMeter).
 
 import (
 	"context"
@@ -55,15 +56,28 @@ func newMeter(store any, idleChunkRows int) *meter {
 // doubled for every meterStep answers in a row that saw no access on either shard, up to
 // IdleChunkRows.
 func (m *mover[Tx]) chunkRows(ctx context.Context, a, b int) int {
-	rows := m.opts.ChunkRows
-	if m.meter.am == nil || m.opts.IdleChunkRows <= rows {
-		return rows
+	if m.opts.IdleChunkRows <= m.opts.ChunkRows {
+		return m.opts.ChunkRows
 	}
-	most := int(m.meter.most.Load())
-	for n := min(m.meter.idle(ctx, a), m.meter.idle(ctx, b)) / meterStep; n > 0 && rows < most; n-- {
-		rows *= 2
+	return m.grown(ctx, a, b, m.opts.ChunkRows, int(m.meter.most.Load()))
+}
+
+// groupSize returns how many owners moving from a to b the next group holds: Group, doubled
+// for every meterStep answers in a row that saw no access on either shard, up to IdleGroup.
+func (m *mover[Tx]) groupSize(ctx context.Context, a, b int) int {
+	return m.grown(ctx, a, b, m.opts.Group, m.opts.IdleGroup)
+}
+
+// grown returns n doubled for every meterStep answers in a row that saw no access on shard
+// a or b, up to most; n if the store cannot tell or most is not above n.
+func (m *mover[Tx]) grown(ctx context.Context, a, b, n, most int) int {
+	if m.meter.am == nil || most <= n {
+		return n
 	}
-	return min(rows, most)
+	for k := min(m.meter.idle(ctx, a), m.meter.idle(ctx, b)) / meterStep; k > 0 && n < most; k-- {
+		n *= 2
+	}
+	return min(n, most)
 }
 
 // took notes that a chunk of limit rows took d: a grown chunk slower than meterChunkTime

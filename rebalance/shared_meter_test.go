@@ -101,7 +101,8 @@ func TestSharedChunksGrowWhileIdle(t *testing.T) {
 					}
 				}
 			}
-			mv := w.shared(t, "grow", store, SharedOptions{Token: 1, Concurrency: 2, ChunkRows: small, IdleChunkRows: tc.idle})
+			// Groups of one size: their questions would count as the chunks' (see TestSharedGroupsGrowWhileIdle).
+			mv := w.shared(t, "grow", store, SharedOptions{Token: 1, Concurrency: 2, ChunkRows: small, IdleChunkRows: tc.idle, Group: 16, IdleGroup: 16})
 			began := time.Now()
 			require.NoError(t, mv.Run(context.Background(), slices.Values(w.owners)))
 			w.check(t, true)
@@ -198,7 +199,7 @@ func TestSharedSlowChunksShrink(t *testing.T) {
 		}
 	}
 	m := &meteredCopies{copyLimits: c}
-	mv := w.shared(t, "grow", m, SharedOptions{Token: 1, ChunkRows: 5, IdleChunkRows: 80})
+	mv := w.shared(t, "grow", m, SharedOptions{Token: 1, ChunkRows: 5, IdleChunkRows: 80, Group: 16, IdleGroup: 16})
 	require.NoError(t, mv.Run(context.Background(), slices.Values(w.owners)))
 	w.check(t, true)
 	require.Greater(t, len(c.chunks), slow+10)
@@ -215,4 +216,90 @@ func TestSharedSlowChunksShrink(t *testing.T) {
 		}
 	}
 	require.Contains(t, limits[slow:], 80, "chunks did not grow again once fast: %v", limits[slow:])
+}
+
+// groupSizes is a meteredCopies that records how many owners each group's first fence
+// change (exporting on the old shard) holds, and when.
+type groupSizes struct {
+	*meteredCopies
+	mu      sync.Mutex
+	groups  []copyLimit // limit: the group's owners
+	onFence func(owners int)
+}
+
+func (g *groupSizes) SetFence(ctx context.Context, migration string, owners []string, shard int, state FenceState, token uint64) error {
+	if state == Exporting {
+		g.mu.Lock()
+		g.groups = append(g.groups, copyLimit{time.Now(), len(owners)})
+		if g.onFence != nil {
+			g.onFence(len(owners))
+		}
+		g.mu.Unlock()
+	}
+	return g.meteredCopies.SetFence(ctx, migration, owners, shard, state, token)
+}
+
+// TestSharedGroupsGrowWhileIdle: a store that says its shards are idle gets groups of owners
+// that double every meterStep answers up to IdleGroup, and Group again soon after its first
+// access; a busy store, one that cannot tell, or IdleGroup no more than Group keep every
+// group at Group. Every owner ends on its new shard with its rows.
+func TestSharedGroupsGrowWhileIdle(t *testing.T) {
+	every, step, backoff := meterEvery, meterStep, meterBackoff
+	meterEvery, meterStep, meterBackoff = time.Millisecond, 3, 5*time.Millisecond
+	t.Cleanup(func() { meterEvery, meterStep, meterBackoff = every, step, backoff })
+	const group = 2
+	for _, tc := range []struct {
+		name        string
+		meter, busy bool
+		idle        int // IdleGroup
+		flip        bool
+	}{
+		{name: "idle", meter: true, idle: 8},
+		{name: "idle by default", meter: true},
+		{name: "busy", meter: true, busy: true, idle: 8},
+		{name: "no meter", idle: 8},
+		{name: "one size", meter: true, idle: group},
+		{name: "busy once big", meter: true, idle: 8, flip: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newSharedWorld(t, 400, 10, 3, 4)
+			m := &meteredCopies{copyLimits: &copyLimits{MemShared: w.store}}
+			m.busy.Store(tc.busy)
+			g := &groupSizes{meteredCopies: m}
+			var store SharedStore[*MemTx] = g
+			if !tc.meter {
+				store = struct{ SharedStore[*MemTx] }{g} // no AccessMeter
+			}
+			most := cmp.Or(tc.idle, 4*group)
+			var flipped time.Time
+			if tc.flip {
+				g.onFence = func(owners int) {
+					if owners == most && flipped.IsZero() {
+						m.busy.Store(true)
+						flipped = time.Now()
+					}
+				}
+			}
+			mv := w.shared(t, "grow", store, SharedOptions{Token: 1, Concurrency: 2, ChunkRows: 5, IdleChunkRows: 5, Group: group, IdleGroup: tc.idle})
+			require.NoError(t, mv.Run(context.Background(), slices.Values(w.owners)))
+			w.check(t, true)
+			biggest, late := 0, 0
+			for _, gr := range g.groups {
+				biggest = max(biggest, gr.limit)
+				if !flipped.IsZero() && gr.at.After(flipped.Add(100*time.Millisecond)) {
+					late++
+					require.LessOrEqual(t, gr.limit, group, "a group of %d owners %v after the first access", gr.limit, gr.at.Sub(flipped))
+				}
+			}
+			idle := tc.meter && !tc.busy && tc.idle != group
+			if idle {
+				require.Equal(t, most, biggest, "groups of %v", g.groups)
+			} else {
+				require.LessOrEqual(t, biggest, group)
+			}
+			if tc.flip {
+				require.Greater(t, late, 10, "the move ended too soon after the access to tell")
+			}
+		})
+	}
 }

@@ -134,9 +134,25 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 			m.opts.Progress(Progress{Done: done, Total: total})
 		}
 	}
-	// Owners wait in groups by pair of shards until a group is full; the rest go at the end.
-	// At most Group-1 owners wait per pair: memory in proportion to the shards, not the owners.
+	// Owners wait in groups by pair of shards until a group is full (groupSize: bigger while
+	// the shards are idle); the rest go at the end. At most IdleGroup-1 owners wait per pair:
+	// memory in proportion to the shards, not the owners.
 	groups := map[[2]int][]string{}
+	// send hands the owners waiting for pair to the movers, in groups of the size in force
+	// now: one that filled while the shards were idle goes in smaller groups once an access
+	// is seen. It reports whether the Run goes on.
+	send := func(pair [2]int) bool {
+		g := groups[pair]
+		delete(groups, pair)
+		for size := 0; len(g) > 0; g = g[size:] {
+			if ctx.Err() != nil || failed() {
+				return false
+			}
+			size = min(len(g), mv.groupSize(ctx, pair[0], pair[1]))
+			work <- g[:size:size]
+		}
+		return true
+	}
 	batch := make([]string, 0, m.opts.Batch)
 	feed := func() bool {
 		defer func() { batch = batch[:0] }()
@@ -165,12 +181,8 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 				continue
 			}
 			groups[pair] = append(groups[pair], o)
-			if g := groups[pair]; len(g) == m.opts.Group {
-				if ctx.Err() != nil || failed() {
-					return false
-				}
-				work <- g
-				delete(groups, pair)
+			if g := groups[pair]; len(g) >= m.opts.Group && len(g) >= mv.groupSize(ctx, pair[0], pair[1]) && !send(pair) {
+				return false
 			}
 		}
 		return true
@@ -186,11 +198,10 @@ func (m *Shared[Tx]) Run(ctx context.Context, owners iter.Seq[string]) error {
 	if len(batch) > 0 && ctx.Err() == nil && !failed() {
 		feed()
 	}
-	for _, g := range groups {
-		if ctx.Err() != nil || failed() {
+	for pair := range groups {
+		if !send(pair) {
 			break
 		}
-		work <- g
 	}
 	close(work)
 	wg.Wait()
