@@ -622,22 +622,6 @@ func (f Fence) String() string {
 //
 // The fences stay: an old shard keeps saying moved, so that a process that still routes by
 // the before sharder is refused there rather than writing where nobody reads.
-// movedOwners is a movedFunc: it reads the owners' marks.
-func (m *Shared[Tx]) movedOwners(ctx context.Context, owners []string) ([]bool, error) {
-	marks, err := m.store.Marks(ctx, m.id, owners)
-	if err == nil && len(marks) != len(owners) {
-		err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(owners))
-	}
-	if err != nil {
-		return nil, err
-	}
-	done := make([]bool, len(owners))
-	for i, mark := range marks {
-		done[i] = mark == Done
-	}
-	return done, nil
-}
-
 func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error {
 	if owners == nil {
 		return fmt.Errorf("rebalance: migration %q: Finish with nil owners: %w", m.id, ErrConfig)
@@ -708,4 +692,20 @@ func (m *Shared[Tx]) Finish(ctx context.Context, owners iter.Seq[string]) error 
 	}
 	m.finished.Store(true)
 	return nil
+}
+
+// movedOwners is a movedFunc: it reads the owners' marks.
+func (m *Shared[Tx]) movedOwners(ctx context.Context, owners []string) ([]bool, error) {
+	marks, err := m.store.Marks(ctx, m.id, owners)
+	if err == nil && len(marks) != len(owners) {
+		err = fmt.Errorf("store returned %d marks for %d owners", len(marks), len(owners))
+	}
+	if err != nil {
+		return nil, err
+	}
+	done := make([]bool, len(owners))
+	for i, mark := range marks {
+		done[i] = mark == Done
+	}
+	return done, nil
 }
