@@ -80,11 +80,13 @@ func liveHeap() uint64 {
 // users and their counters grow with the rows; the mover's own state does not), garbage
 // included, so it grows with what the benchmark holds (the collector lets garbage reach the
 // live heap's size); mover-live-MiB is the peak live heap above the benchmark's own, the
-// mover's state alone.
+// mover's state alone. cpu-µs/row and pipe-cpu-µs/row are the machine's busy CPU time (all
+// processes: the database server's too) a row moved and a row piped, mover/pipe-cpu the
+// second over the first: on a shared machine they vary less than the rates.
 // SQLSTORE_BENCH_ROWS=n1,n2 sets the sizes (default 200000,1000000), SQLSTORE_BENCH_CHUNK
 // the ChunkRows (default 1000), SQLSTORE_BENCH_DELETE the DeleteRows (default: the Store's,
 // ten times ChunkRows on PostgreSQL and ChunkRows on SQLite), SQLSTORE_BENCH_GROUP the Group
-// (default 16);
+// (default 16), SQLSTORE_BENCH_IDLE_GROUP the IdleGroup (default four times Group);
 // SQLSTORE_BENCH_STATEMENTS=n logs (with -v) PostgreSQL's n costliest statements of the pipe
 // and of the move (by pg_stat_statements; their time includes waits for the CPU when movers
 // outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost).
@@ -103,7 +105,7 @@ func BenchmarkMove(b *testing.B) {
 		}
 	}
 	chunk, deleteRows := benchEnvInt(b, "SQLSTORE_BENCH_CHUNK"), benchEnvInt(b, "SQLSTORE_BENCH_DELETE") // 0: the defaults
-	group := benchEnvInt(b, "SQLSTORE_BENCH_GROUP")
+	group, idleGroup := benchEnvInt(b, "SQLSTORE_BENCH_GROUP"), benchEnvInt(b, "SQLSTORE_BENCH_IDLE_GROUP")
 	benchEngines(b, func(b *testing.B, name string, mk func(testing.TB, int) *engine) {
 		for _, rows := range sizes {
 			b.Run(fmt.Sprintf("rows=%dk", rows/1000), func(b *testing.B) {
@@ -131,7 +133,7 @@ func BenchmarkMove(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					w := []*world{grow, shrink}[i%2]
-					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk, DeleteRows: deleteRows, Group: group})
+					m, err := rebalance.NewShared("bench"+strconv.Itoa(i), w.before, w.after, rebalance.SharedStore[*sql.Tx](phases), rebalance.SharedOptions{Token: 1, Concurrency: benchConc, ChunkRows: chunk, DeleteRows: deleteRows, Group: group, IdleGroup: idleGroup})
 					if err != nil {
 						b.Fatal(err)
 					}
