@@ -56,9 +56,6 @@ func newMeter(store any, idleChunkRows int) *meter {
 // doubled for every meterStep answers in a row that saw no access on either shard, up to
 // IdleChunkRows.
 func (m *mover[Tx]) chunkRows(ctx context.Context, a, b int) int {
-	if m.opts.IdleChunkRows <= m.opts.ChunkRows {
-		return m.opts.ChunkRows
-	}
 	return m.grown(ctx, a, b, m.opts.ChunkRows, int(m.meter.most.Load()))
 }
 
