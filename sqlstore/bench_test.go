@@ -89,7 +89,9 @@ func liveHeap() uint64 {
 // (default 16), SQLSTORE_BENCH_IDLE_GROUP the IdleGroup (default four times Group);
 // SQLSTORE_BENCH_STATEMENTS=n logs (with -v) PostgreSQL's n costliest statements of the pipe
 // and of the move (by pg_stat_statements; their time includes waits for the CPU when movers
-// outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost).
+// outnumber cores, so SQLSTORE_BENCH_CONC=1 gives each statement's own cost);
+// SQLSTORE_PG_OPTS adds settings to the PostgreSQL server the benchmark starts ("-c
+// autovacuum=off").
 // SQLSTORE_PLAIN_COPIES=1 copies plainly, rows read into Go and written by multi-row INSERTs,
 // rather than through ATTACH (SQLite) or by COPY (PostgreSQL), to compare the two.
 func BenchmarkMove(b *testing.B) {
@@ -185,8 +187,9 @@ func BenchmarkMove(b *testing.B) {
 
 // statementStats, if SQLSTORE_BENCH_STATEMENTS=n and the engine is PostgreSQL, empties
 // pg_stat_statements (which newPostgres then loads) and returns a func that logs the n
-// statements of what that took longest since, over all the shards, with their calls,
-// planning time and rows.
+// statements of what that took longest since, over all the shards, with their calls, plans,
+// planning time and rows; statements that differ only in their number of parameters (lists
+// of owners or keys) count as one.
 func statementStats(b *testing.B, e *engine, p *proc, what string) func() {
 	n := benchEnvInt(b, "SQLSTORE_BENCH_STATEMENTS")
 	if n <= 0 || e.dialect != sqlstore.PostgreSQL {
@@ -199,21 +202,21 @@ func statementStats(b *testing.B, e *engine, p *proc, what string) func() {
 		}
 	}
 	return func() {
-		rs, err := db.Query(`SELECT SUM(calls)::bigint, SUM(total_exec_time)::bigint, SUM(total_plan_time)::bigint, SUM(rows)::bigint, q
-			FROM (SELECT calls, total_exec_time, total_plan_time, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS q FROM pg_stat_statements) AS s
+		rs, err := db.Query(`SELECT SUM(calls)::bigint, SUM(plans)::bigint, SUM(total_exec_time)::bigint, SUM(total_plan_time)::bigint, SUM(rows)::bigint, q
+			FROM (SELECT calls, plans, total_exec_time, total_plan_time, rows, left(regexp_replace(regexp_replace(query, '\s+', ' ', 'g'), '\$\d+(, \$\d+)*', '$', 'g'), 80) AS q FROM pg_stat_statements) AS s
 			GROUP BY q ORDER BY SUM(total_exec_time + total_plan_time) DESC LIMIT $1`, n)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer rs.Close()
-		b.Logf("%s: %8s %9s %9s %9s  %s", what, "calls", "ms", "plan ms", "rows", "statement (all shards)")
+		b.Logf("%s: %8s %6s %9s %9s %9s  %s", what, "calls", "plans", "ms", "plan ms", "rows", "statement (all shards)")
 		for rs.Next() {
-			var calls, ms, plan, rows int64
+			var calls, plans, ms, plan, rows int64
 			var q string
-			if err := rs.Scan(&calls, &ms, &plan, &rows, &q); err != nil {
+			if err := rs.Scan(&calls, &plans, &ms, &plan, &rows, &q); err != nil {
 				b.Fatal(err)
 			}
-			b.Logf("%s: %8d %9d %9d %9d  %s", what, calls, ms, plan, rows, q)
+			b.Logf("%s: %8d %6d %9d %9d %9d  %s", what, calls, plans, ms, plan, rows, q)
 		}
 		if err := rs.Err(); err != nil {
 			b.Fatal(err)

@@ -216,14 +216,7 @@ func replaceTrigger(ctx context.Context, db *sql.DB, name, def string) error {
 
 // ownersIn writes "owner IN (...)" of owners to q (the change table's owner is text).
 func ownersIn(q *query, owners []string) {
-	q.b.WriteString("owner IN (")
-	for i, o := range owners {
-		if i > 0 {
-			q.b.WriteString(", ")
-		}
-		q.b.WriteString(q.arg(o))
-	}
-	q.b.WriteString(")")
+	q.b.WriteString("owner IN (" + q.in(toAny(owners)) + ")")
 }
 
 // ClearChanges deletes the changes recorded of owners on shard; see rebalance.SharedStore.

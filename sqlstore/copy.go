@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math/bits"
 	"regexp"
 	"slices"
 	"strconv"
@@ -200,6 +201,34 @@ func (q *query) list(args []any) string {
 	return strings.Join(ps, ", ")
 }
 
+// in appends args and returns their parameters, comma separated, for an IN list: on
+// PostgreSQL padded (see padded).
+func (q *query) in(args []any) string {
+	if !q.sqlite {
+		args = padded(args)
+	}
+	return q.list(args)
+}
+
+// padded returns args with the last repeated up to the next power of two, for an IN list on
+// PostgreSQL, which ignores the repeats. PostgreSQL keeps a prepared statement's plan by its
+// text on each connection: lists of any length then take a few texts, each planned once a
+// connection, not one a length (a group's owners vary in number, a shard's chunks in keys),
+// which a move planned anew on most of its calls.
+func padded[T any](args []T) []T {
+	n := len(args)
+	if n < 2 {
+		return args
+	}
+	size := 1 << bits.Len(uint(n-1))
+	out := make([]T, size)
+	copy(out, args)
+	for i := n; i < size; i++ {
+		out[i] = args[n-1]
+	}
+	return out
+}
+
 // arms writes a SELECT of cols of table t in schema (empty: the connection's own) with a
 // leading column rebalance_arm: up to limit rows of the owners at positions batch of owners,
 // each owner's after its key in keys, in batch order then key order. One arm per owner, a
@@ -236,15 +265,15 @@ func (q *query) arms(t *table, schema, cols string, owners []string, batch []int
 // limit+1 rows of the owners at positions batch of owners, in no order (a chunk of owners
 // that have no cursor yet reads them this way, and by arms only if more than limit come).
 func (q *query) whole(t *table, cols string, owners []string, batch []int, limit int) error {
-	in := make([]string, len(batch))
+	args := make([]any, len(batch))
 	for arm, i := range batch {
 		arg, err := t.ownerArg(owners[i])
 		if err != nil {
 			return err
 		}
-		in[arm] = q.arg(arg)
+		args[arm] = arg
 	}
-	fmt.Fprintf(&q.b, "SELECT 0 AS rebalance_arm, %s FROM %s WHERE %s IN (%s) LIMIT %s", cols, t.Table, t.Owner, strings.Join(in, ", "), q.arg(limit+1))
+	fmt.Fprintf(&q.b, "SELECT 0 AS rebalance_arm, %s FROM %s WHERE %s IN (%s) LIMIT %s", cols, t.Table, t.Owner, q.in(args), q.arg(limit+1))
 	return nil
 }
 
@@ -817,6 +846,9 @@ func (s *Store) perOwnerBy(ctx context.Context, reader func(func(lookup) error) 
 				at[k] = append(at[k], i)
 			}
 			for batch := range slices.Chunk(args, armsPerStatement) {
+				if s.dialect == PostgreSQL {
+					batch = padded(batch)
+				}
 				rs, err := query(ctx, statement(t, s.placeholders(1, len(batch))), batch...)
 				if err != nil {
 					return s.wrap(shard, fmt.Sprintf("%s of %d owners in table %s", what, len(batch), t.Table), err)
@@ -1109,8 +1141,9 @@ func (s *Store) DeleteOwners(ctx context.Context, migration string, token uint64
 
 // noSeqScanSQL keeps PostgreSQL from reading a whole table to delete a few owners' rows,
 // which it may do where it has no statistics of them (a table just loaded, autovacuum off):
-// it then takes each owner for half a percent of the table (TestDeleteOwnersPlan).
-const noSeqScanSQL = "SELECT set_config('enable_seqscan', 'off', true)"
+// it then takes each owner for half a percent of the table (TestDeleteOwnersPlan). The
+// deletion is planned once per connection, as rangesOnlySQL's reads are.
+const noSeqScanSQL = "SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 // ownersDeletion returns DeleteOwners' selection of table t: every row of owners.
 func (s *Store) ownersDeletion(t *table, owners []string) (*selection, error) {
@@ -1119,7 +1152,7 @@ func (s *Store) ownersDeletion(t *table, owners []string) (*selection, error) {
 		return nil, err
 	}
 	q := &query{sqlite: s.dialect == SQLite}
-	fmt.Fprintf(&q.b, "%s IN (%s)", t.Owner, q.list(args))
+	fmt.Fprintf(&q.b, "%s IN (%s)", t.Owner, q.in(args))
 	return &selection{t: t, where: q.b.String(), args: q.args}, nil
 }
 
@@ -1181,7 +1214,7 @@ func (s *Store) deleteKeys(t *table, owners []string, limit int, exact bool) (*s
 	if err != nil {
 		return nil, err
 	}
-	in := func() string { return q.list(args) } // the owners, as parameters (SQLite's "?" once each)
+	in := func() string { return q.in(args) } // the owners, as parameters (SQLite's "?" once each)
 	var using string
 	switch {
 	case !exact && !q.sqlite: // ANY(ARRAY(...)), one scan of the addresses rather than a join

@@ -701,3 +701,57 @@ func TestCopyAgainAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestListsOfOwnersTakeFewStatements: the lookups of a group of owners (counts, sums,
+// fences) prepare one statement a power of two of owners on a connection, not one a number
+// of owners, and answer as before. PostgreSQL keeps a prepared statement's plan by its text
+// on each connection: with a text a length, a move planned most of its lookups anew.
+func TestListsOfOwnersTakeFewStatements(t *testing.T) {
+	ctx := context.Background()
+	p, w := unanalyzed(t) // one connection
+	const most, rows = 40, 3
+	w.load(t, p, span(1, most), rows)
+	for n := 1; n <= most; n++ {
+		var owners []string
+		for u := n; u >= 1; u-- { // not in the order the rows were written
+			owners = append(owners, strconv.Itoa(u))
+		}
+		owners = append(owners, "0") // no rows
+		counts, err := p.store.Counts(ctx, owners, 0)
+		require.NoError(t, err)
+		sums, err := p.store.Sums(ctx, owners, 0)
+		require.NoError(t, err)
+		fences, err := p.store.Fences(ctx, owners, 0)
+		require.NoError(t, err)
+		for i := range owners {
+			want := int64(rows)
+			if owners[i] == "0" {
+				want = 0
+			}
+			require.Equal(t, want, counts[i], "owner %s of %d", owners[i], len(owners))
+			require.Equal(t, want, sums[i].Rows, "owner %s of %d", owners[i], len(owners))
+			require.Equal(t, rebalance.Serving, fences[i].State, "owner %s of %d", owners[i], len(owners))
+		}
+		alone, err := p.store.Sums(ctx, owners[:1], 0)
+		require.NoError(t, err)
+		require.Equal(t, alone[0], sums[0], "owner %s's sum alone and in a group of %d", owners[0], len(owners))
+	}
+	texts := map[string]int{}
+	rs, err := p.dbs[0].QueryContext(ctx, "SELECT statement FROM pg_prepared_statements")
+	require.NoError(t, err)
+	defer rs.Close()
+	for rs.Next() {
+		var q string
+		require.NoError(t, rs.Scan(&q))
+		for _, kind := range []string{"COUNT(*) FROM messages", "SUM(", "FROM rebalance_fence WHERE owner IN"} {
+			if strings.Contains(q, kind) {
+				texts[kind]++
+			}
+		}
+	}
+	require.NoError(t, rs.Err())
+	// Lists of 2 to 41 owners: lengths 2, 4, 8, 16, 32 and 64; the sums of one owner too.
+	for kind, want := range map[string]int{"COUNT(*) FROM messages": 6, "SUM(": 7, "FROM rebalance_fence WHERE owner IN": 6} {
+		require.Equal(t, want, texts[kind], "statements prepared of %q for lists of 2 to %d owners", kind, most+1)
+	}
+}

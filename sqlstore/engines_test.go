@@ -147,6 +147,9 @@ func startPostgres() (*pgServer, error) {
 		if os.Getenv("SQLSTORE_BENCH_STATEMENTS") != "" {
 			opts += " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on" // see statementStats
 		}
+		if extra := os.Getenv("SQLSTORE_PG_OPTS"); extra != "" {
+			opts += " " + extra // server settings to try, as "-c name=value ..."
+		}
 		out, err := asPostgres(filepath.Join(p.bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o", opts, "start").CombinedOutput()
 		if err == nil {
 			p.watch()

@@ -81,10 +81,15 @@ func (s *Store) Accessing(ctx context.Context, shard int) (bool, error) {
 		return true, err
 	}
 	var busy bool
-	err = db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND classid::bigint = $1 AND objsubid = 2 AND mode = 'ShareLock')`, int64(uint32(fenceNS))).Scan(&busy)
+	err = db.QueryRowContext(ctx, accessingSQL).Scan(&busy)
 	return busy, s.wrap(shard, "look for accesses under way", err)
 }
+
+// accessingSQL is Accessing's statement, the namespace written in rather than a parameter: a
+// statement without parameters is planned once per connection, one with them five times
+// before PostgreSQL settles on a plan (a move asks hundreds of times).
+var accessingSQL = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM pg_locks
+	WHERE locktype = 'advisory' AND classid::bigint = %d AND objsubid = 2 AND mode = 'ShareLock')`, int64(uint32(fenceNS)))
 
 // Access runs fn in one transaction on shard if shard serves owner, and commits it; see
 // rebalance.SharedStore. A refusal is a *rebalance.FenceError; fn's own error is returned as
@@ -265,6 +270,9 @@ func (s *Store) Fences(ctx context.Context, owners []string, shard int) ([]rebal
 	}
 	err = s.byIndex(ctx, db, shard, func(query lookup) error {
 		for batch := range slices.Chunk(owners, 500) {
+			if s.dialect == PostgreSQL {
+				batch = padded(batch)
+			}
 			q, args := "SELECT owner, state, migration FROM rebalance_fence WHERE owner IN ("+s.placeholders(1, len(batch))+")", toAny(batch)
 			rows, err := query(ctx, q, args...)
 			if err != nil {

@@ -30,7 +30,7 @@ type lookup func(ctx context.Context, query string, args ...any) (rowsScanner, e
 // in the batch's implicit transaction, which ends the settings with it. Other drivers read
 // in a transaction of its own that sets them first: four round trips, which made the
 // lookups of a group of owners (fences, counts, sums on both shards) cost a single mover a
-// third of its time (TestLookupsInOneRoundTrip). Statements must only read, and select an
+// third of its time. Statements must only read, and select an
 // owner column's value as text: pgx reads a uuid as bytes where database/sql gives text.
 func (s *Store) byIndex(ctx context.Context, db *sql.DB, shard int, read func(lookup) error) error {
 	if s.dialect == SQLite {
