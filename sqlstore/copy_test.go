@@ -736,6 +736,8 @@ func TestListsOfOwnersTakeFewStatements(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, alone[0], sums[0], "owner %s's sum alone and in a group of %d", owners[0], len(owners))
 	}
+	// Lists of 2 to 41 owners: lengths 2, 4, 8, 16, 32 and 64; the sums of one owner too.
+	want := map[string]int{"COUNT(*) FROM messages": 6, "SUM(": 7, "FROM rebalance_fence WHERE owner IN": 6}
 	texts := map[string]int{}
 	rs, err := p.dbs[0].QueryContext(ctx, "SELECT statement FROM pg_prepared_statements")
 	require.NoError(t, err)
@@ -743,15 +745,14 @@ func TestListsOfOwnersTakeFewStatements(t *testing.T) {
 	for rs.Next() {
 		var q string
 		require.NoError(t, rs.Scan(&q))
-		for _, kind := range []string{"COUNT(*) FROM messages", "SUM(", "FROM rebalance_fence WHERE owner IN"} {
+		for kind := range want {
 			if strings.Contains(q, kind) {
 				texts[kind]++
 			}
 		}
 	}
 	require.NoError(t, rs.Err())
-	// Lists of 2 to 41 owners: lengths 2, 4, 8, 16, 32 and 64; the sums of one owner too.
-	for kind, want := range map[string]int{"COUNT(*) FROM messages": 6, "SUM(": 7, "FROM rebalance_fence WHERE owner IN": 6} {
-		require.Equal(t, want, texts[kind], "statements prepared of %q for lists of 2 to %d owners", kind, most+1)
+	for kind, n := range want {
+		require.Equal(t, n, texts[kind], "statements prepared of %q for lists of 2 to %d owners", kind, most+1)
 	}
 }
