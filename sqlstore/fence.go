@@ -45,6 +45,9 @@ func (s *Store) writeTurn(ctx context.Context, i int) (release func(), err error
 	turn := s.turns[db]
 	select {
 	case turn <- struct{}{}:
+		if i >= 0 {
+			s.yieldToWaiting(ctx, i)
+		}
 		return func() { <-turn }, nil
 	case <-ctx.Done():
 		if i < 0 {
@@ -123,10 +126,19 @@ func (s *Store) Access(ctx context.Context, p rebalance.Placement, owner string,
 		// than the busy handler's, for a while (snapshotRetry), then queue for the lock
 		// under busy_timeout.
 		wait := 50 * time.Microsecond
+		var waited func() // marks this access waiting, for the Store's writes to yield (handoff.go)
+		defer func() {
+			if waited != nil {
+				waited()
+			}
+		}()
 		for end := time.Now().Add(snapshotRetry); ; {
 			err := s.access(ctx, p, owner, shard, fn, snapshot)
 			if !errors.Is(err, errSnapshotStale) {
 				return err
+			}
+			if waited == nil {
+				waited = s.waitToWrite(ctx, shard)
 			}
 			if time.Now().After(end) {
 				break

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,5 +291,78 @@ func TestTurnWaitEndsWithContext(t *testing.T) {
 	}
 	if err := p.store.SetFence(context.Background(), "m", []string{"7"}, 0, rebalance.Exporting, 1); err != nil {
 		t.Fatalf("shard 0's turn is its own: %v", err)
+	}
+}
+
+// TestWaitingAccessGetsTheLockNext: on SQLite the Store's write transactions on one file
+// follow each other within microseconds, and an access that found the write lock taken
+// polled in vain between them; now it says it waits, and the next of the Store's
+// transactions there lets it write first (handoff.go). Without that the accesses waited for
+// 5 to 15 of these transactions.
+func TestWaitingAccessGetsTheLockNext(t *testing.T) {
+	e := newSQLite(t, 1)
+	mover, app := e.open(t, 2), e.open(t, 2)
+	ctx := context.Background()
+	if _, err := mover.dbs[0].Exec("CREATE TABLE scratch (n INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	var committed atomic.Int64
+	stop, stopped := make(chan struct{}), make(chan error, 1)
+	go func() { // the Store's writes, back to back, each holding the write lock 3 ms
+		for {
+			select {
+			case <-stop:
+				stopped <- nil
+				return
+			default:
+			}
+			err := func() error {
+				release, err := mover.store.HoldTurn(ctx, 0)
+				if err != nil {
+					return err
+				}
+				defer release()
+				tx, err := mover.dbs[0].BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				if _, err := tx.Exec("INSERT INTO scratch VALUES (1)"); err != nil {
+					return err
+				}
+				time.Sleep(3 * time.Millisecond)
+				return tx.Commit()
+			}()
+			if err != nil {
+				stopped <- err
+				return
+			}
+			committed.Add(1)
+		}
+	}()
+	for committed.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	most := int64(0)
+	for i := range 20 {
+		before := committed.Load()
+		err := app.store.Access(ctx, rebalance.Placement{}, "42", 0, func(tx *sql.Tx) error {
+			_, err := tx.Exec("INSERT INTO messages (id, user_id, time, message, sender) VALUES (?, 42, 0, 'waits', 7)", i+1)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, committed.Load()-before)
+		time.Sleep(time.Duration(i%4) * time.Millisecond) // arrive at different points of a transaction
+	}
+	close(stop)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	// The transaction under way when the access came, and one that took the lock before
+	// the access said it waited.
+	if most > 2 {
+		t.Fatalf("an access waited while %d of the Store's write transactions committed, want at most 2", most)
 	}
 }
