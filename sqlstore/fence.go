@@ -31,7 +31,8 @@ func lockKey(owner string) int32 {
 // ms between tries, long after the lock is free (with 8 movers, the longest exclusive
 // windows halved: see BenchmarkMove). A turn is held only around one transaction, never
 // while another is taken, so turns cannot wait for each other in a cycle. Accesses take no
-// turn: they must not wait for the mover's writes to read.
+// turn: they must not wait for the mover's writes to read; a turn begins by letting the
+// accesses that wait to write the database go first (yieldToWaiting, see handoff.go).
 func (s *Store) writeTurn(ctx context.Context, i int) (release func(), err error) {
 	if s.dialect != SQLite {
 		return func() {}, nil

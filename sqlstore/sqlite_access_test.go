@@ -297,8 +297,8 @@ func TestTurnWaitEndsWithContext(t *testing.T) {
 // TestWaitingAccessGetsTheLockNext: on SQLite the Store's write transactions on one file
 // follow each other within microseconds, and an access that found the write lock taken
 // polled in vain between them; now it says it waits, and the next of the Store's
-// transactions there lets it write first (handoff.go). Without that the accesses waited for
-// 5 to 15 of these transactions.
+// transactions there lets it write first (handoff.go). Without that the access found the
+// lock taken at every try, and failed with SQLITE_BUSY after its busy timeout.
 func TestWaitingAccessGetsTheLockNext(t *testing.T) {
 	e := newSQLite(t, 1)
 	mover, app := e.open(t, 2), e.open(t, 2)
@@ -360,9 +360,10 @@ func TestWaitingAccessGetsTheLockNext(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	// The transaction under way when the access came, and one that took the lock before
-	// the access said it waited.
-	if most > 2 {
-		t.Fatalf("an access waited while %d of the Store's write transactions committed, want at most 2", most)
+	// The transaction under way when the access came, one that took the lock before the
+	// access said it waited, and one more where the machine is too busy to run the access
+	// within yieldMost (5 ms). Without the handoff it waited for every one (and failed).
+	if most > 3 {
+		t.Fatalf("an access waited while %d of the Store's write transactions committed, want at most 3", most)
 	}
 }

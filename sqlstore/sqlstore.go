@@ -136,12 +136,16 @@
 // connection for most transactions, which on PostgreSQL costs more than the transaction.
 //
 // On SQLite every write transaction of a database waits for the one before it, the mover's
-// chunks included, so a foreground write during a migration waits for the chunk under way on
-// its shard; reads do not wait (see above). For a foreground p99 near idle, run the mover in
-// a process of its own (in the application's process its SQLite work also takes the Go
-// scheduler's Ps from the foreground) with one mover, small chunks and a pause after each
-// (rebalance.SharedOptions{Concurrency: 1, ChunkRows: 200, Group: 4, Yield: 1}):
-// BenchmarkLatency measures both.
+// chunks included; reads do not wait (see above). An access that finds the write lock taken
+// holds a shared flock(2) of an empty file beside the database, named after it with
+// "-rebalance-waiting" (created by the first access that waits), until it ends, and the
+// Store's next write transaction on that database waits while one is held, for at most 5 ms:
+// so a foreground write during a migration waits for the mover's chunk under way on its
+// shard, not for all the chunks the mover writes there in a row. For a foreground p99 nearer
+// idle, run the mover in a process of its own (in the application's process its SQLite work
+// also takes the Go scheduler's Ps from the foreground) with one mover, small chunks and a
+// pause after each (rebalance.SharedOptions{Concurrency: 1, ChunkRows: 200, Group: 4, Yield:
+// 1}): BenchmarkLatency measures both.
 //
 // A Store never creates a shard: [Store.Init] creates the fence tables in databases that
 // exist, and refuses a shard whose data table is missing (a lost SQLite file reopened empty, a
