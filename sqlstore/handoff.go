@@ -10,15 +10,15 @@ import (
 // taken polls: an access every 200 µs or sooner (Access), SQLite's busy handler after 1, 2,
 // then 5 ms. The mover's transactions on one file follow each other within microseconds, so
 // an access that came during one of them found the lock taken again at each try and waited
-// for the mover's whole run of transactions there: 8 to 18 ms at the defaults, where a
-// transaction takes 3 to 4. So an access that finds the lock taken says so to every process
-// on the machine, by holding a shared flock(2) of the file named by the database's file and
-// waitingSuffix until it ends; and the Store, before each of its write transactions on the
-// file, waits while one is held, for at most yieldMost. An access then waits for at most
-// the transaction under way. Only for SQLite files in WAL mode (the copies between files need
-// the same) on systems with flock(2); elsewhere, or where the file cannot be opened, nothing
+// for the mover's whole run of transactions there: a p99 of 12 to 13 ms at the defaults
+// (BenchmarkLatency), where one takes 3 to 4. So an access that finds the lock taken says so
+// to every process on the machine, by holding a shared flock(2) of the file named by the
+// database's file and waitingSuffix until it ends; and the Store, before each of its write
+// transactions on the file, waits while one is held, for at most yieldMost. An access then
+// waits for the transaction under way only. Only for database files in WAL mode (see
+// fileOf), on systems with flock(2); elsewhere, or where the file cannot be opened, nothing
 // waits. The locks say nothing of the data: SQLite's own locks keep it consistent whatever
-// they do.
+// these do.
 
 // waitingSuffix names, after a database file's name, the empty file whose shared locks are
 // accesses waiting to write that database.
