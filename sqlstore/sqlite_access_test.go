@@ -341,7 +341,11 @@ func TestWaitingAccessGetsTheLockNext(t *testing.T) {
 		}
 	}()
 	for committed.Load() < 2 {
-		time.Sleep(time.Millisecond)
+		select {
+		case err := <-stopped:
+			t.Fatal(err)
+		case <-time.After(time.Millisecond):
+		}
 	}
 	most := int64(0)
 	for i := range 20 {
